@@ -1,0 +1,82 @@
+"""droidheap's command line: one group, a module per command (droidheap/commands/).
+
+    droidheap [--local [--abi ABI]] [options] -- CMD ARGS...       profile CMD from its start
+    droidheap [--local [--abi ABI]] -n NAME[,NAME] | -p PID[,PID]   attach to running processes
+    droidheap [--local [--abi ABI]] shell -- CMD ARGS...           run CMD on the device
+
+The profiling command is the default: it runs when no subcommand name comes before `--`.
+"""
+import sys
+
+import click
+
+from droidheap.commands import profile, shell
+from droidheap.errors import DroidheapError
+
+# Device selection: accepted anywhere before `--` and handed to the group.
+_DEVICE_FLAGS = {"--local"}
+_DEVICE_OPTIONS = {"--abi", "--device-root"}
+
+
+class DroidheapGroup(click.Group):
+    def parse_args(self, ctx, args):
+        split = args.index("--") if "--" in args else len(args)
+        head, tail = args[:split], args[split:]
+        device_args, rest = [], []
+        i = 0
+        while i < len(head):
+            arg = head[i]
+            name = arg.split("=", 1)[0]
+            if arg in _DEVICE_FLAGS or (name in _DEVICE_OPTIONS and "=" in arg):
+                device_args.append(arg)
+            elif arg in _DEVICE_OPTIONS and i + 1 < len(head):
+                device_args += [arg, head[i + 1]]
+                i += 1
+            else:
+                rest.append(arg)
+            i += 1
+        if "--help" in rest and len(rest) == 1:
+            return super().parse_args(ctx, device_args + rest + tail)
+        if not rest or rest[0] not in self.commands:
+            rest = ["profile"] + rest
+        return super().parse_args(ctx, device_args + rest + tail)
+
+
+@click.group(cls=DroidheapGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--local", is_flag=True, help="Use the Linux emulator device (this machine).")
+@click.option("--abi", default=None, help="Emulator device ABI: x86_64 or arm64-v8a (qemu).")
+@click.option("--device-root", type=click.Path(file_okay=False), default=None,
+              help="Emulator device root directory (default: $DROIDHEAP_DEVICE_ROOT or "
+                   "~/.cache/droidheap/device).")
+@click.pass_context
+def cli(ctx, local, abi, device_root):
+    """droidheap: a native heap profiler for Android."""
+    ctx.obj = {"local": local, "abi": abi, "device_root": device_root}
+
+
+cli.add_command(profile.command)
+cli.add_command(shell.command)
+
+
+def main(argv=None) -> int:
+    try:
+        cli.main(args=argv, prog_name="droidheap", standalone_mode=False)
+        return 0
+    except DroidheapError as e:
+        print(f"droidheap: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:
+        print(e.ctx.get_help())
+        return 0
+    except click.UsageError as e:
+        print(f"droidheap: {e.format_message()} (see droidheap --help)", file=sys.stderr)
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        print("droidheap: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

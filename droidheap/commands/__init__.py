@@ -1,0 +1,1 @@
+"""One module per CLI command; registered in droidheap/cli.py."""

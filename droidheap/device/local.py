@@ -1,0 +1,286 @@
+"""The Linux emulator device: runs the device side on this machine.
+
+Its state lives in a device root directory that outlives one CLI run, so a process started by
+`droidheap --local shell` can be attached to by a later run:
+
+    <root>/properties                 system properties ("key=value" lines, replaced atomically)
+    <root>/system/bin/droidheapd      the daemon, as pushed by a session
+    <root>/system/lib64/              heapprofd_client.so and the emulated libc (the layer that
+                                      stands in for bionic and is preloaded into every program)
+    <root>/dev/socket/heapprofd       the daemon's socket
+    <root>/data/misc/perfetto-traces  traces
+
+Programs started here get the emulated libc preloaded and DROIDHEAP_DEVICE_ROOT set; with the
+arm64-v8a ABI on an x86_64 machine they run under qemu-aarch64.
+"""
+import fcntl
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+from droidheap import native
+from droidheap.device.base import DaemonProcess, Device, DeviceLayout
+from droidheap.errors import DroidheapError
+
+ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
+QEMU_SYSROOTS = {"arm64-v8a": ("qemu-aarch64", "/usr/aarch64-linux-gnu")}
+# qemu-user options that take a value: the first other word is the emulated program.
+_QEMU_VALUE_OPTIONS = {"-L", "-E", "-U", "-cpu", "-g", "-s", "-R", "-B", "-d", "-D", "-p", "-r",
+                       "-0", "-seed", "-trace", "-plugin", "-dfilter", "-t"}
+
+
+def host_abi() -> str:
+    machine = platform.machine()
+    return {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a",
+            "arm64": "arm64-v8a"}.get(machine, machine)
+
+
+def default_root() -> pathlib.Path:
+    if os.environ.get(ROOT_ENV):
+        return pathlib.Path(os.environ[ROOT_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return pathlib.Path(cache) / "droidheap" / "device"
+
+
+def program_arguments(pid: int) -> List[str]:
+    """A process's arguments, without a qemu-user launcher in front."""
+    try:
+        raw = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    args = [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+    if args and os.path.basename(args[0]).startswith("qemu-"):
+        i = 1
+        while i < len(args) and args[i].startswith("-") and len(args[i]) > 1:
+            i += 2 if args[i] in _QEMU_VALUE_OPTIONS else 1
+        args = args[i:]
+    return args
+
+
+def program_name(args: Sequence[str]) -> str:
+    """The name bionic matches: basename of argv[0], cut at '@'."""
+    return os.path.basename(args[0]).split("@")[0] if args else ""
+
+
+def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
+    # A running program may have the old file mapped: replace it, never overwrite it in place.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    os.close(fd)
+    shutil.copy2(source, tmp)
+    os.replace(tmp, target)
+
+
+class LocalDaemon(DaemonProcess):
+    def __init__(self, process: subprocess.Popen, log_path: pathlib.Path):
+        self._process = process
+        self._log_path = log_path
+
+    def poll(self) -> Optional[int]:
+        return self._process.poll()
+
+    def wait(self, timeout_s: float) -> Optional[int]:
+        try:
+            return self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def signal(self, signum: int) -> None:
+        if self._process.poll() is None:
+            self._process.send_signal(signum)
+
+    def log(self) -> str:
+        try:
+            return self._log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class LocalDevice(Device):
+    def __init__(self, root: Optional[pathlib.Path] = None, abi: Optional[str] = None):
+        self.root = pathlib.Path(root or default_root()).absolute()
+        self.abi = abi or host_abi()
+        if self.abi not in native.BUILD_COMMANDS:
+            raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")
+        self._runner: List[str] = []
+        if self.abi != host_abi():
+            if self.abi not in QEMU_SYSROOTS:
+                raise DroidheapError(f"the emulated device cannot run {self.abi} on this machine")
+            qemu, sysroot = QEMU_SYSROOTS[self.abi]
+            if shutil.which(qemu) is None:
+                raise DroidheapError(f"{qemu} is not installed (Debian: apt-get install qemu-user)")
+            self._runner = [qemu, "-L", sysroot]
+        self.layout = DeviceLayout(
+            bin_dir=str(self.root / "system" / "bin"),
+            lib_dir=str(self.root / "system" / "lib64"),
+            socket_path=str(self.root / "dev" / "socket" / "heapprofd"),
+            trace_dir=str(self.root / "data" / "misc" / "perfetto-traces"),
+            tmp_dir=str(self.root / "data" / "local" / "tmp"),
+        )
+        for directory in (self.layout.bin_dir, self.layout.lib_dir, self.layout.trace_dir,
+                          self.layout.tmp_dir, os.path.dirname(self.layout.socket_path)):
+            os.makedirs(directory, exist_ok=True)
+        self._lock_file = None
+
+    def describe(self) -> str:
+        return f"the emulated device at {self.root} ({self.abi})"
+
+    # Session lock ----------------------------------------------------------------------------
+    def lock(self) -> None:
+        """One profiling session per device root at a time."""
+        self._lock_file = open(self.root / "session.lock", "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            self._lock_file = None
+            raise DroidheapError(f"another droidheap session is using {self.describe()}")
+
+    def unlock(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    # Files -----------------------------------------------------------------------------------
+    @property
+    def emulated_libc(self) -> pathlib.Path:
+        return pathlib.Path(self.layout.lib_dir) / native.EMULATED_LIBC
+
+    def _install_emulated_libc(self) -> None:
+        source = native.binary_dir(self.abi, required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
+        target = self.emulated_libc
+        if (not target.exists() or target.stat().st_size != source.stat().st_size
+                or target.read_bytes() != source.read_bytes()):
+            _copy_atomically(source, target)
+
+    def install_profiler(self, binaries: pathlib.Path) -> None:
+        self._install_emulated_libc()
+        _copy_atomically(binaries / native.DAEMON, pathlib.Path(self.layout.bin_dir) / native.DAEMON)
+        _copy_atomically(binaries / native.CLIENT, pathlib.Path(self.layout.lib_dir) / native.CLIENT)
+
+    def pull(self, remote: str, local: pathlib.Path) -> None:
+        try:
+            shutil.copyfile(remote, local)
+        except OSError as e:
+            raise DroidheapError(f"cannot pull {remote}: {e.strerror}") from None
+
+    def remove(self, remote: str) -> None:
+        pathlib.Path(remote).unlink(missing_ok=True)
+
+    # Properties ------------------------------------------------------------------------------
+    def properties(self) -> Dict[str, str]:
+        try:
+            text = (self.root / "properties").read_text()
+        except FileNotFoundError:
+            return {}
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def set_properties(self, properties: Dict[str, str]) -> None:
+        current = self.properties()
+        for key, value in properties.items():
+            if "\n" in key or "=" in key or "\n" in value:
+                raise DroidheapError(f"invalid property {key!r}")
+            if value:
+                current[key] = value
+            else:
+                current.pop(key, None)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".properties.")
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in sorted(current.items())))
+        os.replace(tmp, self.root / "properties")
+
+    # Processes -------------------------------------------------------------------------------
+    def pidof(self, name: str) -> List[int]:
+        pids = []
+        for entry in pathlib.Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                if program_name(program_arguments(int(entry.name))) == name:
+                    pids.append(int(entry.name))
+        return sorted(pids)
+
+    def process_exists(self, pid: int) -> bool:
+        return pathlib.Path(f"/proc/{pid}").is_dir()
+
+    def check_attachable(self, pid: int) -> None:
+        # The profiling signal's default action is to kill: only a process with the emulated libc
+        # (which handles it, as bionic does on a phone) may receive it.
+        try:
+            maps = pathlib.Path(f"/proc/{pid}/maps").read_text(errors="replace")
+        except OSError:
+            raise DroidheapError(f"cannot read the memory map of pid {pid}") from None
+        paths = {line.split(maxsplit=5)[5] for line in maps.splitlines()
+                 if len(line.split(maxsplit=5)) == 6}
+        libcs = {p for p in paths if os.path.basename(p) == native.EMULATED_LIBC}
+        if not libcs:
+            raise DroidheapError(
+                f"pid {pid} was not started on the emulated device (no emulated libc in its "
+                f"memory map); start it with: droidheap --local shell -- COMMAND")
+        if str(self.emulated_libc) not in libcs:
+            raise DroidheapError(f"pid {pid} runs on another emulated device ({sorted(libcs)[0]})")
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            exe = ""
+        emulated = exe.startswith("qemu-")
+        if emulated != bool(self._runner):
+            abi = "arm64-v8a" if emulated else host_abi()
+            raise DroidheapError(f"pid {pid} runs as {abi}: use --abi {abi}")
+
+    def check_program(self, argv: Sequence[str]) -> None:
+        self._program_command(argv)
+
+    def _program_command(self, argv: Sequence[str]) -> List[str]:
+        program = argv[0]
+        resolved = program if "/" in program else shutil.which(program)
+        if resolved is None or not os.path.isfile(resolved):
+            raise DroidheapError(f"cannot start {program}: no such program")
+        if not os.access(resolved, os.X_OK):
+            raise DroidheapError(f"cannot start {program}: permission denied")
+        if self._runner:
+            return [*self._runner, "-E", f"LD_PRELOAD={self.emulated_libc}",
+                    "-E", f"{ROOT_ENV}={self.root}", resolved, *argv[1:]]
+        return [resolved, *argv[1:]]
+
+    def _program_env(self) -> Dict[str, str]:
+        env = dict(os.environ)
+        env[ROOT_ENV] = str(self.root)
+        if not self._runner:
+            preload = env.get("LD_PRELOAD", "")
+            env["LD_PRELOAD"] = f"{self.emulated_libc} {preload}".strip()
+        return env
+
+    def spawn(self, argv: Sequence[str]) -> subprocess.Popen:
+        self._install_emulated_libc()
+        command = self._program_command(argv)
+        try:
+            return subprocess.Popen(command, env=self._program_env())
+        except OSError as e:
+            raise DroidheapError(f"cannot start {argv[0]}: {e.strerror}") from None
+
+    def shell(self, argv: Sequence[str]) -> int:
+        process = self.spawn(argv)
+        while True:
+            try:
+                code = process.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # the program got the Ctrl-C too; its exit code tells what it did
+        return 128 - code if code < 0 else code
+
+    def start_daemon(self, args: Sequence[str]) -> DaemonProcess:
+        log_path = pathlib.Path(self.layout.tmp_dir) / f"droidheapd.{time.time_ns()}.log"
+        command = [*self._runner, str(pathlib.Path(self.layout.bin_dir) / native.DAEMON), *args]
+        with open(log_path, "w") as log:
+            try:
+                # Its own session: not a child of the target, and untouched by the terminal's ^C
+                # (the host stops it with SIGTERM once it has the data).
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=log, start_new_session=True)
+            except OSError as e:
+                raise DroidheapError(f"cannot start droidheapd: {e.strerror}") from None
+        return LocalDaemon(process, log_path)

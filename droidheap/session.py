@@ -1,0 +1,106 @@
+"""One profiling session on one device: push the profiler, run droidheapd, follow its clients,
+stop it, pull and convert the trace. Device-agnostic: everything goes through a Device."""
+import dataclasses
+import pathlib
+import re
+import signal
+import time
+from typing import Iterable, Optional, Set
+
+from droidheap import native
+from droidheap.device.base import DaemonProcess, Device
+from droidheap.errors import DroidheapError
+
+_STARTUP_TIMEOUT_S = 15.0
+_STOP_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass
+class ProfileOptions:
+    sampling_interval: int = 4096
+    dump_interval_ms: int = 0
+    block_client: bool = True
+    shmem_size: int = 8 * 1024 * 1024
+    seed: int = 0
+
+
+class Session:
+    """Owned by the CLI command that runs it; not thread-safe."""
+
+    def __init__(self, device: Device, options: ProfileOptions):
+        self.device = device
+        self.options = options
+        self.daemon: Optional[DaemonProcess] = None
+        self.trace_path = f"{device.layout.trace_dir}/droidheap-{time.time_ns()}.trace"
+
+    def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
+              exit_when_clients_gone: bool = False) -> None:
+        self.device.install_profiler(native.binary_dir(self.device.abi))
+        args = ["--socket", self.device.layout.socket_path, "--output", self.trace_path,
+                "--interval", str(self.options.sampling_interval),
+                "--shmem-size", str(self.options.shmem_size)]
+        pids, names = list(pids), list(names)
+        if pids:
+            args += ["--pid", ",".join(map(str, pids))]
+        if names:
+            args += ["--name", ",".join(names)]
+        if self.options.dump_interval_ms:
+            args += ["--dump-interval-ms", str(self.options.dump_interval_ms)]
+        if not self.options.block_client:
+            args.append("--no-block-client")
+        if self.options.seed:
+            args += ["--seed", str(self.options.seed)]
+        if exit_when_clients_gone:
+            args.append("--exit-when-clients-gone")
+        self.daemon = self.device.start_daemon(args)
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        while "droidheapd: listening" not in self.daemon.log():
+            if self.daemon.poll() is not None or time.monotonic() > deadline:
+                self.daemon.signal(signal.SIGKILL)
+                raise DroidheapError(f"droidheapd did not start: {self._last_log_line()}")
+            time.sleep(0.02)
+
+    def _last_log_line(self) -> str:
+        lines = [line for line in self.daemon.log().splitlines() if line.strip()]
+        return lines[-1] if lines else "no output"
+
+    def _logged_pids(self, event: str) -> Set[int]:
+        return {int(pid) for pid in re.findall(rf"droidheapd: {event} pid=(\d+)", self.daemon.log())}
+
+    def connected_pids(self) -> Set[int]:
+        return self._logged_pids("connected")
+
+    def exited_pids(self) -> Set[int]:
+        return self._logged_pids("process exited")
+
+    def wait_until(self, condition, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline or self.daemon.poll() is not None:
+                return condition()
+            time.sleep(0.02)
+        return True
+
+    def running(self) -> bool:
+        return self.daemon is not None and self.daemon.poll() is None
+
+    def dump(self) -> None:
+        self.daemon.signal(signal.SIGUSR1)
+
+    def stop(self) -> None:
+        """Asks the daemon for its final dump and waits until it has written it."""
+        if self.daemon is None:
+            return
+        self.daemon.signal(signal.SIGTERM)
+        code = self.daemon.wait(_STOP_TIMEOUT_S)
+        if code is None:
+            self.daemon.signal(signal.SIGKILL)
+            raise DroidheapError("droidheapd did not stop in time; the dumps it wrote are kept")
+        if code != 0:
+            raise DroidheapError(f"droidheapd failed: {self._last_log_line()}")
+
+    def pull_trace(self, out_dir: pathlib.Path) -> pathlib.Path:
+        raw = out_dir / "raw-trace"
+        self.device.pull(self.trace_path, raw)
+        self.device.remove(self.trace_path)
+        return raw

@@ -1,0 +1,275 @@
+#include "client/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "client/register_capture.h"
+
+namespace droidheap {
+namespace {
+
+constexpr int kHandshakeTimeoutSeconds = 5;
+constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
+
+// Per-thread stack bounds, found once per thread (pthread_getattr_np allocates; the hook guard
+// makes that allocation pass straight through).
+#if defined(__BIONIC__)
+#define DROIDHEAP_TLS thread_local
+#else
+#define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
+#endif
+DROIDHEAP_TLS uint64_t t_stack_low = 0;
+DROIDHEAP_TLS uint64_t t_stack_high = 0;
+
+uint64_t NowUs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+bool SendHello(int sock) {
+  ClientHello hello{kHelloMagic, kProtocolVersion, sizeof(ClientHello), getpid(), 0};
+  int fds[2] = {open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
+                open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
+  bool ok = false;
+  if (fds[0] >= 0 && fds[1] >= 0) {
+    iovec iov{&hello, sizeof(hello)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+    ok = sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(hello));
+  }
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  return ok;
+}
+
+// Receives the reply and at most one fd; any extra fds are closed.
+bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
+  *shmem_fd = -1;
+  memset(reply, 0, sizeof(*reply));
+  iovec iov{reply, sizeof(*reply)};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (*shmem_fd < 0) {
+        *shmem_fd = fd;
+      } else {
+        close(fd);
+      }
+    }
+  }
+  bool ok = n == static_cast<ssize_t>(sizeof(*reply)) && !(msg.msg_flags & MSG_CTRUNC) &&
+            reply->magic == kReplyMagic && reply->version >= 1 &&
+            reply->size >= sizeof(DaemonReply) && reply->status == kReplyAccepted &&
+            *shmem_fd >= 0 && reply->sampling_interval >= 1;
+  if (!ok && *shmem_fd >= 0) {
+    close(*shmem_fd);
+    *shmem_fd = -1;
+  }
+  return ok;
+}
+
+}  // namespace
+
+Client::Client(int sock, SharedRingBuffer* buffer, const DaemonReply& config)
+    : sock_(sock), buffer_(buffer), config_(config), pid_(getpid()) {}
+
+Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (strlen(socket_path) >= sizeof(addr.sun_path)) return nullptr;
+  strcpy(addr.sun_path, socket_path);
+  int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return nullptr;
+  timeval timeout{kHandshakeTimeoutSeconds, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  DaemonReply reply;
+  int shmem_fd = -1;
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock) ||
+      !ReceiveReply(sock, &reply, &shmem_fd)) {
+    close(sock);
+    return nullptr;
+  }
+  SharedRingBuffer* buffer = SharedRingBuffer::Attach(shmem_fd, reply.shmem_size);
+  if (buffer == nullptr) {
+    close(shmem_fd);
+    close(sock);
+    return nullptr;
+  }
+  // Wake-up bytes must never block the program.
+  fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+  void* storage = previous->malloc(sizeof(Client));
+  if (storage == nullptr) {
+    SharedRingBuffer::Destroy(buffer);
+    close(sock);
+    return nullptr;
+  }
+  return new (storage) Client(sock, buffer, reply);
+}
+
+bool Client::StackBounds(uint64_t sp, uint64_t* top) {
+  if (t_stack_high == 0) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        t_stack_low = reinterpret_cast<uint64_t>(addr);
+        t_stack_high = t_stack_low + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
+  }
+  if (sp >= t_stack_low && sp < t_stack_high) {
+    *top = t_stack_high;
+    return true;
+  }
+  // A signal handler running on an alternate stack.
+  stack_t alt;
+  if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_ONSTACK)) {
+    uint64_t low = reinterpret_cast<uint64_t>(alt.ss_sp);
+    if (sp >= low && sp < low + alt.ss_size) {
+      *top = low + alt.ss_size;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out) {
+  uint64_t deadline = 0;
+  for (;;) {
+    switch (buffer_->Reserve(type, body_size, kLockTimeoutUs, out)) {
+      case SharedRingBuffer::ReserveResult::kOk:
+        return true;
+      case SharedRingBuffer::ReserveResult::kTooLarge:
+        buffer_->metadata()->records_dropped.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      case SharedRingBuffer::ReserveResult::kLockTimeout:
+        Shutdown(kClientBufferOverran);
+        return false;
+      case SharedRingBuffer::ReserveResult::kFull:
+        break;
+    }
+    // Full. Dropping a record would corrupt the daemon's view (a lost free leaves a phantom live
+    // allocation), so either wait for the daemon or end the session.
+    if (!(config_.flags & kFlagBlockClient)) {
+      Shutdown(kClientBufferOverran);
+      return false;
+    }
+    uint64_t now = NowUs();
+    if (deadline == 0) deadline = now + uint64_t{config_.block_timeout_ms} * 1000;
+    if (now > deadline) {
+      Shutdown(kClientBufferOverran);
+      return false;
+    }
+    // Make sure the daemon is awake and still there.
+    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
+        errno != EWOULDBLOCK) {
+      Shutdown(kClientDisconnected);
+      return false;
+    }
+    timespec pause{0, 100 * 1000};
+    nanosleep(&pause, nullptr);
+    buffer_->metadata()->blocked_us.fetch_add(100, std::memory_order_relaxed);
+    if (!enabled()) return false;
+  }
+}
+
+void Client::Publish(const SharedRingBuffer::Reservation& r) {
+  SharedRingBuffer::Commit(r);
+  RingBufferMetadata* meta = buffer_->metadata();
+  meta->records_written.fetch_add(1, std::memory_order_relaxed);
+  if (meta->reader_sleeping.load(std::memory_order_relaxed) &&
+      meta->reader_sleeping.exchange(0, std::memory_order_acq_rel)) {
+    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
+        errno != EWOULDBLOCK) {
+      Shutdown(kClientDisconnected);
+    }
+  }
+}
+
+void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size,
+                         uint64_t sequence) {
+  // clone() or vfork() children share our memory but are not the process the daemon knows.
+  if (getpid() != pid_) return;
+  uint64_t regs[kMaxRegisters] = {};
+  DroidheapCaptureRegisters(regs);
+  uint64_t sp = regs[kRegSp];
+  uint64_t top = 0;
+  uint64_t stack_size = 0;
+  if (StackBounds(sp, &top)) {
+    stack_size = top - sp;
+    if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
+  }
+  SharedRingBuffer::Reservation r;
+  if (!Reserve(kRecordAlloc, sizeof(AllocRecord) + stack_size, &r)) return;
+  AllocRecord record;
+  record.sequence = sequence;
+  record.address = address;
+  record.sample_size = sample_size;
+  record.alloc_size = alloc_size;
+  record.stack_pointer = sp;
+  record.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  record.stack_size = static_cast<uint32_t>(stack_size);
+  memcpy(record.regs, regs, sizeof(regs));
+  memcpy(r.body, &record, sizeof(record));
+  memcpy(r.body + sizeof(record), reinterpret_cast<const void*>(sp), stack_size);
+  Publish(r);
+}
+
+void Client::RecordFree(uint64_t address, uint64_t sequence) {
+  // No getpid() check here: it would cost a syscall on every free, and a vfork child may not free.
+  SharedRingBuffer::Reservation r;
+  if (!Reserve(kRecordFree, sizeof(FreeRecord), &r)) return;
+  FreeRecord record{sequence, address};
+  memcpy(r.body, &record, sizeof(record));
+  Publish(r);
+}
+
+void Client::Shutdown(ClientStopReason reason) {
+  if (!enabled_.exchange(false)) return;
+  uint32_t running = kClientRunning;
+  buffer_->metadata()->stop_reason.compare_exchange_strong(running, reason);
+  // The daemon sees EOF, drains what is in the buffer and writes this process's last dump.
+  shutdown(sock_, SHUT_RDWR);
+}
+
+void Client::DisableInChild() {
+  enabled_.store(false);
+  close(sock_);
+}
+
+}  // namespace droidheap

@@ -1,0 +1,53 @@
+// The profiling session as seen from inside the profiled process: the socket to droidheapd, the
+// shared ring buffer and the sampling configuration.
+//
+// Created by heapprofd_initialize (on bionic's loading thread or at libc init) and then used by
+// every thread of the process from the malloc hooks, without locks. It is never destroyed: after a
+// teardown other threads may still be inside a hook holding it, so it only stops recording (and
+// keeps its mapping, a bounded leak of one buffer per session).
+#pragma once
+
+#include <stdint.h>
+
+#include <atomic>
+
+#include "common/malloc_dispatch.h"
+#include "protocol/ring_buffer.h"
+#include "protocol/wire_protocol.h"
+
+namespace droidheap {
+
+class Client {
+ public:
+  // Connects to the daemon at socket_path and performs the handshake. nullptr on any failure.
+  static Client* Connect(const char* socket_path, const MallocDispatch* previous);
+
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  uint64_t sampling_interval() const { return config_.sampling_interval; }
+  uint64_t random_seed() const { return config_.random_seed; }
+
+  // Hook path, any thread. The caller holds the thread's re-entrancy guard.
+  void RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size, uint64_t sequence);
+  void RecordFree(uint64_t address, uint64_t sequence);
+  uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+  // Stops recording for good; the process continues on the previous allocator.
+  void Shutdown(ClientStopReason reason);
+  // In a forked child: the session belongs to the parent.
+  void DisableInChild();
+
+ private:
+  Client(int sock, SharedRingBuffer* buffer, const DaemonReply& config);
+  bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
+  void Publish(const SharedRingBuffer::Reservation& r);
+  bool StackBounds(uint64_t sp, uint64_t* top);
+
+  int sock_;
+  SharedRingBuffer* buffer_;
+  DaemonReply config_;
+  int pid_;
+  std::atomic<bool> enabled_{true};
+  std::atomic<uint64_t> sequence_{0};
+};
+
+}  // namespace droidheap

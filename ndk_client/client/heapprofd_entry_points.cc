@@ -1,0 +1,202 @@
+// The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
+// per MallocDispatch slot. Each replacement calls the previous allocator first and then, for a
+// sampled allocation, records it; frees are always reported so the daemon can match them.
+//
+// Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
+// thread-local guard against re-entry (pthread_getattr_np and friends allocate).
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "client/client.h"
+#include "client/sampler.h"
+
+#if defined(__BIONIC__)
+#define DROIDHEAP_TLS thread_local
+#else
+// glibc would allocate a dlopened library's dynamic TLS block with malloc, on first touch.
+#define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
+#endif
+
+namespace droidheap {
+namespace {
+
+const MallocDispatch* g_previous = nullptr;
+std::atomic<Client*> g_client{nullptr};
+DROIDHEAP_TLS bool t_in_hook = false;
+DROIDHEAP_TLS Sampler t_sampler;
+
+constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
+
+class HookGuard {
+ public:
+  HookGuard() : entered_(!t_in_hook) { t_in_hook = true; }
+  ~HookGuard() {
+    if (entered_) t_in_hook = false;
+  }
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_;
+};
+
+Client* ActiveClient() {
+  Client* client = g_client.load(std::memory_order_acquire);
+  return (client != nullptr && client->enabled()) ? client : nullptr;
+}
+
+void MaybeRecordAlloc(void* ptr, size_t size) {
+  if (ptr == nullptr) return;
+  Client* client = ActiveClient();
+  if (client == nullptr) return;
+  HookGuard guard;
+  if (!guard.entered()) return;
+  if (!t_sampler.seeded()) {
+    // Each thread its own stream, reproducible when the daemon pins the seed.
+    t_sampler.Seed(client->random_seed() ^ (static_cast<uint64_t>(gettid()) << 32),
+                   client->sampling_interval());
+  }
+  uint64_t sample_size = t_sampler.SampleSize(size, client->sampling_interval());
+  if (sample_size == 0) return;
+  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size, client->NextSequence());
+}
+
+// Returns the free's sequence number, taken before the real free so that a later allocation at
+// the same address always has the larger one.
+uint64_t FreeSequence(void* ptr) {
+  if (ptr == nullptr) return 0;
+  Client* client = ActiveClient();
+  return client != nullptr ? client->NextSequence() : 0;
+}
+
+void ReportFree(void* ptr, uint64_t sequence) {
+  if (sequence == 0) return;
+  Client* client = ActiveClient();
+  if (client == nullptr) return;
+  HookGuard guard;
+  if (!guard.entered()) return;
+  client->RecordFree(reinterpret_cast<uint64_t>(ptr), sequence);
+}
+
+void DisableInForkedChild() {
+  Client* client = g_client.load(std::memory_order_acquire);
+  if (client != nullptr) client->DisableInChild();
+}
+
+const char* SocketPath(const char* options, char* buf, size_t size) {
+  static const char kKey[] = "socket=";
+  const char* found = options ? strstr(options, kKey) : nullptr;
+  if (found == nullptr) return kDefaultSocket;
+  found += sizeof(kKey) - 1;
+  size_t len = strcspn(found, " ,");
+  if (len == 0 || len >= size) return kDefaultSocket;
+  memcpy(buf, found, len);
+  buf[len] = '\0';
+  return buf;
+}
+
+}  // namespace
+}  // namespace droidheap
+
+using namespace droidheap;
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_child*/,
+                                 const char* options) {
+  Client* current = g_client.load(std::memory_order_acquire);
+  if (current != nullptr && current->enabled()) return true;  // already profiling
+  g_previous = previous;
+  char buf[4096];
+  Client* client = Client::Connect(SocketPath(options, buf, sizeof(buf)), previous);
+  if (client == nullptr) return false;
+  static bool atfork_registered = false;
+  if (!atfork_registered) {
+    pthread_atfork(nullptr, nullptr, DisableInForkedChild);
+    atfork_registered = true;
+  }
+  g_client.store(client, std::memory_order_release);
+  return true;
+}
+
+EXPORT void heapprofd_finalize() {
+  Client* client = g_client.load(std::memory_order_acquire);
+  if (client != nullptr) client->Shutdown(kClientDisconnected);
+}
+
+// Leak-info entry points: bionic requires them to exist; heap profiling does not use them.
+EXPORT void heapprofd_get_malloc_leak_info(uint8_t** info, size_t* overall_size, size_t* info_size,
+                                           size_t* total_memory, size_t* backtrace_size) {
+  if (info) *info = nullptr;
+  if (overall_size) *overall_size = 0;
+  if (info_size) *info_size = 0;
+  if (total_memory) *total_memory = 0;
+  if (backtrace_size) *backtrace_size = 0;
+}
+EXPORT void heapprofd_free_malloc_leak_info(uint8_t*) {}
+EXPORT ssize_t heapprofd_malloc_backtrace(void*, uintptr_t*, size_t) { return 0; }
+EXPORT bool heapprofd_write_malloc_leak_info(FILE*) { return false; }
+
+EXPORT void* heapprofd_malloc(size_t size) {
+  void* p = g_previous->malloc(size);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+
+EXPORT void* heapprofd_calloc(size_t n, size_t size) {
+  void* p = g_previous->calloc(n, size);
+  size_t total;
+  if (p != nullptr && !__builtin_mul_overflow(n, size, &total)) MaybeRecordAlloc(p, total);
+  return p;
+}
+
+EXPORT void heapprofd_free(void* ptr) {
+  uint64_t sequence = FreeSequence(ptr);
+  g_previous->free(ptr);
+  ReportFree(ptr, sequence);
+}
+
+EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
+  uint64_t sequence = FreeSequence(ptr);
+  void* p = g_previous->realloc(ptr, size);
+  // The old block is gone when the call succeeded, or when size 0 freed it.
+  if (p != nullptr || size == 0) ReportFree(ptr, sequence);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+
+EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {
+  void* p = g_previous->memalign(alignment, size);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+
+EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
+  int rc = g_previous->posix_memalign(out, alignment, size);
+  if (rc == 0) MaybeRecordAlloc(*out, size);
+  return rc;
+}
+
+EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
+  void* p = g_previous->aligned_alloc(alignment, size);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+
+EXPORT size_t heapprofd_malloc_usable_size(const void* ptr) {
+  return g_previous->malloc_usable_size(ptr);
+}
+EXPORT droidheap_mallinfo heapprofd_mallinfo() { return g_previous->mallinfo(); }
+EXPORT int heapprofd_mallopt(int param, int value) { return g_previous->mallopt(param, value); }
+EXPORT int heapprofd_malloc_info(int options, FILE* fp) {
+  return g_previous->malloc_info(options, fp);
+}
+EXPORT int heapprofd_malloc_iterate(uintptr_t base, size_t size,
+                                    void (*callback)(uintptr_t, size_t, void*), void* arg) {
+  return g_previous->malloc_iterate(base, size, callback, arg);
+}
+EXPORT void heapprofd_malloc_disable() { g_previous->malloc_disable(); }
+EXPORT void heapprofd_malloc_enable() { g_previous->malloc_enable(); }

@@ -1,0 +1,45 @@
+// Everything the daemon holds for one connected process: its socket, the fds it passed at the
+// handshake, the shared ring buffer, its memory map and its bookkeeping. Created by the main
+// thread at the handshake, then moved to, and owned by, one unwinding worker.
+#pragma once
+
+#include <stdint.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "daemon/heap_tracker.h"
+#include "protocol/ring_buffer.h"
+#include "unwinder/process_maps.h"
+
+namespace droidheap {
+
+struct ClientConnection {
+  ~ClientConnection() {
+    for (int fd : {sock, maps_fd, mem_fd}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  int pid = 0;
+  std::string cmdline;
+  int sock = -1;
+  int maps_fd = -1;
+  int mem_fd = -1;
+  std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> buffer;
+  uint64_t start_timestamp_ns = 0;
+  bool from_startup = false;
+
+  // Worker state.
+  bool socket_closed = false;
+  bool buffer_corrupted = false;
+  ProcessMaps maps;
+  HeapTracker tracker;
+  uint64_t unwinding_errors = 0;
+  uint64_t heap_samples = 0;
+  uint64_t map_reparses = 0;
+  uint64_t unwinding_time_us = 0;
+};
+
+}  // namespace droidheap

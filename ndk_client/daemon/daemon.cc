@@ -1,0 +1,338 @@
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "daemon/clock.h"
+#include "protocol/wire_protocol.h"
+
+namespace droidheap {
+namespace {
+
+constexpr int kProfilingSignal = 36;  // bionic's BIONIC_SIGNAL_PROFILER
+constexpr int kHandshakeTimeoutMs = 2000;
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  int saved = errno;
+  char byte = static_cast<char>(sig);
+  (void)!write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Log(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  fprintf(stderr, "droidheapd: ");
+  vfprintf(stderr, fmt, args);
+  fputc('\n', stderr);
+  va_end(args);
+}
+
+std::string JoinArguments(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    if (!out.empty()) out += ' ';
+    out += a;
+  }
+  return out;
+}
+
+// Receives the hello and the two fds; closes anything unexpected. False on a bad handshake.
+bool ReceiveHello(int sock, ClientHello* hello, int* maps_fd, int* mem_fd) {
+  *maps_fd = *mem_fd = -1;
+  iovec iov{hello, sizeof(*hello)};
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.push_back(fd);
+    }
+  }
+  bool ok = n == static_cast<ssize_t>(sizeof(*hello)) && !(msg.msg_flags & MSG_CTRUNC) &&
+            fds.size() == 2 && hello->magic == kHelloMagic &&
+            hello->version >= kMinProtocolVersion && hello->size >= sizeof(ClientHello);
+  if (ok) {
+    *maps_fd = fds[0];
+    *mem_fd = fds[1];
+  } else {
+    for (int fd : fds) close(fd);
+  }
+  return ok;
+}
+
+// The mem fd must be the connecting process's own /proc/<pid>/mem.
+bool IsMemOf(int mem_fd, int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+  struct stat expected, got;
+  return stat(path, &expected) == 0 && fstat(mem_fd, &got) == 0 &&
+         expected.st_ino == got.st_ino && expected.st_dev == got.st_dev;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)), matcher_(config_.pids, config_.names, config_.all) {}
+
+Daemon::~Daemon() {
+  if (listen_fd_ >= 0) close(listen_fd_);
+  for (int fd : inbox_pipe_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+bool Daemon::Listen() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (config_.socket_path.size() >= sizeof(addr.sun_path)) {
+    Log("socket path too long: %s", config_.socket_path.c_str());
+    return false;
+  }
+  strcpy(addr.sun_path, config_.socket_path.c_str());
+  unlink(config_.socket_path.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd_, 64) != 0) {
+    Log("cannot listen on %s: %s", config_.socket_path.c_str(), strerror(errno));
+    return false;
+  }
+  chmod(config_.socket_path.c_str(), 0666);  // apps run as other users
+  return true;
+}
+
+void Daemon::SignalTargets() {
+  for (int pid : config_.pids) {
+    sigval value{};
+    value.sival_int = 0;
+    if (sigqueue(pid, kProfilingSignal, value) == 0) {
+      signalled_pids_.push_back(pid);
+      Log("signalled pid=%d", pid);
+    } else {
+      Log("cannot signal pid=%d: %s", pid, strerror(errno));
+    }
+  }
+}
+
+void Daemon::AcceptClient() {
+  int sock = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (sock < 0) return;
+  timeval timeout{kHandshakeTimeoutMs / 1000, (kHandshakeTimeoutMs % 1000) * 1000};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+
+  auto client = std::make_unique<ClientConnection>();
+  client->sock = sock;
+  ClientHello hello{};
+  ucred cred{};
+  socklen_t cred_len = sizeof(cred);
+  DaemonReply reply{};
+  reply.magic = kReplyMagic;
+  reply.version = kProtocolVersion;
+  reply.size = sizeof(reply);
+  if (!ReceiveHello(sock, &hello, &client->maps_fd, &client->mem_fd) ||
+      getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+      !IsMemOf(client->mem_fd, cred.pid)) {
+    reply.status = kReplyBadHello;
+  } else if (!matcher_.IsTarget(cred.pid)) {
+    reply.status = kReplyNotATarget;
+  } else {
+    client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
+    if (!client->buffer) reply.status = kReplyDaemonBusy;
+  }
+  client->pid = cred.pid;  // the kernel's word, not the client's
+  int shmem_fd = -1;
+  if (reply.status == kReplyAccepted) {
+    reply.sampling_interval = config_.sampling_interval;
+    reply.max_stack_bytes = config_.max_stack_bytes;
+    reply.block_timeout_ms = config_.block_timeout_ms;
+    reply.flags = config_.block_client ? uint32_t{kFlagBlockClient} : 0u;
+    reply.shmem_size = client->buffer->total_size();
+    reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
+    shmem_fd = client->buffer->fd();
+  }
+  iovec iov{&reply, sizeof(reply)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (shmem_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &shmem_fd, sizeof(int));
+  }
+  bool sent = sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+  if (reply.status != kReplyAccepted || !sent) {
+    Log("rejected pid=%d status=%u", client->pid, reply.status);
+    return;
+  }
+  fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+  client->cmdline = JoinArguments(ProcessMatcher::ReadArguments(client->pid));
+  client->start_timestamp_ns = BoottimeNs();
+  client->from_startup = std::find(signalled_pids_.begin(), signalled_pids_.end(), client->pid) ==
+                         signalled_pids_.end();
+  Log("connected pid=%d cmdline=%s", client->pid, client->cmdline.c_str());
+  ++clients_connected_;
+  workers_[next_worker_++ % workers_.size()]->PostAddClient(std::move(client));
+}
+
+void Daemon::PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox_.emplace_back(request_id, std::move(snapshots));
+  }
+  char byte = 's';
+  (void)!write(inbox_pipe_[1], &byte, 1);
+}
+
+void Daemon::RequestDump(bool stop) {
+  stopping_ = stopping_ || stop;
+  if (pending_request_ != 0) {
+    // One dump at a time; a stop waits for the dump under way and then takes its own.
+    stop_queued_ = stop_queued_ || stop;
+    return;
+  }
+  pending_request_ = next_request_id_++;
+  pending_replies_ = workers_.size();
+  pending_is_stop_ = stop;
+  pending_snapshots_.clear();
+  uint64_t now = BoottimeNs();
+  for (auto& worker : workers_) {
+    if (stop) {
+      worker->PostStop(pending_request_, now);
+    } else {
+      worker->PostDump(pending_request_, now);
+    }
+  }
+}
+
+void Daemon::HandleInbox() {
+  char drain[64];
+  while (read(inbox_pipe_[0], drain, sizeof(drain)) > 0) {
+  }
+  std::vector<std::pair<uint64_t, std::vector<DumpSnapshot>>> inbox;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox.swap(inbox_);
+  }
+  for (auto& [request_id, snapshots] : inbox) {
+    if (request_id == 0) {
+      for (const auto& s : snapshots) Log("process exited pid=%d", s.pid);
+      clients_gone_ += snapshots.size();
+      if (!trace_.WriteDump(snapshots)) Log("cannot write the trace");
+      continue;
+    }
+    if (request_id != pending_request_) continue;
+    for (auto& s : snapshots) pending_snapshots_.push_back(std::move(s));
+    if (--pending_replies_ > 0) continue;
+    if (!pending_snapshots_.empty() && !trace_.WriteDump(pending_snapshots_)) {
+      Log("cannot write the trace");
+    }
+    Log("dump written processes=%zu", pending_snapshots_.size());
+    pending_snapshots_.clear();
+    pending_request_ = 0;
+    if (pending_is_stop_) {
+      stopped_ = true;
+    } else if (stop_queued_) {
+      stop_queued_ = false;
+      RequestDump(true);
+    }
+  }
+}
+
+int Daemon::Run() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+      pipe2(inbox_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Log("cannot create pipes: %s", strerror(errno));
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (!trace_.Open(config_.output_path) || !trace_.WriteSessionStart()) {
+    Log("cannot write %s", config_.output_path.c_str());
+    return 1;
+  }
+  for (int i = 0; i < std::max(1, config_.workers); ++i) {
+    workers_.push_back(std::make_unique<UnwindingWorker>(config_, this));
+    if (!workers_.back()->Start()) {
+      Log("cannot start a worker");
+      return 1;
+    }
+  }
+  if (!Listen()) return 1;
+  Log("listening socket=%s", config_.socket_path.c_str());
+  SignalTargets();
+
+  uint64_t next_periodic_ms = config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
+  while (!stopped_) {
+    int timeout_ms = -1;
+    if (next_periodic_ms) {
+      uint64_t now_ms = MonotonicUs() / 1000;
+      timeout_ms = now_ms >= next_periodic_ms ? 0 : static_cast<int>(next_periodic_ms - now_ms);
+    }
+    pollfd fds[3] = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0}, {inbox_pipe_[0], POLLIN, 0}};
+    poll(fds, 3, timeout_ms);
+    if (fds[2].revents & POLLIN) HandleInbox();
+    if (fds[1].revents & POLLIN) {
+      char sig;
+      while (read(g_signal_pipe[0], &sig, 1) > 0) {
+        if (sig == SIGUSR1) {
+          Log("dump requested");
+          RequestDump(false);
+        } else if (!stopping_) {
+          Log("stopping");
+          RequestDump(true);
+        }
+      }
+    }
+    if (!stopping_ && (fds[0].revents & POLLIN)) AcceptClient();
+    if (next_periodic_ms && MonotonicUs() / 1000 >= next_periodic_ms) {
+      next_periodic_ms += config_.dump_interval_ms;
+      if (!stopping_) RequestDump(false);
+    }
+    if (config_.exit_when_clients_gone && !stopping_ && clients_connected_ > 0 &&
+        clients_gone_ == clients_connected_) {
+      Log("all clients gone");
+      RequestDump(true);
+    }
+  }
+  for (auto& worker : workers_) worker->Join();
+  trace_.Close();
+  unlink(config_.socket_path.c_str());
+  Log("stopped");
+  return 0;
+}
+
+}  // namespace droidheap

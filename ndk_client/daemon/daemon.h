@@ -1,0 +1,63 @@
+// droidheapd's main thread: listens for clients, performs handshakes, signals running targets,
+// decides when to dump (SIGUSR1, every --dump-interval-ms, at stop) and owns the TraceWriter.
+// Clients are handed to UnwindingWorkers after the handshake; their snapshots come back through
+// PostSnapshots (the only method called from other threads).
+#pragma once
+
+#include <stdint.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "daemon/daemon_config.h"
+#include "daemon/process_matcher.h"
+#include "daemon/trace_writer.h"
+#include "daemon/unwinding_worker.h"
+
+namespace droidheap {
+
+class Daemon : public SnapshotSink {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon() override;
+  // Runs until SIGTERM/SIGINT (or, with exit_when_clients_gone, until the last client left).
+  // Returns the process exit code.
+  int Run();
+
+  void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) override;
+
+ private:
+  bool Listen();
+  void SignalTargets();
+  void AcceptClient();
+  void RequestDump(bool stop);
+  void HandleInbox();
+
+  const DaemonConfig config_;
+  ProcessMatcher matcher_;
+  TraceWriter trace_;
+  std::vector<std::unique_ptr<UnwindingWorker>> workers_;
+  int listen_fd_ = -1;
+  size_t next_worker_ = 0;
+  std::vector<int> signalled_pids_;
+
+  // Dump bookkeeping (main thread).
+  uint64_t next_request_id_ = 1;
+  uint64_t pending_request_ = 0;
+  size_t pending_replies_ = 0;
+  bool pending_is_stop_ = false;
+  bool stop_queued_ = false;
+  bool stopping_ = false;  // no new clients, no new periodic dumps
+  bool stopped_ = false;   // the final dump is written
+  std::vector<DumpSnapshot> pending_snapshots_;
+  size_t clients_connected_ = 0;
+  size_t clients_gone_ = 0;
+
+  // Inbox from the workers.
+  int inbox_pipe_[2] = {-1, -1};
+  std::mutex inbox_mutex_;
+  std::vector<std::pair<uint64_t, std::vector<DumpSnapshot>>> inbox_;  // guarded by inbox_mutex_
+};
+
+}  // namespace droidheap

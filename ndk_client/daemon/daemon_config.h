@@ -1,0 +1,28 @@
+// droidheapd's settings, from its command line (main.cc). Read-only after start; shared by value.
+#pragma once
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+namespace droidheap {
+
+struct DaemonConfig {
+  std::string socket_path;
+  std::string output_path;
+  std::vector<int> pids;            // processes to signal and accept
+  std::vector<std::string> names;   // program names to accept (and signal when running)
+  bool all = false;                 // accept every process that connects
+  uint64_t sampling_interval = 4096;
+  uint32_t max_stack_bytes = 64 * 1024;
+  uint64_t shmem_size = 8 * 1024 * 1024;  // ring buffer data area, a power of two
+  uint32_t dump_interval_ms = 0;          // 0 = no periodic dumps
+  bool block_client = true;
+  uint32_t block_timeout_ms = 5000;
+  uint64_t random_seed = 0;  // 0 = from the clock
+  int workers = 1;
+  bool exit_when_clients_gone = false;  // stop once every connected client has gone
+};
+
+}  // namespace droidheap

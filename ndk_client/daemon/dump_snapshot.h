@@ -1,0 +1,59 @@
+// A copy of one process's heap state at one instant, made by the unwinding worker that owns the
+// process (heap_tracker.h) and handed to the main thread, which interns and writes it
+// (trace_writer.h). Plain values only: once posted, nothing in it is shared.
+#pragma once
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+namespace droidheap {
+
+struct MappingInfo {
+  std::string path;      // as in /proc/pid/maps ("" for anonymous memory)
+  std::string build_id;  // raw bytes of NT_GNU_BUILD_ID; empty when unknown
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t offset = 0;     // file offset of `start`
+  uint64_t load_bias = 0;  // p_vaddr - p_offset of the segment mapped here
+  bool operator==(const MappingInfo& o) const {
+    return path == o.path && build_id == o.build_id && start == o.start && end == o.end &&
+           offset == o.offset && load_bias == o.load_bias;
+  }
+};
+
+struct FrameInfo {
+  uint32_t mapping;  // index into DumpSnapshot::mappings
+  uint64_t rel_pc;   // ELF virtual address: pc - start + offset + load_bias
+};
+
+struct CallstackSample {
+  uint32_t callstack;  // index into DumpSnapshot::callstacks
+  uint64_t self_allocated = 0;  // cumulative since the process connected
+  uint64_t self_freed = 0;
+  uint64_t alloc_count = 0;
+  uint64_t free_count = 0;
+};
+
+struct DumpSnapshot {
+  int32_t pid = 0;
+  std::string cmdline;              // NUL-separated arguments replaced by spaces
+  uint64_t timestamp_ns = 0;        // CLOCK_BOOTTIME
+  uint64_t start_timestamp_ns = 0;  // when the process connected
+  uint64_t sampling_interval = 0;
+  bool from_startup = false;
+  bool disconnected = false;   // the process exited or closed the connection
+  bool buffer_overran = false;
+  bool buffer_corrupted = false;
+  uint64_t unwinding_errors = 0;
+  uint64_t heap_samples = 0;
+  uint64_t map_reparses = 0;
+  uint64_t total_unwinding_time_us = 0;
+  uint64_t client_blocked_us = 0;
+  std::vector<MappingInfo> mappings;
+  std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
+  std::vector<CallstackSample> samples;
+};
+
+}  // namespace droidheap

@@ -1,0 +1,76 @@
+#include "daemon/heap_tracker.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace droidheap {
+
+bool HeapTracker::FrameKey::operator()(const std::vector<FrameInfo>& a,
+                                       const std::vector<FrameInfo>& b) const {
+  return std::lexicographical_compare(
+      a.begin(), a.end(), b.begin(), b.end(), [](const FrameInfo& x, const FrameInfo& y) {
+        return std::tie(x.mapping, x.rel_pc) < std::tie(y.mapping, y.rel_pc);
+      });
+}
+
+uint32_t HeapTracker::InternCallstack(const std::vector<FrameInfo>& frames) {
+  auto it = callstack_ids_.find(frames);
+  if (it != callstack_ids_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(callstacks_.size());
+  callstacks_.push_back(frames);
+  callstack_ids_.emplace(frames, id);
+  CallstackSample totals;
+  totals.callstack = id;
+  totals_.push_back(totals);
+  return id;
+}
+
+uint32_t HeapTracker::InternMapping(const MappingInfo& mapping) {
+  // Few mappings per process, looked up once per new frame: a linear scan is enough.
+  for (size_t i = 0; i < mappings_.size(); ++i) {
+    if (mappings_[i] == mapping) return static_cast<uint32_t>(i);
+  }
+  mappings_.push_back(mapping);
+  return static_cast<uint32_t>(mappings_.size() - 1);
+}
+
+void HeapTracker::CreditFree(const Live& live) {
+  CallstackSample& totals = totals_[live.callstack];
+  totals.self_freed += live.size;
+  totals.free_count += live.count;
+  live_bytes_ -= live.size;
+}
+
+void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack,
+                              uint64_t sample_size, uint64_t count) {
+  if (callstack >= totals_.size()) return;
+  CallstackSample& totals = totals_[callstack];
+  totals.self_allocated += sample_size;
+  totals.alloc_count += count;
+  live_bytes_ += sample_size;
+  Live incoming{sequence, callstack, sample_size, count};
+  auto [it, inserted] = live_.emplace(address, incoming);
+  if (inserted) return;
+  if (it->second.sequence > sequence) {
+    // A newer block already lives here: this one was freed before it, unseen by us.
+    CreditFree(incoming);
+    return;
+  }
+  CreditFree(it->second);
+  it->second = incoming;
+}
+
+void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
+  auto it = live_.find(address);
+  if (it == live_.end() || it->second.sequence > sequence) return;
+  CreditFree(it->second);
+  live_.erase(it);
+}
+
+void HeapTracker::Snapshot(DumpSnapshot* out) const {
+  out->mappings = mappings_;
+  out->callstacks = callstacks_;
+  out->samples = totals_;
+}
+
+}  // namespace droidheap

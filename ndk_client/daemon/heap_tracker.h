@@ -1,0 +1,63 @@
+// Bookkeeping of one profiled process: allocations and frees per call stack, and the live
+// allocations by address. Owned by the unwinding worker that owns the client; not thread-safe.
+//
+// Records arrive in ring-buffer order, which can differ from the order the program ran them in.
+// Sequence numbers (taken by the client after a malloc returned and before a free started) settle
+// every conflict at an address:
+//
+//   live[A] = {seq 5, stack S}     alloc A seq 9  -> S is credited a free (the block at A was
+//                                                   freed and reused; that free never reached us
+//                                                   or was ordered after), live[A] = seq 9
+//                                  free A seq 3   -> ignored: it freed an older block at A
+//                                  free A seq 7   -> S credited the free, live[A] erased
+//   (nothing at A)                 free A         -> ignored: an allocation never sampled
+#pragma once
+
+#include <stdint.h>
+
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/dump_snapshot.h"
+
+namespace droidheap {
+
+class HeapTracker {
+ public:
+  // Returns the id of an interned call stack (frames root first).
+  uint32_t InternCallstack(const std::vector<FrameInfo>& frames);
+  // Returns the index of an interned mapping.
+  uint32_t InternMapping(const MappingInfo& mapping);
+
+  void RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack, uint64_t sample_size,
+                   uint64_t count);
+  void RecordFree(uint64_t address, uint64_t sequence);
+
+  // Fills mappings, callstacks and samples of `out` (every call stack ever seen: the values are
+  // cumulative, as heapprofd's are).
+  void Snapshot(DumpSnapshot* out) const;
+
+  uint64_t live_bytes() const { return live_bytes_; }
+
+ private:
+  struct Live {
+    uint64_t sequence;
+    uint32_t callstack;
+    uint64_t size;
+    uint64_t count;
+  };
+  struct FrameKey {
+    bool operator()(const std::vector<FrameInfo>& a, const std::vector<FrameInfo>& b) const;
+  };
+  void CreditFree(const Live& live);
+
+  std::vector<MappingInfo> mappings_;
+  std::vector<std::vector<FrameInfo>> callstacks_;
+  std::map<std::vector<FrameInfo>, uint32_t, FrameKey> callstack_ids_;
+  std::vector<CallstackSample> totals_;  // by callstack id
+  std::unordered_map<uint64_t, Live> live_;
+  uint64_t live_bytes_ = 0;
+};
+
+}  // namespace droidheap

@@ -1,0 +1,142 @@
+// droidheapd: the on-device half of droidheap. Started by the host (adb shell, or the emulator
+// device); see daemon.h for what it does and `droidheapd --help` for its flags.
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <string>
+
+#include "daemon/daemon.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: droidheapd --socket PATH --output TRACE [targets] [options]\n"
+    "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
+    "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
+    "         --dump-interval-ms MS  --no-block-client  --block-timeout-ms MS (5000)\n"
+    "         --seed N  --workers N (1)  --exit-when-clients-gone\n";
+
+bool ParseNumber(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
+  if (text == nullptr || *text == '\0' || *text == '-') return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < min || value > max) return false;
+  *out = value;
+  return true;
+}
+
+template <typename Fn>
+bool ForEachListItem(const char* list, Fn fn) {
+  std::string text(list);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start && !fn(text.substr(start, end - start))) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+int Fail(const char* what, const char* value) {
+  fprintf(stderr, "droidheapd: invalid %s: %s\n%s", what, value ? value : "(missing)", kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  enum {
+    kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
+    kNoBlock, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kHelp
+  };
+  static const option kOptions[] = {
+      {"socket", required_argument, nullptr, kSocket},
+      {"output", required_argument, nullptr, kOutput},
+      {"pid", required_argument, nullptr, kPid},
+      {"name", required_argument, nullptr, kName},
+      {"all", no_argument, nullptr, kAll},
+      {"interval", required_argument, nullptr, kInterval},
+      {"max-stack", required_argument, nullptr, kMaxStack},
+      {"shmem-size", required_argument, nullptr, kShmemSize},
+      {"dump-interval-ms", required_argument, nullptr, kDumpInterval},
+      {"no-block-client", no_argument, nullptr, kNoBlock},
+      {"block-timeout-ms", required_argument, nullptr, kBlockTimeout},
+      {"seed", required_argument, nullptr, kSeed},
+      {"workers", required_argument, nullptr, kWorkers},
+      {"exit-when-clients-gone", no_argument, nullptr, kExitWhenGone},
+      {"help", no_argument, nullptr, kHelp},
+      {nullptr, 0, nullptr, 0},
+  };
+  droidheap::DaemonConfig config;
+  uint64_t n = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {
+    switch (opt) {
+      case kSocket: config.socket_path = optarg; break;
+      case kOutput: config.output_path = optarg; break;
+      case kPid:
+        if (!ForEachListItem(optarg, [&](const std::string& item) {
+              if (!ParseNumber(item.c_str(), 1, 0x7fffffff, &n)) return false;
+              config.pids.push_back(static_cast<int>(n));
+              return true;
+            })) {
+          return Fail("--pid", optarg);
+        }
+        break;
+      case kName:
+        ForEachListItem(optarg, [&](const std::string& item) {
+          config.names.push_back(item);
+          return true;
+        });
+        break;
+      case kAll: config.all = true; break;
+      case kInterval:
+        if (!ParseNumber(optarg, 1, uint64_t{1} << 40, &config.sampling_interval)) {
+          return Fail("--interval", optarg);
+        }
+        break;
+      case kMaxStack:
+        if (!ParseNumber(optarg, 0, 8u << 20, &n)) return Fail("--max-stack", optarg);
+        config.max_stack_bytes = static_cast<uint32_t>(n);
+        break;
+      case kShmemSize:
+        if (!ParseNumber(optarg, 4096, uint64_t{1} << 32, &n) || (n & (n - 1)) != 0) {
+          return Fail("--shmem-size (a power of two)", optarg);
+        }
+        config.shmem_size = n;
+        break;
+      case kDumpInterval:
+        if (!ParseNumber(optarg, 1, 1u << 31, &n)) return Fail("--dump-interval-ms", optarg);
+        config.dump_interval_ms = static_cast<uint32_t>(n);
+        break;
+      case kNoBlock: config.block_client = false; break;
+      case kBlockTimeout:
+        if (!ParseNumber(optarg, 0, 1u << 31, &n)) return Fail("--block-timeout-ms", optarg);
+        config.block_timeout_ms = static_cast<uint32_t>(n);
+        break;
+      case kSeed:
+        if (!ParseNumber(optarg, 0, UINT64_MAX, &config.random_seed)) return Fail("--seed", optarg);
+        break;
+      case kWorkers:
+        if (!ParseNumber(optarg, 1, 64, &n)) return Fail("--workers", optarg);
+        config.workers = static_cast<int>(n);
+        break;
+      case kExitWhenGone: config.exit_when_clients_gone = true; break;
+      case kHelp: fputs(kUsage, stdout); return 0;
+      default: fputs(kUsage, stderr); return 2;
+    }
+  }
+  if (optind != argc) return Fail("argument", argv[optind]);
+  if (config.socket_path.empty()) return Fail("--socket", nullptr);
+  if (config.output_path.empty()) return Fail("--output", nullptr);
+  // The stack copy and its record must fit in half the buffer (see ring_buffer.h).
+  if (config.max_stack_bytes + 4096 > config.shmem_size / 2) {
+    return Fail("--max-stack (too large for --shmem-size)", nullptr);
+  }
+  return droidheap::Daemon(std::move(config)).Run();
+}

@@ -1,0 +1,79 @@
+#include "daemon/process_matcher.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace droidheap {
+namespace {
+
+// qemu-user options that take a value (qemu-user(1)); the first other word is the program.
+const char* const kQemuOptionsWithValue[] = {"-L", "-E", "-U", "-cpu", "-g", "-s", "-R", "-B",
+                                            "-d", "-D", "-p", "-r", "-0", "-seed", "-trace",
+                                            "-plugin", "-dfilter", "-t"};
+
+bool IsEmulatorName(const std::string& arg0) {
+  size_t slash = arg0.rfind('/');
+  std::string base = slash == std::string::npos ? arg0 : arg0.substr(slash + 1);
+  return base.rfind("qemu-", 0) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> ProcessMatcher::ReadArguments(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+  std::vector<std::string> args;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return args;
+  std::string raw;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0 && raw.size() < 1 << 20) {
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t start = 0;
+  while (start < raw.size()) {
+    size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    args.push_back(raw.substr(start, end - start));
+    start = end + 1;
+  }
+  return StripEmulator(std::move(args));
+}
+
+std::vector<std::string> ProcessMatcher::StripEmulator(std::vector<std::string> args) {
+  if (args.empty() || !IsEmulatorName(args[0])) return args;
+  size_t i = 1;
+  while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
+    std::string option = args[i][1] == '-' ? args[i].substr(1) : args[i];
+    bool takes_value =
+        std::find_if(std::begin(kQemuOptionsWithValue), std::end(kQemuOptionsWithValue),
+                     [&](const char* o) { return option == o; }) != std::end(kQemuOptionsWithValue);
+    i += takes_value ? 2 : 1;
+  }
+  if (i >= args.size()) return args;
+  return std::vector<std::string>(args.begin() + static_cast<long>(i), args.end());
+}
+
+std::string ProcessMatcher::ProgramName(const std::vector<std::string>& args) {
+  if (args.empty()) return {};
+  const std::string& arg0 = args[0];
+  size_t slash = arg0.rfind('/');
+  std::string base = slash == std::string::npos ? arg0 : arg0.substr(slash + 1);
+  return base.substr(0, base.find('@'));
+}
+
+bool ProcessMatcher::IsTarget(int pid) const {
+  if (all_) return true;
+  if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end()) return true;
+  if (names_.empty()) return false;
+  std::string name = ProgramName(ReadArguments(pid));
+  return std::find(names_.begin(), names_.end(), name) != names_.end();
+}
+
+}  // namespace droidheap

@@ -1,0 +1,281 @@
+#include "daemon/unwinding_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "daemon/clock.h"
+#include "protocol/wire_protocol.h"
+#include "unwinder/frame_pointer_unwinder.h"
+
+namespace droidheap {
+namespace {
+
+constexpr int kPollTimeoutMs = 50;
+constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from starving the rest
+constexpr size_t kMaxFrames = 256;
+
+// The profiler's own code on the stack: the client library, and on the emulated device the
+// emulation layer standing in for libc's malloc entry points.
+bool IsProfilerLibrary(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return base == "heapprofd_client.so" || base == "libdroidheap_libc.so";
+}
+
+MappingInfo PseudoMapping(const char* name) {
+  MappingInfo m;
+  m.path = name;
+  return m;
+}
+
+MappingInfo ToMappingInfo(const MapEntry& e) {
+  MappingInfo m;
+  m.path = e.path;
+  m.build_id = e.build_id;
+  m.start = e.start;
+  m.end = e.end;
+  m.offset = e.offset;
+  m.load_bias = e.load_bias;
+  return m;
+}
+
+}  // namespace
+
+UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink)
+    : config_(config), sink_(sink) {}
+
+UnwindingWorker::~UnwindingWorker() {
+  Join();
+  for (int fd : wake_pipe_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+bool UnwindingWorker::Start() {
+  if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  record_buffer_.resize(config_.shmem_size / 2);
+  thread_ = std::thread(&UnwindingWorker::Run, this);
+  return true;
+}
+
+void UnwindingWorker::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void UnwindingWorker::PostTask(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(tasks_mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  char byte = 't';
+  (void)!write(wake_pipe_[1], &byte, 1);
+}
+
+void UnwindingWorker::PostAddClient(std::unique_ptr<ClientConnection> client) {
+  // std::function needs a copyable callable: hand the pointer over raw and re-own it on arrival.
+  ClientConnection* raw = client.release();
+  PostTask([this, raw] {
+    std::unique_ptr<ClientConnection> owned(raw);
+    owned->maps.Reload(owned->maps_fd);
+    clients_.push_back(std::move(owned));
+  });
+}
+
+void UnwindingWorker::PostDump(uint64_t request_id, uint64_t timestamp_ns) {
+  PostTask([this, request_id, timestamp_ns] { DumpAll(request_id, timestamp_ns); });
+}
+
+void UnwindingWorker::PostStop(uint64_t request_id, uint64_t timestamp_ns) {
+  PostTask([this, request_id, timestamp_ns] {
+    DumpAll(request_id, timestamp_ns);
+    stopping_ = true;
+  });
+}
+
+void UnwindingWorker::RunTasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(tasks_mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void UnwindingWorker::Run() {
+  std::vector<pollfd> fds;
+  while (!stopping_) {
+    fds.clear();
+    fds.push_back({wake_pipe_[0], POLLIN, 0});
+    for (auto& client : clients_) {
+      // Ask for a wake-up byte before sleeping; records written after this are signalled.
+      if (client->buffer->bytes_pending() == 0) {
+        client->buffer->metadata()->reader_sleeping.store(1, std::memory_order_release);
+      }
+      fds.push_back({client->socket_closed ? -1 : client->sock, POLLIN, 0});
+    }
+    poll(fds.data(), fds.size(), kPollTimeoutMs);
+    if (fds[0].revents & POLLIN) {
+      char drain[64];
+      while (read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
+      }
+    }
+    // Clients first: tasks may remove or snapshot them, invalidating the fds above.
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (fds[i + 1].revents) ReadSocket(clients_[i].get());
+      Drain(clients_[i].get(), kRecordsPerRound);
+    }
+    RunTasks();
+    // A client whose socket closed has written everything it will: drain, final dump, forget.
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      ClientConnection* client = it->get();
+      if (client->socket_closed && Drain(client, SIZE_MAX)) {
+        std::vector<DumpSnapshot> last;
+        last.push_back(TakeSnapshot(client, BoottimeNs()));
+        last.back().disconnected = true;
+        sink_->PostSnapshots(0, std::move(last));
+        it = clients_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void UnwindingWorker::ReadSocket(ClientConnection* client) {
+  char bytes[4096];
+  for (;;) {
+    ssize_t n = recv(client->sock, bytes, sizeof(bytes), MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      client->socket_closed = true;
+    }
+    return;
+  }
+}
+
+bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
+  if (client->buffer_corrupted) return true;
+  for (size_t i = 0; i < max_records; ++i) {
+    uint32_t type = 0;
+    size_t size = 0;
+    switch (client->buffer->ReadNext(&type, record_buffer_.data(), record_buffer_.size(), &size)) {
+      case SharedRingBuffer::ReadResult::kEmpty:
+        return true;
+      case SharedRingBuffer::ReadResult::kCorrupt:
+        // A client that scribbles over the buffer is cut off; what it sent before stays booked.
+        client->buffer_corrupted = true;
+        shutdown(client->sock, SHUT_RDWR);
+        client->socket_closed = true;
+        return true;
+      case SharedRingBuffer::ReadResult::kRecord:
+        break;
+    }
+    if (type == kRecordAlloc) {
+      HandleAlloc(client, record_buffer_.data(), size);
+    } else if (type == kRecordFree && size >= sizeof(FreeRecord)) {
+      FreeRecord record;
+      memcpy(&record, record_buffer_.data(), sizeof(record));
+      client->tracker.RecordFree(record.address, record.sequence);
+    }
+  }
+  return false;
+}
+
+void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size) {
+  if (size < sizeof(AllocRecord)) return;
+  AllocRecord record;
+  memcpy(&record, body, sizeof(record));
+  if (record.stack_size > size - sizeof(AllocRecord) || record.alloc_size == 0 ||
+      record.sample_size == 0) {
+    return;
+  }
+  uint64_t begin_us = MonotonicUs();
+  const uint8_t* stack = body + sizeof(AllocRecord);
+  // A copy shorter than the limit reached the top of the thread's stack.
+  uint64_t stack_top = (record.stack_size > 0 && record.stack_size < config_.max_stack_bytes)
+                           ? record.stack_pointer + record.stack_size
+                           : 0;
+  StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
+  UnwindResult unwound;
+  UnwindFramePointers(record.regs[kRegPc], record.regs[kRegFp], stack_top, memory, kMaxFrames,
+                      &unwound);
+
+  std::vector<FrameInfo> frames;  // innermost first while building
+  bool reparsed = false;
+  bool in_profiler = true;  // leading frames are the client's own (and the emulated libc's)
+  for (uint64_t pc : unwound.pcs) {
+    const MapEntry* map = client->maps.Find(pc, &elf_cache_);
+    if (map == nullptr && !reparsed) {
+      reparsed = true;
+      ++client->map_reparses;
+      client->maps.Reload(client->maps_fd);
+      map = client->maps.Find(pc, &elf_cache_);
+    }
+    if (map == nullptr) {
+      frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
+                        pc});
+      in_profiler = false;
+      continue;
+    }
+    if (in_profiler && IsProfilerLibrary(map->path)) continue;
+    in_profiler = false;
+    frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
+                      pc - map->start + map->offset + map->load_bias});
+  }
+  if (unwound.error != UnwindError::kNone) {
+    ++client->unwinding_errors;
+    frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unwind error]")),
+                      static_cast<uint64_t>(unwound.error)});
+  }
+  std::reverse(frames.begin(), frames.end());
+  uint32_t callstack = client->tracker.InternCallstack(frames);
+
+  // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
+  // same way, so that counts stay unbiased too.
+  uint64_t count = record.sample_size > record.alloc_size
+                       ? (record.sample_size + record.alloc_size / 2) / record.alloc_size
+                       : 1;
+  client->tracker.RecordAlloc(record.address, record.sequence, callstack, record.sample_size,
+                              count);
+  ++client->heap_samples;
+  client->unwinding_time_us += MonotonicUs() - begin_us;
+}
+
+DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns) {
+  DumpSnapshot s;
+  s.pid = client->pid;
+  s.cmdline = client->cmdline;
+  s.timestamp_ns = timestamp_ns;
+  s.start_timestamp_ns = client->start_timestamp_ns;
+  s.sampling_interval = config_.sampling_interval;
+  s.from_startup = client->from_startup;
+  RingBufferMetadata* meta = client->buffer->metadata();
+  s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran;
+  s.buffer_corrupted = client->buffer_corrupted;
+  s.unwinding_errors = client->unwinding_errors;
+  s.heap_samples = client->heap_samples;
+  s.map_reparses = client->map_reparses;
+  s.total_unwinding_time_us = client->unwinding_time_us;
+  s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
+  client->tracker.Snapshot(&s);
+  return s;
+}
+
+void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
+  std::vector<DumpSnapshot> snapshots;
+  for (auto& client : clients_) {
+    Drain(client.get(), SIZE_MAX);
+    snapshots.push_back(TakeSnapshot(client.get(), timestamp_ns));
+    snapshots.back().disconnected = client->socket_closed;
+  }
+  sink_->PostSnapshots(request_id, std::move(snapshots));
+}
+
+}  // namespace droidheap

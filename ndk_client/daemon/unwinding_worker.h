@@ -1,0 +1,70 @@
+// A thread that owns a group of clients: it drains their ring buffers, unwinds each sampled
+// allocation and books it in the client's HeapTracker (seed 000: the unwinder threads). Other
+// threads talk to it only through the Post* methods, which queue a task and wake its poll loop.
+// Results (dump snapshots) go back through the SnapshotSink, on the worker's thread.
+#pragma once
+
+#include <stdint.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "daemon/client_connection.h"
+#include "daemon/daemon_config.h"
+#include "daemon/dump_snapshot.h"
+#include "unwinder/elf_info.h"
+
+namespace droidheap {
+
+class SnapshotSink {
+ public:
+  virtual ~SnapshotSink() = default;
+  // request_id 0: an unsolicited dump (a process went away). Called on a worker thread.
+  virtual void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) = 0;
+};
+
+class UnwindingWorker {
+ public:
+  UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink);
+  ~UnwindingWorker();
+  bool Start();
+
+  // Any thread.
+  void PostAddClient(std::unique_ptr<ClientConnection> client);
+  // Snapshots every client (after draining its buffer) and answers with request_id.
+  void PostDump(uint64_t request_id, uint64_t timestamp_ns);
+  // Like PostDump, then the thread ends; Join() waits for it.
+  void PostStop(uint64_t request_id, uint64_t timestamp_ns);
+  void Join();
+
+ private:
+  void Run();
+  void PostTask(std::function<void()> task);
+  void RunTasks();
+  // Reads wake-up bytes; notes EOF.
+  void ReadSocket(ClientConnection* client);
+  // Handles at most max_records records; true when the buffer is (for now) empty.
+  bool Drain(ClientConnection* client, size_t max_records);
+  void HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size);
+  DumpSnapshot TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns);
+  void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
+
+  const DaemonConfig config_;
+  SnapshotSink* const sink_;
+  int wake_pipe_[2] = {-1, -1};
+  std::thread thread_;
+
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mutex_
+
+  // Owned by the worker thread.
+  std::vector<std::unique_ptr<ClientConnection>> clients_;
+  ElfCache elf_cache_;
+  std::vector<uint8_t> record_buffer_;
+  bool stopping_ = false;
+};
+
+}  // namespace droidheap

@@ -1,0 +1,112 @@
+// Shared-memory ring buffer carrying records from the client (many writer threads in the profiled
+// process) to droidheapd (one reader thread).
+//
+// Layout of the shared memory object (a sealed memfd created by the daemon):
+//   [ metadata page | data area (power of two) ]
+// mapped as [ metadata | data | data again ] so that a record that crosses the end of the data area
+// is still contiguous in memory (the second mapping aliases the first).
+//
+// Each record: RecordHeader{size, type} followed by the body, padded to 8 bytes. `size` stays 0
+// until the writer has finished the body and stores the total length with release semantics; the
+// reader's acquire load of `size` pairs with it. Writers reserve space under a spinlock that lives
+// in the metadata page; the reader never takes it, it only advances read_pos.
+//
+// The daemon treats everything in the shared memory as hostile: positions are copied locally
+// before they are checked, and records are copied out before they are parsed.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace droidheap {
+
+constexpr uint32_t kRingBufferVersion = 1;
+
+struct RecordHeader {
+  std::atomic<uint32_t> size;  // 0 = not yet committed; else total record bytes incl. header
+  uint32_t type;               // RecordType
+};
+static_assert(sizeof(RecordHeader) == 8, "shared layout");
+
+// Why a client stopped writing (set by the client, reported in the dump).
+enum ClientStopReason : uint32_t {
+  kClientRunning = 0,
+  kClientBufferOverran = 1,  // buffer full past the timeout (or at once with --no-block-client)
+  kClientDisconnected = 2,
+};
+
+struct RingBufferMetadata {
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t data_size;
+  std::atomic<uint64_t> write_pos;  // written by clients under `lock`
+  std::atomic<uint64_t> read_pos;   // written by the daemon only
+  std::atomic<uint32_t> lock;
+  std::atomic<uint32_t> reader_sleeping;  // daemon sets it before sleeping; a writer that sees it
+                                          // clears it and sends a wake-up byte on the socket
+  std::atomic<uint32_t> stop_reason;      // ClientStopReason
+  uint32_t reserved2;
+  std::atomic<uint64_t> records_written;
+  std::atomic<uint64_t> records_dropped;
+  std::atomic<uint64_t> blocked_us;  // time writers spent waiting for space
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+// One mapping of a ring buffer, in either process. Created and owned by one object (the daemon's
+// per-client state, or the client's global state); thread-safety as stated per method.
+class SharedRingBuffer {
+ public:
+  struct Reservation {
+    RecordHeader* header = nullptr;
+    uint8_t* body = nullptr;
+    uint32_t total_size = 0;
+  };
+  enum class ReserveResult { kOk, kFull, kTooLarge, kLockTimeout };
+
+  // Daemon side: a new sealed memfd of one metadata page + data_size (power of two, >= page).
+  static SharedRingBuffer* Create(size_t data_size);
+  // Client side: map an object received from the daemon; checks size and seals. nullptr on error.
+  // On failure the caller keeps ownership of fd.
+  static SharedRingBuffer* Attach(int fd, uint64_t expected_total_size);
+  // Unmaps and closes the fd. Only when no writer can still be using the mapping.
+  static void Destroy(SharedRingBuffer* rb);
+  struct Deleter {
+    void operator()(SharedRingBuffer* rb) const { Destroy(rb); }
+  };
+  SharedRingBuffer(const SharedRingBuffer&) = delete;
+  SharedRingBuffer& operator=(const SharedRingBuffer&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t total_size() const { return page_size_ + data_size_; }
+  uint64_t data_size() const { return data_size_; }
+  RingBufferMetadata* metadata() { return meta_; }
+
+  // Writer side, any thread: reserve `body_size` bytes for a record of `type`. Spins on the
+  // shared lock for at most lock_timeout_us. Does not allocate.
+  ReserveResult Reserve(uint32_t type, size_t body_size, uint64_t lock_timeout_us, Reservation* out);
+  // Publishes a reserved record (release store of its size).
+  static void Commit(const Reservation& r);
+
+  // Reader side, one thread. Copies the next committed record (header excluded) into `out` (which
+  // must hold max_record_size() bytes) and advances the read position.
+  enum class ReadResult { kRecord, kEmpty, kCorrupt };
+  ReadResult ReadNext(uint32_t* type, uint8_t* out, size_t out_capacity, size_t* body_size);
+  size_t max_record_size() const { return data_size_ / 2; }
+  uint64_t bytes_pending() const;
+
+ private:
+  SharedRingBuffer(int fd, uint8_t* base, size_t page_size, size_t data_size);
+  static SharedRingBuffer* Map(int fd, size_t page_size, size_t data_size);
+
+  int fd_;
+  uint8_t* base_;
+  size_t page_size_;
+  size_t data_size_;
+  RingBufferMetadata* meta_;
+  uint8_t* data_;
+};
+
+}  // namespace droidheap

@@ -1,0 +1,101 @@
+// Messages exchanged between the client library (in the profiled process) and droidheapd.
+//
+// Socket (SOCK_STREAM unix socket, path passed to the client through its options string):
+//   client -> daemon  ClientHello + SCM_RIGHTS{/proc/self/maps fd, /proc/self/mem fd}
+//   daemon -> client  DaemonReply + SCM_RIGHTS{shared memory fd}   (no fd when rejected)
+//   client -> daemon  single wake-up bytes afterwards (content ignored); EOF = client gone.
+//
+// Shared memory: see ring_buffer.h. Every record in it starts with a RecordHeader; the record
+// bodies below follow. All structs are fixed-size, little-endian as the machine, and only ever
+// grow at the end: a reader accepts any `size` >= the size of the version it knows and ignores the
+// rest, so an older client keeps working with a newer daemon.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace droidheap {
+
+constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
+constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
+constexpr uint32_t kProtocolVersion = 1;
+// Oldest client protocol version this daemon still accepts.
+constexpr uint32_t kMinProtocolVersion = 1;
+
+// Register file carried with each sampled allocation, indexed by DWARF register number.
+// x86_64: 0..15 general registers (rax rdx rcx rbx rsi rdi rbp rsp r8..r15), 16 = rip.
+// aarch64: 0..30 = x0..x30, 31 = sp, 32 = pc.
+constexpr int kMaxRegisters = 33;
+#if defined(__x86_64__)
+constexpr int kRegSp = 7;
+constexpr int kRegFp = 6;
+constexpr int kRegPc = 16;
+#elif defined(__aarch64__)
+constexpr int kRegSp = 31;
+constexpr int kRegFp = 29;
+constexpr int kRegPc = 32;
+#else
+#error "droidheap supports x86_64 and aarch64"
+#endif
+
+struct ClientHello {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t size;  // sizeof(ClientHello) as the client knows it
+  int32_t pid;
+  uint64_t flags;  // reserved, 0
+};
+static_assert(sizeof(ClientHello) == 24, "wire layout");
+
+enum ReplyStatus : uint32_t {
+  kReplyAccepted = 0,
+  kReplyNotATarget = 1,
+  kReplyBadHello = 2,
+  kReplyDaemonBusy = 3,
+};
+
+enum ClientFlags : uint32_t {
+  // Buffer full: wait (up to block_timeout_ms) for the daemon instead of tearing down at once.
+  kFlagBlockClient = 1u << 0,
+};
+
+struct DaemonReply {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t size;
+  uint32_t status;  // ReplyStatus
+  uint64_t sampling_interval;  // mean bytes between samples; 1 = every allocation
+  uint32_t max_stack_bytes;    // upper bound of the raw stack copy per record
+  uint32_t block_timeout_ms;
+  uint32_t flags;  // ClientFlags
+  uint32_t reserved;
+  uint64_t shmem_size;  // total size of the shared memory object
+  uint64_t random_seed;  // sampler seed; 0 = seed from the clock (tests pin it)
+};
+static_assert(sizeof(DaemonReply) == 56, "wire layout");
+
+enum RecordType : uint32_t {
+  kRecordAlloc = 1,
+  kRecordFree = 2,
+};
+
+struct AllocRecord {
+  uint64_t sequence;     // taken after the real allocation returned
+  uint64_t address;
+  uint64_t sample_size;  // bytes this sample stands for (see sampler.h)
+  uint64_t alloc_size;   // bytes the program asked for
+  uint64_t stack_pointer;  // address of the first copied stack byte
+  uint32_t tid;
+  uint32_t stack_size;   // bytes of raw stack copy following this struct
+  uint64_t regs[kMaxRegisters];
+  // uint8_t stack[stack_size] follows.
+};
+static_assert(sizeof(AllocRecord) == 48 + 8 * kMaxRegisters, "wire layout");
+
+struct FreeRecord {
+  uint64_t sequence;  // taken before the real free
+  uint64_t address;
+};
+static_assert(sizeof(FreeRecord) == 16, "wire layout");
+
+}  // namespace droidheap

@@ -1,0 +1,44 @@
+// What the daemon needs to know about a mapped ELF file: its build id and the load bias of each
+// loadable segment, so that a pc becomes an ELF virtual address (rel_pc) the host can symbolize.
+// ElfCache is owned by one unwinding worker (not thread-safe) and reads each file once.
+#pragma once
+
+#include <stdint.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace droidheap {
+
+struct ElfInfo {
+  struct Segment {
+    uint64_t offset;
+    uint64_t vaddr;
+    uint64_t file_size;
+    uint64_t align;
+    bool executable;
+  };
+  bool valid = false;
+  std::string build_id;  // raw bytes
+  std::vector<Segment> loads;
+
+  // p_vaddr - p_offset of the PT_LOAD that a mapping at `file_offset` maps.
+  uint64_t LoadBiasAt(uint64_t file_offset) const;
+};
+
+// Reads the ELF header, program headers and GNU build-id note of `path`; invalid when the file is
+// not a 64-bit ELF of this machine's byte order.
+ElfInfo ReadElfInfo(const std::string& path);
+
+class ElfCache {
+ public:
+  // Keyed by path and file identity, so a replaced file is read again.
+  const ElfInfo& Get(const std::string& path, uint64_t inode);
+
+ private:
+  std::map<std::tuple<std::string, uint64_t>, ElfInfo> entries_;
+};
+
+}  // namespace droidheap

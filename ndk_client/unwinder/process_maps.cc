@@ -1,0 +1,74 @@
+#include "unwinder/process_maps.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace droidheap {
+
+void ProcessMaps::Parse(const std::string& text) {
+  entries_.clear();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+
+    MapEntry e;
+    char perms[8] = {};
+    unsigned dev_major = 0, dev_minor = 0;
+    int path_start = 0;
+    if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
+               &e.start, &e.end, perms, &e.offset, &dev_major, &dev_minor, &e.inode,
+               &path_start) < 7 ||
+        e.end <= e.start) {
+      continue;
+    }
+    e.executable = strchr(perms, 'x') != nullptr;
+    if (path_start > 0 && static_cast<size_t>(path_start) <= line.size()) {
+      e.path = line.substr(static_cast<size_t>(path_start));
+    }
+    entries_.push_back(std::move(e));
+  }
+  std::sort(entries_.begin(), entries_.end(),
+            [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; });
+}
+
+bool ProcessMaps::Reload(int fd) {
+  std::string text;
+  char buf[65536];
+  for (off_t offset = 0;;) {
+    ssize_t n = pread(fd, buf, sizeof(buf), offset);
+    if (n < 0) return false;
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    offset += n;
+  }
+  Parse(text);
+  return true;
+}
+
+const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
+  auto it = std::upper_bound(entries_.begin(), entries_.end(), pc,
+                             [](uint64_t value, const MapEntry& e) { return value < e.start; });
+  if (it == entries_.begin()) return nullptr;
+  --it;
+  if (pc >= it->end) return nullptr;
+  if (!it->resolved) {
+    it->resolved = true;
+    if (!it->path.empty() && it->path[0] == '/') {
+      const ElfInfo& elf = elf_cache->Get(it->path, it->inode);
+      if (elf.valid) {
+        it->build_id = elf.build_id;
+        it->load_bias = elf.LoadBiasAt(it->offset);
+      }
+    }
+  }
+  return &*it;
+}
+
+}  // namespace droidheap

@@ -1,0 +1,43 @@
+// A profiled process's memory map, parsed from the /proc/pid/maps fd the client passed at the
+// handshake. Owned by the unwinding worker that owns the client; re-parsed when a pc falls outside
+// every known mapping (a library was loaded since).
+#pragma once
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "unwinder/elf_info.h"
+
+namespace droidheap {
+
+struct MapEntry {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t offset = 0;
+  uint64_t inode = 0;
+  bool executable = false;
+  std::string path;
+  // Filled on first use from the ELF file (see Resolve).
+  bool resolved = false;
+  std::string build_id;
+  uint64_t load_bias = 0;
+};
+
+class ProcessMaps {
+ public:
+  // Parses the text of /proc/pid/maps. Malformed lines are skipped.
+  void Parse(const std::string& text);
+  // Reads the whole maps file through `fd` (from offset 0) and parses it. False on read error.
+  bool Reload(int fd);
+
+  // The mapping containing pc, with its ELF facts resolved; nullptr when none.
+  const MapEntry* Find(uint64_t pc, ElfCache* elf_cache);
+  const std::vector<MapEntry>& entries() const { return entries_; }
+
+ private:
+  std::vector<MapEntry> entries_;  // sorted by start
+};
+
+}  // namespace droidheap
