@@ -1,0 +1,67 @@
+// HeapTracker: the sequence-number rules of heap_tracker.h, and cumulative per-stack totals.
+#include "daemon/heap_tracker.h"
+#include "tests/test_util.h"
+
+using droidheap::DumpSnapshot;
+using droidheap::FrameInfo;
+using droidheap::HeapTracker;
+
+namespace {
+
+const droidheap::CallstackSample& Totals(const HeapTracker& t, uint32_t stack) {
+  static DumpSnapshot s;
+  t.Snapshot(&s);
+  return s.samples[stack];
+}
+
+void TestFreeMatchesAlloc() {
+  HeapTracker t;
+  uint32_t s = t.InternCallstack({{0, 0x10}});
+  t.RecordAlloc(0x1000, 1, s, 100, 1);
+  t.RecordFree(0x1000, 2);
+  CHECK(Totals(t, s).self_allocated == 100 && Totals(t, s).self_freed == 100);
+  CHECK(Totals(t, s).alloc_count == 1 && Totals(t, s).free_count == 1);
+  CHECK(t.live_bytes() == 0);
+}
+
+void TestUnknownAndOlderFreesAreIgnored() {
+  HeapTracker t;
+  uint32_t s = t.InternCallstack({{0, 0x10}});
+  t.RecordFree(0x2000, 1);  // never sampled
+  t.RecordAlloc(0x1000, 5, s, 64, 1);
+  t.RecordFree(0x1000, 3);  // freed an older block at the same address
+  CHECK(Totals(t, s).self_freed == 0 && t.live_bytes() == 64);
+}
+
+void TestReuseOfAnAddressCreditsTheOldBlock() {
+  HeapTracker t;
+  uint32_t a = t.InternCallstack({{0, 0x10}});
+  uint32_t b = t.InternCallstack({{0, 0x20}});
+  t.RecordAlloc(0x1000, 5, a, 10, 1);
+  t.RecordAlloc(0x1000, 9, b, 20, 1);  // the free of the first block never arrived
+  CHECK(Totals(t, a).self_freed == 10 && Totals(t, b).self_freed == 0);
+  t.RecordAlloc(0x1000, 7, a, 30, 1);  // older than the live one: it is already gone
+  CHECK(Totals(t, a).self_allocated == 40 && Totals(t, a).self_freed == 40);
+  CHECK(t.live_bytes() == 20);
+}
+
+void TestCallstacksAreInterned() {
+  HeapTracker t;
+  std::vector<FrameInfo> frames = {{0, 1}, {1, 2}};
+  CHECK(t.InternCallstack(frames) == t.InternCallstack(frames));
+  CHECK(t.InternCallstack({{0, 1}}) != t.InternCallstack(frames));
+  droidheap::MappingInfo m;
+  m.path = "/lib/x.so";
+  CHECK(t.InternMapping(m) == t.InternMapping(m));
+}
+
+}  // namespace
+
+int main() {
+  TestFreeMatchesAlloc();
+  TestUnknownAndOlderFreesAreIgnored();
+  TestReuseOfAnAddressCreditsTheOldBlock();
+  TestCallstacksAreInterned();
+  printf("heap_tracker_test: ok\n");
+  return 0;
+}

@@ -1,0 +1,35 @@
+"""What tests/programs/alloc_sites.c allocates, per site function (bytes, objects, bytes kept)."""
+import dataclasses
+import math
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    allocated: int
+    objects: int
+    in_use: int
+    size: int  # bytes per allocation
+
+
+def sites(threads: int = 4):
+    return {
+        "site_leak_malloc": Site(4096 * 1024, 4096, 4096 * 1024, 1024),
+        "site_churn_malloc_free": Site(4096 * 2048, 4096, 0, 2048),
+        "site_small_for_realloc": Site(256 * 100, 256, 0, 100),
+        "site_grow_realloc": Site(256 * 16384, 256, 256 * 16384, 16384),
+        "site_posix_memalign": Site(512 * 4096, 512, 512 * 4096, 4096),
+        "site_aligned_alloc": Site(512 * 4096, 512, 512 * 4096, 4096),
+        "site_thread_calloc": Site(threads * 1024 * 2048, threads * 1024, threads * 1024 * 2048,
+                                   2048),
+    }
+
+
+def sampling_bound(site: Site, interval: int, sigmas: float = 5.0) -> float:
+    """Largest expected deviation of a sampled byte total from the truth.
+
+    Allocations at least as large as the interval are always recorded exactly; smaller ones catch
+    a Poisson number of sample points (mean total/interval) worth `interval` bytes each.
+    """
+    if interval <= 1 or site.size >= interval:
+        return 0.0
+    return sigmas * math.sqrt(site.allocated * interval) + interval

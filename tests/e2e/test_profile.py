@@ -1,0 +1,102 @@
+"""End to end through the emulator device: a multi-threaded C program profiled from its start and
+by attaching, checked against the bytes it is known to allocate at each site."""
+import pathlib
+import select
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.e2e.expected_sites import sampling_bound, sites
+from tests.e2e.trace_check import totals_by_leaf_function
+
+
+def assert_outputs_exist(out: pathlib.Path):
+    assert (out / "raw-trace").stat().st_size > 0
+    assert (out / "symbolized-trace").stat().st_size > (out / "raw-trace").stat().st_size
+    assert list(out.glob("heap_dump.*.*.libc.malloc.pb.gz")), sorted(out.iterdir())
+
+
+def assert_sites(per_function, interval: int):
+    for name, site in sites().items():
+        got = per_function.get(name)
+        assert got is not None, f"{name} missing: {sorted(per_function)}"
+        bound = sampling_bound(site, interval)
+        assert abs(got.allocated - site.allocated) <= bound, (name, got, site)
+        assert abs(got.in_use - site.in_use) <= bound, (name, got, site)
+        if interval == 1:
+            assert got.alloc_count == site.objects, (name, got, site)
+
+
+def single_process(totals):
+    assert len(totals) == 1, totals.keys()
+    return next(iter(totals.values()))
+
+
+def test_spawned_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", alloc_program)
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout
+    assert_outputs_exist(out)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+
+
+def test_spawned_profile_is_within_the_sampling_bound(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "--", alloc_program)
+    assert result.returncode == 0, result.stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 4096)
+
+
+def read_line_containing(stream, text, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    seen = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 0.1)
+        if ready:
+            line = stream.readline()
+            if not line:
+                break
+            seen.append(line)
+            if text in line:
+                return line
+    raise AssertionError(f"no line with {text!r} within {timeout_s}s: {seen}")
+
+
+def test_attached_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+    try:
+        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
+        session = cli.start("--local", "-p", pid, "-o", out, "-i", "1")
+        read_line_containing(session.stderr, f"attached to pid {pid}", 30)
+        time.sleep(0.2)  # the client swaps its table in right after the handshake
+        go.touch()
+        assert program.wait(timeout=60) == 0
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        for p in (program,):
+            if p.poll() is None:
+                p.kill()
+    assert_outputs_exist(out)
+    per_function = single_process(totals_by_leaf_function(out / "raw-trace", alloc_program))
+    assert_sites(per_function, 1)
+    assert "heartbeat" in per_function  # allocations made while waiting were seen too
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go (golang-go) is not installed")
+def test_go_tool_pprof_reads_the_profile_with_function_names(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    assert cli.run("--local", "-o", out, "-i", "1", "--", alloc_program).returncode == 0
+    (profile,) = out.glob("heap_dump.*.pb.gz")
+    for index, expected in (("inuse_space", "site_leak_malloc"),
+                            ("alloc_space", "site_churn_malloc_free")):
+        top = subprocess.run(["go", "tool", "pprof", "-top", f"-sample_index={index}",
+                              str(profile)], capture_output=True, text=True, timeout=120)
+        assert top.returncode == 0, top.stderr
+        assert expected in top.stdout, top.stdout
+        assert "site_thread_calloc" in top.stdout

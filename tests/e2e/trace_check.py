@@ -1,0 +1,96 @@
+"""Reads a raw droidheap trace with perfetto_trace_pb2 and totals the last dump of each process
+by leaf function, naming functions with `nm` — independent of droidheap's own symbolizer."""
+import collections
+import dataclasses
+import pathlib
+import subprocess
+from typing import Dict, List, Tuple
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+
+@dataclasses.dataclass
+class Totals:
+    allocated: int = 0
+    freed: int = 0
+    alloc_count: int = 0
+    free_count: int = 0
+
+    @property
+    def in_use(self) -> int:
+        return self.allocated - self.freed
+
+
+def _symbols(binary: pathlib.Path) -> List[Tuple[int, int, str]]:
+    out = subprocess.run(["nm", "-S", "--defined-only", str(binary)], capture_output=True,
+                         text=True, check=True).stdout
+    symbols = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tTwW":
+            symbols.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+    return symbols
+
+
+def _function_at(symbols, rel_pc: int) -> str:
+    for start, size, name in symbols:
+        if start <= rel_pc < start + size:
+            return name
+    return "?"
+
+
+def read_dumps(trace: pathlib.Path):
+    """Returns {pid: [list of dumps]}, each dump a list of (frames root first, HeapSample);
+    frames are (mapping path, rel_pc)."""
+    packets = pb.Trace.FromString(trace.read_bytes()).packet
+    strings: Dict[int, str] = {}
+    mappings: Dict[int, str] = {}
+    frames: Dict[int, Tuple[int, int]] = {}
+    callstacks: Dict[int, List[int]] = {}
+    dumps = collections.defaultdict(list)
+    current: Dict[int, list] = {}
+    for packet in packets:
+        if packet.HasField("interned_data"):
+            data = packet.interned_data
+            for s in data.mapping_paths:
+                strings[s.iid] = s.str.decode()
+            for m in data.mappings:
+                mappings[m.iid] = "/".join(strings.get(i, "") for i in m.path_string_ids)
+            for f in data.frames:
+                frames[f.iid] = (f.mapping_id, f.rel_pc)
+            for c in data.callstacks:
+                callstacks[c.iid] = list(c.frame_ids)
+        if packet.HasField("profile_packet"):
+            for process in packet.profile_packet.process_dumps:
+                rows = current.setdefault(process.pid, [])
+                for sample in process.samples:
+                    stack = [(mappings[frames[f][0]], frames[f][1])
+                             for f in callstacks[sample.callstack_id]]
+                    rows.append((stack, sample))
+            if not packet.profile_packet.continued:
+                for pid, rows in current.items():
+                    dumps[pid].append(rows)
+                current = {}
+    return dumps
+
+
+def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path) -> Dict[int, Dict[str, Totals]]:
+    """{pid: {leaf function in `binary`: totals of the last dump}}; stacks whose innermost frame in
+    `binary` cannot be found are filed under '?'."""
+    symbols = _symbols(binary)
+    result = {}
+    for pid, dumps in read_dumps(trace).items():
+        per_function = collections.defaultdict(Totals)
+        for stack, sample in dumps[-1]:
+            name = "?"
+            for path, rel_pc in reversed(stack):
+                if path.endswith("/" + binary.name):
+                    name = _function_at(symbols, rel_pc - 1)
+                    break
+            t = per_function[name]
+            t.allocated += sample.self_allocated
+            t.freed += sample.self_freed
+            t.alloc_count += sample.alloc_count
+            t.free_count += sample.free_count
+        result[pid] = dict(per_function)
+    return result

@@ -1,0 +1,93 @@
+"""Bad input gets one clear line on stderr and a non-zero exit, never a traceback."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(args, tmp_path, **kwargs):
+    env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp_path / "device"))
+    return subprocess.run([sys.executable, "-m", "droidheap.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=60, **kwargs)
+
+
+def assert_one_line_error(result, expected):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("droidheap: ")
+    assert expected in lines[0]
+
+
+def test_rejects_zero_sampling_interval(tmp_path):
+    result = run_cli(["--local", "-i", "0", "--", "true"], tmp_path)
+    assert_one_line_error(result, "sampling interval")
+
+
+def test_rejects_unknown_process_name(tmp_path):
+    result = run_cli(["--local", "-n", "no-such-program-xyz"], tmp_path)
+    assert_one_line_error(result, "no process named no-such-program-xyz")
+
+
+def test_rejects_unknown_pid(tmp_path):
+    result = run_cli(["--local", "-p", "999999999"], tmp_path)
+    assert_one_line_error(result, "no process with pid 999999999")
+
+
+def test_rejects_malformed_pid(tmp_path):
+    result = run_cli(["--local", "-p", "12x"], tmp_path)
+    assert_one_line_error(result, "invalid pid")
+
+
+def test_rejects_non_empty_output_dir(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "something").write_text("x")
+    result = run_cli(["--local", "-o", str(out), "--", "true"], tmp_path)
+    assert_one_line_error(result, "is not empty")
+
+
+def test_rejects_program_that_cannot_start(tmp_path):
+    result = run_cli(["--local", "--", str(tmp_path / "missing-program")], tmp_path)
+    assert_one_line_error(result, "cannot start")
+
+
+def test_rejects_unknown_option(tmp_path):
+    result = run_cli(["--local", "--frobnicate", "--", "true"], tmp_path)
+    assert_one_line_error(result, "--frobnicate")
+
+
+def test_requires_exactly_one_target(tmp_path):
+    result = run_cli(["--local", "-n", "a", "-p", "1"], tmp_path)
+    assert_one_line_error(result, "exactly one")
+
+
+def test_refuses_to_signal_a_process_without_the_emulated_libc(tmp_path):
+    # The profiling signal would kill a process that has no handler for it.
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        result = run_cli(["--local", "-p", str(sleeper.pid)], tmp_path)
+        assert_one_line_error(result, "not started on the emulated device")
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_shell_passes_the_exit_code_through(tmp_path, installed_binaries):
+    result = run_cli(["--local", "shell", "--", "sh", "-c", "exit 7"], tmp_path)
+    assert result.returncode == 7, result.stderr
+
+
+def test_without_local_says_what_to_do(tmp_path):
+    result = run_cli(["-n", "x"], tmp_path)
+    assert_one_line_error(result, "--local")
+
+
+@pytest.fixture
+def installed_binaries():
+    from droidheap import native
+    from droidheap.device.local import host_abi
+    native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,))
