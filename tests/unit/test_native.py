@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test"]
+NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "trace_writer_test"]
 
 
 @pytest.mark.parametrize("name", NATIVE_TESTS)

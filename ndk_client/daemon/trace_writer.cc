@@ -1,0 +1,384 @@
+// The daemon's Perfetto trace writer (see trace_writer.h). Main thread only.
+#include "daemon/trace_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tuple>
+#include <utility>
+
+#include "daemon/clock.h"
+
+namespace droidheap {
+namespace {
+
+// Any id but 0 (no sequence) and 1 (traced's own service packets).
+constexpr uint64_t kSequenceId = 2;
+// A new ProfilePacket is started before one would grow past this, so packets stay well under the
+// 1 MiB that Perfetto's tools are comfortable with; only a single sample whose new interned
+// entries alone exceed it (thousands of frames in new mappings) makes a larger packet.
+constexpr size_t kPacketBudget = 512 * 1024;
+constexpr char kMallocHeap[] = "libc.malloc";
+
+// The non-empty pieces of `s` between `separator`s.
+std::vector<std::string> Split(const std::string& s, char separator) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t end = s.find(separator, begin);
+    if (end == std::string::npos) end = s.size();
+    if (end > begin) parts.push_back(s.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return parts;
+}
+
+// "[anon:x]" is no file path (and may hold a '/'): one component.
+std::vector<std::string> PathComponents(const std::string& path) {
+  if (!path.empty() && path[0] != '/') return {path};
+  return Split(path, '/');
+}
+
+size_t Mix(size_t seed, uint64_t value) {
+  return seed ^ (static_cast<size_t>(value * 0x9e3779b97f4a7c15ull) + (seed << 6) + (seed >> 2));
+}
+
+// The file's directory entry must reach the disk too, or a crash can lose the whole trace.
+// Some file systems refuse fsync on directories; the data itself is still synced per dump.
+void SyncParentDirectory(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  fsync(fd);
+  close(fd);
+}
+
+}  // namespace
+
+bool TraceWriter::MappingLess::operator()(const MappingInfo& a, const MappingInfo& b) const {
+  return std::tie(a.path, a.build_id, a.start, a.end, a.offset, a.load_bias) <
+         std::tie(b.path, b.build_id, b.start, b.end, b.offset, b.load_bias);
+}
+
+size_t TraceWriter::FrameKeyHash::operator()(const FrameKey& k) const {
+  return Mix(Mix(0, k.mapping_iid), k.rel_pc);
+}
+
+size_t TraceWriter::IidsHash::operator()(const std::vector<uint64_t>& iids) const {
+  size_t h = iids.size();
+  for (uint64_t iid : iids) h = Mix(h, iid);
+  return h;
+}
+
+bool TraceWriter::Open(const std::string& path) {
+  Close();
+  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return false;
+  SyncParentDirectory(path);
+  broken_ = false;
+  written_bytes_ = committed_bytes_ = 0;
+  next_index_ = 0;
+  described_pids_.clear();
+  ForgetInternedState();
+  return true;
+}
+
+void TraceWriter::Close() {
+  if (fd_ < 0) return;
+  close(fd_);  // every complete call already ended with fsync
+  fd_ = -1;
+}
+
+bool TraceWriter::WriteSessionStart() {
+  if (fd_ < 0 || broken_) return false;
+  bool ok = WriteSequenceStart() && Commit();
+  if (!ok) RollBack({}, next_index_);
+  return ok;
+}
+
+bool TraceWriter::WriteDump(const std::vector<DumpSnapshot>& processes) {
+  if (fd_ < 0 || broken_) return false;
+  if (processes.empty()) return true;
+  const uint64_t timestamp = processes.front().timestamp_ns;
+  const uint64_t index_before = next_index_;
+  std::vector<int32_t> described_now;
+  bool ok = sequence_started_ || WriteSequenceStart();
+  ok = ok && WriteProcessTree(processes, timestamp, &described_now);
+  for (const DumpSnapshot& process : processes) ok = ok && WriteProcess(process, timestamp);
+  ok = ok && FlushProfilePacket(timestamp, /*continued=*/false) && Commit();
+  if (!ok) RollBack(described_now, index_before);
+  return ok;
+}
+
+bool TraceWriter::WriteSequenceStart() {
+  using pb::ClockSnapshot;
+  const uint64_t boottime = ClockNs(CLOCK_BOOTTIME);
+  const std::pair<uint64_t, uint64_t> clocks[] = {
+      {ClockSnapshot::kBoottime, boottime},
+      {ClockSnapshot::kMonotonic, ClockNs(CLOCK_MONOTONIC)},
+      {ClockSnapshot::kRealtime, ClockNs(CLOCK_REALTIME)},
+  };
+  ProtoEncoder snapshot;
+  for (const auto& clock : clocks) {
+    ProtoEncoder entry;
+    entry.Varint(ClockSnapshot::kClockId, clock.first);
+    entry.Varint(ClockSnapshot::kTimestamp, clock.second);
+    snapshot.Message(ClockSnapshot::kClocks, entry);
+  }
+  snapshot.Varint(ClockSnapshot::kPrimaryTraceClock, ClockSnapshot::kBoottime);
+
+  // heapprofd's convention: iid 0 is "" in every string table, so a reader that resolves a zero
+  // build id or function name id finds the empty string rather than a missing entry.
+  ProtoEncoder interned;
+  for (uint32_t table : {pb::InternedData::kFunctionNames, pb::InternedData::kBuildIds,
+                         pb::InternedData::kMappingPaths}) {
+    ProtoEncoder empty;
+    empty.Varint(pb::InternedString::kIid, 0);
+    empty.Bytes(pb::InternedString::kStr, "", 0);
+    interned.Message(table, empty);
+  }
+
+  ProtoEncoder packet;
+  packet.Varint(pb::TracePacket::kTimestamp, boottime);
+  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
+  packet.Varint(pb::TracePacket::kSequenceFlags, pb::TracePacket::kIncrementalStateCleared);
+  if (written_bytes_ == 0) packet.Bool(pb::TracePacket::kFirstPacketOnSequence, true);
+  packet.Message(pb::TracePacket::kClockSnapshot, snapshot);
+  packet.Message(pb::TracePacket::kInternedData, interned);
+  if (!WritePacket(packet)) return false;
+  sequence_started_ = true;
+  return true;
+}
+
+bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes, uint64_t timestamp,
+                                   std::vector<int32_t>* described_now) {
+  ProtoEncoder tree;
+  for (const DumpSnapshot& process : processes) {
+    if (!described_pids_.insert(process.pid).second) continue;
+    described_now->push_back(process.pid);
+    ProtoEncoder entry;
+    entry.Int32(pb::ProcessTree::kPid, process.pid);
+    for (const std::string& arg : Split(process.cmdline, ' ')) {
+      entry.Bytes(pb::ProcessTree::kCmdline, arg);
+    }
+    tree.Message(pb::ProcessTree::kProcesses, entry);
+  }
+  if (tree.empty()) return true;
+  ProtoEncoder packet;
+  packet.Varint(pb::TracePacket::kTimestamp, timestamp);
+  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
+  packet.Message(pb::TracePacket::kProcessTree, tree);
+  return WritePacket(packet);
+}
+
+// The process's samples go into the current ProfilePacket, each with the interned entries it is
+// the first to use; when the packet is full, the process's fragment so far is closed, the packet
+// written with continued=true, and the process goes on in a fragment of the next packet.
+bool TraceWriter::WriteProcess(const DumpSnapshot& process, uint64_t timestamp) {
+  using pb::HeapSample;
+  LocalIids local;
+  local.mappings.assign(process.mappings.size(), 0);
+  local.callstacks.assign(process.callstacks.size(), 0);
+  bool wrote_fragment = false;
+  ProtoEncoder staged;
+  ProtoEncoder sample;
+  for (const CallstackSample& s : process.samples) {
+    staged.Clear();
+    uint64_t callstack_iid = InternCallstack(process, s.callstack, &local, &staged);
+    if (callstack_iid == 0) continue;  // an index the snapshot does not hold: nothing to point at
+    sample.Clear();
+    sample.Varint(HeapSample::kCallstackId, callstack_iid);
+    sample.Varint(HeapSample::kSelfAllocated, s.self_allocated);
+    sample.Varint(HeapSample::kSelfFreed, s.self_freed);
+    sample.Varint(HeapSample::kAllocCount, s.alloc_count);
+    sample.Varint(HeapSample::kFreeCount, s.free_count);
+    size_t packet_bytes = interned_.size() + dumps_.size() + samples_.size();
+    if (packet_bytes > 0 && packet_bytes + staged.size() + sample.size() > kPacketBudget) {
+      if (!samples_.empty()) {
+        CloseFragment(process);
+        wrote_fragment = true;
+      }
+      if (!FlushProfilePacket(timestamp, /*continued=*/true)) return false;
+    }
+    interned_.Append(staged);
+    samples_.Message(pb::ProcessHeapSamples::kSamples, sample);
+  }
+  // A process without samples still gets its header: its flags and stats are news too.
+  if (!samples_.empty() || !wrote_fragment) CloseFragment(process);
+  return true;
+}
+
+// Every fragment repeats the whole header, as heapprofd's do: a reader may see any one of them.
+void TraceWriter::CloseFragment(const DumpSnapshot& process) {
+  using pb::ProcessHeapSamples;
+  using pb::ProcessStats;
+  ProtoEncoder stats;
+  stats.Varint(ProcessStats::kUnwindingErrors, process.unwinding_errors);
+  stats.Varint(ProcessStats::kHeapSamples, process.heap_samples);
+  stats.Varint(ProcessStats::kMapReparses, process.map_reparses);
+  stats.Varint(ProcessStats::kTotalUnwindingTimeUs, process.total_unwinding_time_us);
+  stats.Varint(ProcessStats::kClientSpinlockBlockedUs, process.client_blocked_us);
+
+  ProtoEncoder fragment;
+  fragment.Varint(ProcessHeapSamples::kPid, static_cast<uint64_t>(process.pid));
+  if (process.from_startup) fragment.Bool(ProcessHeapSamples::kFromStartup, true);
+  if (process.disconnected) fragment.Bool(ProcessHeapSamples::kDisconnected, true);
+  if (process.buffer_overran) fragment.Bool(ProcessHeapSamples::kBufferOverran, true);
+  if (process.buffer_corrupted) fragment.Bool(ProcessHeapSamples::kBufferCorrupted, true);
+  fragment.Varint(ProcessHeapSamples::kTimestamp, process.timestamp_ns);
+  fragment.Varint(ProcessHeapSamples::kStartTimestamp, process.start_timestamp_ns);
+  fragment.Bytes(ProcessHeapSamples::kHeapName, kMallocHeap, sizeof(kMallocHeap) - 1);
+  fragment.Varint(ProcessHeapSamples::kSamplingIntervalBytes, process.sampling_interval);
+  fragment.Message(ProcessHeapSamples::kStats, stats);
+  fragment.Append(samples_);
+  dumps_.Message(pb::ProfilePacket::kProcessDumps, fragment);
+  samples_.Clear();
+}
+
+bool TraceWriter::FlushProfilePacket(uint64_t timestamp, bool continued) {
+  ProtoEncoder profile;
+  profile.Append(dumps_);
+  if (continued) profile.Bool(pb::ProfilePacket::kContinued, true);
+  profile.Varint(pb::ProfilePacket::kIndex, next_index_++);
+
+  ProtoEncoder packet;
+  packet.Varint(pb::TracePacket::kTimestamp, timestamp);
+  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
+  packet.Varint(pb::TracePacket::kSequenceFlags, pb::TracePacket::kNeedsIncrementalState);
+  if (!interned_.empty()) packet.Message(pb::TracePacket::kInternedData, interned_);
+  packet.Message(pb::TracePacket::kProfilePacket, profile);
+  interned_.Clear();
+  dumps_.Clear();
+  return WritePacket(packet);
+}
+
+bool TraceWriter::WritePacket(const ProtoEncoder& packet) {
+  ProtoEncoder framed;
+  framed.Message(pb::Trace::kPacket, packet);
+  const char* data = framed.data().data();
+  size_t left = framed.size();
+  while (left > 0) {
+    ssize_t n = pwrite(fd_, data, left, static_cast<off_t>(written_bytes_));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    left -= static_cast<size_t>(n);
+    written_bytes_ += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+bool TraceWriter::Commit() {
+  if (fsync(fd_) != 0) return false;
+  committed_bytes_ = written_bytes_;
+  return true;
+}
+
+// Undoes a call that failed part-way: its bytes leave the file, the pids it described are
+// forgotten, and so is the interned state, since some of its entries may be among the lost bytes.
+// The next dump then starts the sequence over with INCREMENTAL_STATE_CLEARED.
+void TraceWriter::RollBack(const std::vector<int32_t>& described_now, uint64_t index_before) {
+  interned_.Clear();
+  dumps_.Clear();
+  samples_.Clear();
+  for (int32_t pid : described_now) described_pids_.erase(pid);
+  next_index_ = index_before;  // the trace processor expects indexes without gaps
+  if (written_bytes_ != committed_bytes_) {
+    if (ftruncate(fd_, static_cast<off_t>(committed_bytes_)) != 0) broken_ = true;
+    written_bytes_ = committed_bytes_;
+  }
+  ForgetInternedState();
+}
+
+void TraceWriter::ForgetInternedState() {
+  sequence_started_ = false;
+  path_iids_.clear();
+  build_id_iids_.clear();
+  mapping_iids_.clear();
+  frame_iids_.clear();
+  callstack_iids_.clear();
+}
+
+uint64_t TraceWriter::InternCallstack(const DumpSnapshot& process, uint32_t index,
+                                      LocalIids* local, ProtoEncoder* out) {
+  if (index >= process.callstacks.size()) return 0;
+  if (local->callstacks[index] != 0) return local->callstacks[index];
+  const std::vector<FrameInfo>& frames = process.callstacks[index];
+  // Checked before anything is interned, so a rejected stack leaves no entry unwritten behind.
+  for (const FrameInfo& frame : frames) {
+    if (frame.mapping >= process.mappings.size()) return 0;
+  }
+  std::vector<uint64_t> frame_iids;
+  frame_iids.reserve(frames.size());
+  for (const FrameInfo& frame : frames) {
+    uint64_t mapping_iid = InternMapping(process, frame.mapping, local, out);
+    const FrameKey key{mapping_iid, frame.rel_pc};
+    auto inserted = frame_iids_.emplace(key, frame_iids_.size() + 1);
+    if (inserted.second) {
+      ProtoEncoder entry;
+      entry.Varint(pb::Frame::kIid, inserted.first->second);
+      entry.Varint(pb::Frame::kMappingId, mapping_iid);
+      entry.Varint(pb::Frame::kRelPc, frame.rel_pc);
+      out->Message(pb::InternedData::kFrames, entry);
+    }
+    frame_iids.push_back(inserted.first->second);
+  }
+  auto inserted = callstack_iids_.emplace(std::move(frame_iids), callstack_iids_.size() + 1);
+  if (inserted.second) {
+    ProtoEncoder entry;
+    entry.Varint(pb::Callstack::kIid, inserted.first->second);
+    for (uint64_t frame : inserted.first->first) entry.Varint(pb::Callstack::kFrameIds, frame);
+    out->Message(pb::InternedData::kCallstacks, entry);
+  }
+  return local->callstacks[index] = inserted.first->second;
+}
+
+// start_offset and exact_offset both get the mapping's file offset: exact_offset is that by
+// definition, and start_offset (the offset of the ELF's first mapping) is unknown here; older
+// readers, and ours on the host, read start_offset as the mapping's offset.
+uint64_t TraceWriter::InternMapping(const DumpSnapshot& process, uint32_t index, LocalIids* local,
+                                    ProtoEncoder* out) {
+  using pb::Mapping;
+  if (local->mappings[index] != 0) return local->mappings[index];
+  const MappingInfo& mapping = process.mappings[index];
+  auto found = mapping_iids_.find(mapping);
+  if (found == mapping_iids_.end()) {
+    ProtoEncoder entry;
+    const uint64_t iid = mapping_iids_.size() + 1;
+    entry.Varint(Mapping::kIid, iid);
+    if (!mapping.build_id.empty()) {
+      const uint64_t build_id =
+          InternString(&build_id_iids_, pb::InternedData::kBuildIds, mapping.build_id, out);
+      entry.Varint(Mapping::kBuildId, build_id);
+    }
+    entry.Varint(Mapping::kExactOffset, mapping.offset);
+    entry.Varint(Mapping::kStartOffset, mapping.offset);
+    entry.Varint(Mapping::kStart, mapping.start);
+    entry.Varint(Mapping::kEnd, mapping.end);
+    entry.Varint(Mapping::kLoadBias, mapping.load_bias);
+    for (const std::string& part : PathComponents(mapping.path)) {
+      entry.Varint(Mapping::kPathStringIds,
+                   InternString(&path_iids_, pb::InternedData::kMappingPaths, part, out));
+    }
+    out->Message(pb::InternedData::kMappings, entry);
+    found = mapping_iids_.emplace(mapping, iid).first;
+  }
+  return local->mappings[index] = found->second;
+}
+
+uint64_t TraceWriter::InternString(std::unordered_map<std::string, uint64_t>* table,
+                                   uint32_t field, const std::string& str, ProtoEncoder* out) {
+  auto inserted = table->emplace(str, table->size() + 1);
+  if (inserted.second) {
+    ProtoEncoder entry;
+    entry.Varint(pb::InternedString::kIid, inserted.first->second);
+    entry.Bytes(pb::InternedString::kStr, str);
+    out->Message(field, entry);
+  }
+  return inserted.first->second;
+}
+
+}  // namespace droidheap
