@@ -1,0 +1,75 @@
+"""From the raw trace pulled off the device to the user's outputs: `symbolized-trace` (for
+ui.perfetto.dev / trace_processor), one pprof file per process, heap and dump, and a text summary.
+
+The one entry point is `convert_trace`, called by the CLI after the trace is pulled.
+"""
+import dataclasses
+import pathlib
+from typing import List, Sequence
+
+from droidheap.errors import DroidheapError
+from droidheap.pprof import PprofFile, write_pprof
+from droidheap.report import ProcessSummary, format_summary, summarize
+from droidheap.symbolizer import Symbolizer, symbolize_dumps
+from droidheap.trace.heap_dumps import rebuild_dumps
+from droidheap.trace.reader import parse_trace
+from droidheap.trace.symbolized import write_symbolized_trace
+
+SYMBOLIZED_TRACE = "symbolized-trace"
+
+
+@dataclasses.dataclass
+class ConversionResult:
+    symbolized_trace: pathlib.Path
+    pprof_files: List[PprofFile]  # in (pid, dump index, heap) order
+    processes: List[ProcessSummary]  # one per process and heap
+    warnings: List[str]
+    summary_text: str  # the summary, then one "warning: ..." line per warning
+
+    @property
+    def pprof_paths(self) -> List[pathlib.Path]:
+        return [f.path for f in self.pprof_files]
+
+
+def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
+                  search_dirs: Sequence[pathlib.Path] = ()) -> ConversionResult:
+    """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
+    the outputs into `out_dir` (created if needed). Raises DroidheapError when the trace cannot be
+    read at all; damage after the first good packet only adds warnings."""
+    try:
+        data = pathlib.Path(raw_trace).read_bytes()
+    except OSError as e:
+        raise DroidheapError(f"cannot read the trace {raw_trace}: {e.strerror or e}") from e
+    contents = parse_trace(data)
+    if not contents.packets:
+        what = "is empty" if not data else "holds no readable Perfetto packet"
+        raise DroidheapError(f"the trace {raw_trace} {what}; the daemon may have failed before "
+                             "its first dump")
+    warnings = list(contents.warnings)
+    dumps = rebuild_dumps(contents.packets)
+    warnings += dumps.warnings
+
+    symbolizer = Symbolizer(search_dirs)
+    symbols = symbolize_dumps(dumps, symbolizer)
+    warnings += symbolizer.warnings
+    unresolved = sorted(m.path for m in symbols.modules.values() if m.elf is None)
+    if unresolved:
+        warnings.append("no ELF file found for " + ", ".join(unresolved)
+                        + " (pass a directory of unstripped libraries to search)")
+
+    out_dir = pathlib.Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        symbolized = out_dir / SYMBOLIZED_TRACE
+        write_symbolized_trace(data[:contents.intact_length], symbols.modules.values(), symbolized)
+        pprofs = [write_pprof(dump, symbols, out_dir, dumps.cmdlines.get(pid, ""),
+                              dumps.wall_time_ns(dump.timestamp))
+                  for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
+    except OSError as e:
+        raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
+
+    processes = summarize(dumps, symbols)
+    summary = format_summary(processes)
+    if warnings:
+        summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)
+    return ConversionResult(symbolized, pprofs, processes, warnings, summary)

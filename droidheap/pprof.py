@@ -1,0 +1,193 @@
+"""Writes heap dumps as pprof profiles (`go tool pprof`), one gzip'd file per process and dump.
+
+The message classes come from a FileDescriptorProto built here from pprof's profile.proto
+(github.com/google/pprof, proto/profile.proto), so no protoc step is needed. Sample types use Go's
+heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; the default is
+in-use bytes, like heapprofd's.
+"""
+import dataclasses
+import gzip
+import pathlib
+import re
+from typing import Dict, List, Tuple
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from droidheap.symbolizer import SymbolTable
+from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping
+
+_F = descriptor_pb2.FieldDescriptorProto
+_TYPES = {"int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL,
+          "string": _F.TYPE_STRING}
+# (message, [(field, number, type, repeated)]) as in profile.proto; other types are messages.
+_SCHEMA = [
+    ("Profile", [("sample_type", 1, "ValueType", True), ("sample", 2, "Sample", True),
+                 ("mapping", 3, "Mapping", True), ("location", 4, "Location", True),
+                 ("function", 5, "Function", True), ("string_table", 6, "string", True),
+                 ("drop_frames", 7, "int64", False), ("keep_frames", 8, "int64", False),
+                 ("time_nanos", 9, "int64", False), ("duration_nanos", 10, "int64", False),
+                 ("period_type", 11, "ValueType", False), ("period", 12, "int64", False),
+                 ("comment", 13, "int64", True), ("default_sample_type", 14, "int64", False)]),
+    ("ValueType", [("type", 1, "int64", False), ("unit", 2, "int64", False)]),
+    ("Sample", [("location_id", 1, "uint64", True), ("value", 2, "int64", True),
+                ("label", 3, "Label", True)]),
+    ("Label", [("key", 1, "int64", False), ("str", 2, "int64", False),
+               ("num", 3, "int64", False), ("num_unit", 4, "int64", False)]),
+    ("Mapping", [("id", 1, "uint64", False), ("memory_start", 2, "uint64", False),
+                 ("memory_limit", 3, "uint64", False), ("file_offset", 4, "uint64", False),
+                 ("filename", 5, "int64", False), ("build_id", 6, "int64", False),
+                 ("has_functions", 7, "bool", False), ("has_filenames", 8, "bool", False),
+                 ("has_line_numbers", 9, "bool", False), ("has_inline_frames", 10, "bool", False)]),
+    ("Location", [("id", 1, "uint64", False), ("mapping_id", 2, "uint64", False),
+                  ("address", 3, "uint64", False), ("line", 4, "Line", True),
+                  ("is_folded", 5, "bool", False)]),
+    ("Line", [("function_id", 1, "uint64", False), ("line", 2, "int64", False)]),
+    ("Function", [("id", 1, "uint64", False), ("name", 2, "int64", False),
+                  ("system_name", 3, "int64", False), ("filename", 4, "int64", False),
+                  ("start_line", 5, "int64", False)]),
+]
+_PACKAGE = "perftools.profiles"
+
+
+def _message_classes():
+    proto = descriptor_pb2.FileDescriptorProto(name="droidheap/pprof_profile.proto",
+                                               package=_PACKAGE, syntax="proto3")
+    for name, fields in _SCHEMA:
+        message = proto.message_type.add(name=name)
+        for field, number, kind, repeated in fields:
+            entry = message.field.add(name=field, number=number,
+                                      label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
+            if kind in _TYPES:
+                entry.type = _TYPES[kind]
+            else:
+                entry.type, entry.type_name = _F.TYPE_MESSAGE, f".{_PACKAGE}.{kind}"
+    # A private pool: the name cannot clash with another copy of profile.proto in the process.
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+            for name, _ in _SCHEMA}
+
+
+_MESSAGES = _message_classes()
+Profile = _MESSAGES["Profile"]
+
+SAMPLE_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
+                ("inuse_objects", "count"), ("inuse_space", "bytes")]
+DEFAULT_SAMPLE_TYPE = "inuse_space"
+
+
+class _Builder:
+    """Accumulates one Profile, interning strings, mappings, functions and locations with
+    non-zero ids (0 means "none" in pprof)."""
+
+    def __init__(self, symbols: SymbolTable):
+        self.symbols = symbols
+        self.profile = Profile()
+        self.strings: Dict[str, int] = {}
+        self.string("")  # string_table[0] must be ""
+        self.mappings: Dict[Mapping, int] = {}
+        self.functions: Dict[Tuple[str, str], int] = {}
+        self.locations: Dict[Tuple[Mapping, int], int] = {}
+
+    def string(self, text: str) -> int:
+        if text not in self.strings:
+            self.strings[text] = len(self.strings)
+            self.profile.string_table.append(text)
+        return self.strings[text]
+
+    def mapping(self, mapping: Mapping) -> int:
+        if mapping.is_pseudo:
+            return 0
+        if mapping not in self.mappings:
+            module = self.symbols.modules.get((mapping.path, mapping.build_id))
+            self.mappings[mapping] = len(self.mappings) + 1
+            self.profile.mapping.add(
+                id=self.mappings[mapping], memory_start=mapping.start, memory_limit=mapping.end,
+                file_offset=mapping.offset, filename=self.string(mapping.path),
+                build_id=self.string(mapping.build_id),
+                # Set when we symbolized, so that pprof does not try again on its own.
+                has_functions=bool(module and module.has_functions),
+                has_filenames=bool(module and module.has_filenames),
+                has_line_numbers=bool(module and module.has_line_numbers))
+        return self.mappings[mapping]
+
+    def function(self, name: str, file: str) -> int:
+        key = (name, file)
+        if key not in self.functions:
+            self.functions[key] = len(self.functions) + 1
+            self.profile.function.add(id=self.functions[key], name=self.string(name),
+                                      system_name=self.string(name), filename=self.string(file))
+        return self.functions[key]
+
+    def location(self, frame: Frame) -> int:
+        key = (frame.mapping, frame.rel_pc)
+        if key not in self.locations:
+            self.locations[key] = len(self.locations) + 1
+            mapping_id = self.mapping(frame.mapping)
+            location = self.profile.location.add(
+                id=self.locations[key], mapping_id=mapping_id,
+                address=frame.mapping.pc(frame.rel_pc) if mapping_id else 0)
+            for line in self.symbols.lines(frame):
+                location.line.add(function_id=self.function(line.function, line.file),
+                                  line=line.line)
+        return self.locations[key]
+
+
+def _comments(dump: HeapDump, cmdline: str) -> List[str]:
+    comments = [cmdline or f"pid {dump.pid}",
+                f"droidheap dump {dump.index} of pid {dump.pid}, heap {dump.heap_name}, "
+                f"sampling interval {dump.sampling_interval_bytes} bytes"]
+    flags = [name.replace("_", " ") for name in ("from_startup", "disconnected", "buffer_overran",
+                                                 "buffer_corrupted", "hit_guardrail")
+             if getattr(dump, name)]
+    if flags:
+        comments.append("flags: " + ", ".join(flags))
+    return comments
+
+
+def build_profile(dump: HeapDump, symbols: SymbolTable, cmdline: str = "",
+                  time_nanos: int = 0):
+    """The pprof Profile message for one dump (values cumulative since the process connected,
+    in-use = allocated - freed)."""
+    b = _Builder(symbols)
+    p = b.profile
+    for kind, unit in SAMPLE_TYPES:
+        p.sample_type.add(type=b.string(kind), unit=b.string(unit))
+    p.default_sample_type = b.string(DEFAULT_SAMPLE_TYPE)
+    p.period_type.type, p.period_type.unit = b.string("space"), b.string("bytes")
+    p.period = dump.sampling_interval_bytes
+    p.time_nanos = time_nanos
+    if dump.start_timestamp and dump.timestamp > dump.start_timestamp:
+        p.duration_nanos = dump.timestamp - dump.start_timestamp
+    p.comment.extend(b.string(c) for c in _comments(dump, cmdline))
+    for sample in dump.samples:
+        values = [sample.alloc_count, sample.self_allocated,
+                  sample.alloc_count - sample.free_count, sample.in_use]
+        if not any(values):
+            continue
+        # Perfetto call stacks are root first; pprof's location_id is leaf first.
+        p.sample.add(location_id=[b.location(f) for f in reversed(sample.frames)], value=values)
+    return p
+
+
+def pprof_file_name(dump: HeapDump) -> str:
+    heap = re.sub(r"[^A-Za-z0-9._-]", "_", dump.heap_name) or "heap"
+    return f"heap_dump.{dump.index}.{dump.pid}.{heap}.pb.gz"
+
+
+@dataclasses.dataclass
+class PprofFile:
+    path: pathlib.Path
+    pid: int
+    dump_index: int
+    heap_name: str
+    samples: int
+
+
+def write_pprof(dump: HeapDump, symbols: SymbolTable, out_dir: pathlib.Path, cmdline: str = "",
+                time_nanos: int = 0) -> PprofFile:
+    profile = build_profile(dump, symbols, cmdline, time_nanos)
+    path = out_dir / pprof_file_name(dump)
+    # mtime=0: the same dump always gives the same bytes.
+    path.write_bytes(gzip.compress(profile.SerializeToString(), mtime=0))
+    return PprofFile(path, dump.pid, dump.index, dump.heap_name, len(profile.sample))

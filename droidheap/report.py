@@ -1,0 +1,127 @@
+"""The short text summary printed after a profile: per process and heap, what was allocated, what
+was still in use at the last dump, and the call sites (leaf frames, i.e. the callers of malloc)
+holding the most memory."""
+import dataclasses
+import pathlib
+from typing import Dict, List, Tuple
+
+from droidheap.symbolizer import SourceLine, SymbolTable
+from droidheap.trace.heap_dumps import HeapDump, TraceDumps
+
+TOP_SITES = 10
+
+
+@dataclasses.dataclass
+class CallSite:
+    function: str
+    file: str
+    line: int
+    allocated: int = 0
+    in_use: int = 0
+    alloc_count: int = 0
+    free_count: int = 0
+
+    @property
+    def where(self) -> str:
+        if not self.file:
+            return ""
+        return f"{pathlib.PurePosixPath(self.file).name}:{self.line}" if self.line else self.file
+
+
+@dataclasses.dataclass
+class ProcessSummary:
+    pid: int
+    cmdline: str
+    heap_name: str
+    dumps: int  # how many dumps of this heap the trace holds
+    sampling_interval_bytes: int
+    # From the last dump; cumulative since the process connected.
+    allocated: int
+    freed: int
+    alloc_count: int
+    free_count: int
+    disconnected: bool
+    buffer_overran: bool
+    unwinding_errors: int
+    top_sites: List[CallSite]
+
+    @property
+    def in_use(self) -> int:
+        return self.allocated - self.freed
+
+
+def _call_sites(dump: HeapDump, symbols: SymbolTable) -> List[CallSite]:
+    sites: Dict[Tuple[str, str, int], CallSite] = {}
+    for sample in dump.samples:
+        leaf: SourceLine = symbols.lines(sample.frames[-1])[0] if sample.frames else SourceLine("?")
+        key = (leaf.function, leaf.file, leaf.line)
+        site = sites.setdefault(key, CallSite(*key))
+        site.allocated += sample.self_allocated
+        site.in_use += sample.in_use
+        site.alloc_count += sample.alloc_count
+        site.free_count += sample.free_count
+    ranked = sorted(sites.values(), key=lambda s: (-s.in_use, -s.allocated, s.function))
+    return ranked[:TOP_SITES]
+
+
+def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
+    summaries = []
+    for pid in sorted(dumps.dumps):
+        by_heap: Dict[str, List[HeapDump]] = {}
+        for dump in dumps.dumps[pid]:
+            by_heap.setdefault(dump.heap_name, []).append(dump)
+        for heap, heap_dumps in sorted(by_heap.items()):
+            last = heap_dumps[-1]
+            samples = last.samples
+            summaries.append(ProcessSummary(
+                pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap_name=heap,
+                dumps=len(heap_dumps), sampling_interval_bytes=last.sampling_interval_bytes,
+                allocated=sum(s.self_allocated for s in samples),
+                freed=sum(s.self_freed for s in samples),
+                alloc_count=sum(s.alloc_count for s in samples),
+                free_count=sum(s.free_count for s in samples),
+                disconnected=last.disconnected, buffer_overran=last.buffer_overran,
+                unwinding_errors=last.stats.unwinding_errors,
+                top_sites=_call_sites(last, symbols)))
+    return summaries
+
+
+def human_bytes(count: int) -> str:
+    if abs(count) < 1024:
+        return f"{count} B"
+    value = count / 1024
+    for unit in ("KiB", "MiB"):
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def format_summary(summaries: List[ProcessSummary]) -> str:
+    if not summaries:
+        return "No heap dumps in the trace: no profiled process allocated while connected."
+    blocks = []
+    for s in summaries:
+        name = s.cmdline or "?"
+        dumps = f"{s.dumps} dump" + ("" if s.dumps == 1 else "s")
+        lines = [f"pid {s.pid} ({name}), heap {s.heap_name}, {dumps}, "
+                 f"sampling interval {s.sampling_interval_bytes} B",
+                 f"  allocated {human_bytes(s.allocated)} in {s.alloc_count} objects, "
+                 f"in use at the last dump {human_bytes(s.in_use)} in "
+                 f"{s.alloc_count - s.free_count} objects"]
+        notes = [text for flag, text in (
+            (s.disconnected, "process disconnected"),
+            (s.buffer_overran, "buffer overran: samples were lost"),
+            (s.unwinding_errors, f"{s.unwinding_errors} unwinding error"
+                                 + ("" if s.unwinding_errors == 1 else "s"))) if flag]
+        if notes:
+            lines.append("  note: " + "; ".join(notes))
+        if s.top_sites:
+            lines.append("  top call sites by bytes in use:")
+            lines.append(f"  {'in use':>10} {'allocated':>10} {'objects':>8}  function")
+        for site in s.top_sites:
+            where = f" ({site.where})" if site.where else ""
+            lines.append(f"  {human_bytes(site.in_use):>10} {human_bytes(site.allocated):>10} "
+                         f"{site.alloc_count:>8}  {site.function}{where}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,300 @@
+"""Rebuilds heap dumps from a trace's packets, resolving interned ids to mappings and frames.
+
+heapprofd-style traces intern mappings, frames and call stacks on a packet sequence: in
+`TracePacket.interned_data` (build ids, mapping path components and function names each in their
+own table), or, in older traces, in the ProfilePacket itself (one `strings` table for all). Both
+persist across dumps until a packet clears the sequence's incremental state. A dump may be split
+over several ProfilePackets (`continued` on all but the last); a process may appear in several of
+them, its samples spread over the fragments.
+
+Names follow Perfetto's trace processor, so that symbols appended for a mapping (module_symbols,
+matched by path and build id) land on the same mapping there:
+- a mapping's path is "/" + component for each path component, with a leading "//" reduced to
+  "/" (a single component holding a full path); the first unknown component ends the path;
+- build id iid 0 means "no build id".
+"""
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+PSEUDO_PREFIX = "[droidheap"
+_SEQ_INCREMENTAL_STATE_CLEARED = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapping:
+    path: str      # as the trace processor names it (see the module docstring)
+    build_id: str  # lower-case hex; "" when unknown
+    start: int = 0
+    end: int = 0
+    offset: int = 0  # file offset of `start`
+    load_bias: int = 0
+
+    @property
+    def is_pseudo(self) -> bool:
+        """Frames the daemon made up (unwind errors, ...): named by their path, never symbolized.
+        Path joining turns the component "[droidheap: x]" into "/[droidheap: x]"."""
+        return self.display_path.startswith(PSEUDO_PREFIX)
+
+    @property
+    def display_path(self) -> str:
+        # "/[vdso]", "/[droidheap: unwind error]": one component that was never a file path.
+        return self.path[1:] if self.path.startswith("/[") else self.path
+
+    def pc(self, rel_pc: int) -> int:
+        """The process address of `rel_pc` (rel_pc = pc - start + offset + load_bias)."""
+        return max(0, rel_pc - self.load_bias - self.offset + self.start)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    mapping: Mapping
+    rel_pc: int
+    function_name: str = ""  # when the trace itself names the frame
+
+
+@dataclasses.dataclass
+class Sample:
+    frames: Tuple[Frame, ...]  # root (outermost caller) first, as in the trace
+    self_allocated: int = 0    # cumulative since the process connected
+    self_freed: int = 0
+    alloc_count: int = 0
+    free_count: int = 0
+
+    @property
+    def in_use(self) -> int:
+        return self.self_allocated - self.self_freed
+
+
+@dataclasses.dataclass
+class DumpStats:
+    unwinding_errors: int = 0
+    heap_samples: int = 0
+    map_reparses: int = 0
+    total_unwinding_time_us: int = 0
+    client_spinlock_blocked_us: int = 0
+
+
+@dataclasses.dataclass
+class HeapDump:
+    pid: int
+    index: int  # per pid, from 0, in trace order; all heaps of one dump share it
+    heap_name: str
+    timestamp: int  # trace clock (BOOTTIME) ns
+    start_timestamp: int
+    sampling_interval_bytes: int
+    from_startup: bool = False
+    disconnected: bool = False
+    buffer_overran: bool = False
+    buffer_corrupted: bool = False
+    hit_guardrail: bool = False
+    rejected_concurrent: bool = False
+    stats: DumpStats = dataclasses.field(default_factory=DumpStats)
+    samples: List[Sample] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class TraceDumps:
+    dumps: Dict[int, List[HeapDump]]  # pid -> dumps in trace order
+    cmdlines: Dict[int, str]
+    # (BOOTTIME ns, REALTIME ns) from the first clock snapshot, to date dumps on the wall clock.
+    clock_pair: Optional[Tuple[int, int]] = None
+    warnings: List[str] = dataclasses.field(default_factory=list)
+
+    def wall_time_ns(self, trace_ns: int) -> int:
+        """`trace_ns` on the wall clock; 0 when the trace has no clock snapshot."""
+        if self.clock_pair is None or not trace_ns:
+            return 0
+        return trace_ns - self.clock_pair[0] + self.clock_pair[1]
+
+
+_MISSING = PSEUDO_PREFIX + ": missing "
+
+
+def _missing(what: str) -> Mapping:
+    """Stands in for an entry the trace refers to but never interned, so no bytes are lost."""
+    return Mapping(path=f"{_MISSING}{what}]", build_id="")
+
+
+class _Tables:
+    """One namespace of interned entries. The ProfilePacket style shares one string table for
+    paths, build ids and function names; interned_data keeps three. Strings stay raw bytes (build
+    ids are binary) until used."""
+
+    def __init__(self, shared_strings: bool):
+        self.paths: Dict[int, bytes] = {}
+        self.build_ids = self.paths if shared_strings else {}
+        self.function_names = self.paths if shared_strings else {}
+        # Entries are kept raw and resolved on first use: a frame may arrive before its mapping.
+        self.raw_mappings: Dict[int, pb.Mapping] = {}
+        self.raw_frames: Dict[int, pb.Frame] = {}
+        self.raw_callstacks: Dict[int, List[int]] = {}
+        self.mappings: Dict[int, Mapping] = {}
+        self.frames: Dict[int, Frame] = {}
+        self.callstacks: Dict[int, Tuple[Frame, ...]] = {}
+
+
+class _Sequence:
+    """Interned state of one trusted packet sequence."""
+
+    def __init__(self):
+        self.interned = _Tables(shared_strings=False)
+        self.packet = _Tables(shared_strings=True)
+
+    def add_interned(self, data: pb.InternedData) -> None:
+        t = self.interned
+        t.paths.update((s.iid, s.str) for s in data.mapping_paths)
+        t.build_ids.update((s.iid, s.str) for s in data.build_ids)
+        t.function_names.update((s.iid, s.str) for s in data.function_names)
+        self._add_entries(t, data.mappings, data.frames, data.callstacks)
+
+    def add_packet_tables(self, packet: pb.ProfilePacket) -> None:
+        t = self.packet
+        t.paths.update((s.iid, s.str) for s in packet.strings)
+        self._add_entries(t, packet.mappings, packet.frames, packet.callstacks)
+
+    @staticmethod
+    def _add_entries(t: _Tables, mappings, frames, callstacks) -> None:
+        for m in mappings:
+            t.raw_mappings[m.iid] = m
+        for f in frames:
+            t.raw_frames[f.iid] = f
+        for c in callstacks:
+            t.raw_callstacks[c.iid] = list(c.frame_ids)
+
+    # A trace uses one style or the other; for a mix, the ProfilePacket's own tables win.
+    def _order(self):
+        return (self.packet, self.interned)
+
+    def mapping(self, iid: int) -> Mapping:
+        for t in self._order():
+            if iid in t.mappings:
+                return t.mappings[iid]
+            raw = t.raw_mappings.get(iid)
+            if raw is not None:
+                t.mappings[iid] = _make_mapping(raw, t)
+                return t.mappings[iid]
+        return _missing("mapping")
+
+    def frame(self, iid: int) -> Frame:
+        for t in self._order():
+            if iid in t.frames:
+                return t.frames[iid]
+            raw = t.raw_frames.get(iid)
+            if raw is not None:
+                name = t.function_names.get(raw.function_name_id, b"")
+                t.frames[iid] = Frame(self.mapping(raw.mapping_id), raw.rel_pc, _text(name))
+                return t.frames[iid]
+        return Frame(_missing("frame"), 0)
+
+    def callstack(self, iid: int) -> Tuple[Frame, ...]:
+        for t in self._order():
+            if iid in t.callstacks:
+                return t.callstacks[iid]
+            raw = t.raw_callstacks.get(iid)
+            if raw is not None:
+                t.callstacks[iid] = tuple(self.frame(f) for f in raw)
+                return t.callstacks[iid]
+        return (Frame(_missing("callstack"), 0),)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _make_mapping(raw: pb.Mapping, t: _Tables) -> Mapping:
+    path = ""
+    for sid in raw.path_string_ids:
+        if sid not in t.paths:
+            break
+        path += "/" + _text(t.paths[sid])
+    if path.startswith("//"):
+        path = path[1:]
+    build_id = t.build_ids.get(raw.build_id, b"") if raw.build_id else b""
+    return Mapping(path=path, build_id=build_id.hex(), start=raw.start, end=raw.end,
+                   offset=raw.start_offset, load_bias=raw.load_bias)
+
+
+def _new_dump(pid: int, index: int, src: pb.ProfilePacket.ProcessHeapSamples) -> HeapDump:
+    return HeapDump(pid=pid, index=index, heap_name=src.heap_name or "libc.malloc",
+                    timestamp=src.timestamp, start_timestamp=src.start_timestamp,
+                    sampling_interval_bytes=src.sampling_interval_bytes)
+
+
+def _merge_header(dump: HeapDump, src: pb.ProfilePacket.ProcessHeapSamples) -> None:
+    """Fragments of one dump repeat the header; any fragment may carry a flag or the stats."""
+    dump.timestamp = dump.timestamp or src.timestamp
+    dump.start_timestamp = dump.start_timestamp or src.start_timestamp
+    dump.sampling_interval_bytes = dump.sampling_interval_bytes or src.sampling_interval_bytes
+    for flag in ("from_startup", "disconnected", "buffer_overran", "buffer_corrupted",
+                 "hit_guardrail", "rejected_concurrent"):
+        setattr(dump, flag, getattr(dump, flag) or getattr(src, flag))
+    if src.HasField("stats"):
+        s = src.stats
+        dump.stats = DumpStats(s.unwinding_errors, s.heap_samples, s.map_reparses,
+                               s.total_unwinding_time_us, s.client_spinlock_blocked_us)
+
+
+def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
+    result = TraceDumps(dumps={}, cmdlines={})
+    sequences: Dict[int, _Sequence] = {}
+    # Per sequence: the dump being assembled, (pid, heap) -> HeapDump.
+    pending: Dict[int, Dict[Tuple[int, str], HeapDump]] = {}
+    for packet in packets:
+        seq_id = packet.trusted_packet_sequence_id
+        if packet.sequence_flags & _SEQ_INCREMENTAL_STATE_CLEARED or seq_id not in sequences:
+            sequences[seq_id] = _Sequence()
+        seq = sequences[seq_id]
+        if packet.HasField("process_tree"):
+            for proc in packet.process_tree.processes:
+                result.cmdlines[proc.pid] = " ".join(proc.cmdline)
+        if packet.HasField("clock_snapshot") and result.clock_pair is None:
+            clocks = {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
+            if pb.BUILTIN_CLOCK_BOOTTIME in clocks and pb.BUILTIN_CLOCK_REALTIME in clocks:
+                result.clock_pair = (clocks[pb.BUILTIN_CLOCK_BOOTTIME],
+                                     clocks[pb.BUILTIN_CLOCK_REALTIME])
+        if packet.HasField("interned_data"):
+            seq.add_interned(packet.interned_data)
+        if not packet.HasField("profile_packet"):
+            continue
+        profile = packet.profile_packet
+        seq.add_packet_tables(profile)
+        current = pending.setdefault(seq_id, {})
+        for src in profile.process_dumps:
+            key = (src.pid, src.heap_name or "libc.malloc")
+            if key not in current:
+                index = _next_index(result, current, src.pid)
+                current[key] = _new_dump(src.pid, index, src)
+            dump = current[key]
+            _merge_header(dump, src)
+            for s in src.samples:
+                frames = seq.callstack(s.callstack_id)
+                dump.samples.append(Sample(frames, s.self_allocated, s.self_freed,
+                                           s.alloc_count, s.free_count))
+        if not profile.continued:
+            _finish(result, pending.pop(seq_id))
+    for unfinished in pending.values():
+        if unfinished:
+            result.warnings.append("the last dump was cut short (its final fragment is missing); "
+                                   "kept what arrived")
+            _finish(result, unfinished)
+    unknown = sum(1 for dumps in result.dumps.values() for d in dumps for s in d.samples
+                  if any(f.mapping.path.startswith(_MISSING) for f in s.frames))
+    if unknown:
+        result.warnings.append(f"{unknown} samples refer to call stacks, frames or mappings "
+                               "missing from the trace")
+    return result
+
+
+def _next_index(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump], pid: int) -> int:
+    for (other_pid, _), dump in current.items():
+        if other_pid == pid:
+            return dump.index
+    done = result.dumps.get(pid, [])
+    return done[-1].index + 1 if done else 0
+
+
+def _finish(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump]) -> None:
+    for dump in current.values():
+        result.dumps.setdefault(dump.pid, []).append(dump)

@@ -1,0 +1,50 @@
+"""Writes `symbolized-trace`: the raw trace followed by one `module_symbols` packet per symbolized
+mapping, which Perfetto's trace processor attaches to the frames of that mapping (matched by path
+and build id) -- the same way `traceconv symbolize` output is appended to a heapprofd trace.
+
+`ModuleSymbols.build_id` is declared `string` but the trace processor reads it as the raw build
+id bytes (`BuildId::FromRaw`), the form heapprofd interns. Python protobuf refuses non-UTF-8 in a
+string field, so that one field is encoded by hand and appended to the serialized message (field
+order does not matter in protobuf).
+"""
+import os
+import pathlib
+from typing import Iterable
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from droidheap.symbolizer import ModuleSymbols
+from droidheap.trace.reader import encode_bytes_field
+
+_TRACE_PACKET = pb.Trace.DESCRIPTOR.fields_by_name["packet"].number
+_MODULE_SYMBOLS = pb.TracePacket.DESCRIPTOR.fields_by_name["module_symbols"].number
+_BUILD_ID = pb.ModuleSymbols.DESCRIPTOR.fields_by_name["build_id"].number
+
+
+def module_symbols_packet(module: ModuleSymbols) -> bytes:
+    """One framed Trace.packet holding the module's symbols, ready to append to a trace."""
+    message = pb.ModuleSymbols(path=module.path)
+    for rel_pc, lines in sorted(module.lines.items()):
+        address = message.address_symbols.add(address=rel_pc)
+        for line in lines:
+            address.lines.add(function_name=line.function, source_file_name=line.file,
+                              line_number=line.line)
+    body = message.SerializeToString()
+    if module.build_id:
+        body += encode_bytes_field(_BUILD_ID, bytes.fromhex(module.build_id))
+    return encode_bytes_field(_TRACE_PACKET, encode_bytes_field(_MODULE_SYMBOLS, body))
+
+
+def write_symbolized_trace(raw: bytes, modules: Iterable[ModuleSymbols],
+                           out: pathlib.Path) -> int:
+    """Writes `raw` (the intact part of the raw trace: appending after a torn packet would bury
+    the symbols in it) plus a packet per module with symbols; returns how many were appended.
+    Written to a temporary name first so a crash never leaves half a file under the real one."""
+    packets = [module_symbols_packet(m) for m in modules if m.lines]
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(raw)
+        for packet in packets:
+            f.write(packet)
+    os.replace(tmp, out)
+    return len(packets)

@@ -1,0 +1,233 @@
+"""Test helpers: synthetic heapprofd-style traces built with perfetto_trace_pb2, and a tiny C
+program compiled with debug info whose real return addresses the symbolizer tests use."""
+import dataclasses
+import pathlib
+import re
+import shutil
+import subprocess
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+SEQ_ID = 42
+BOOTTIME_NS = 5_000_000_000
+REALTIME_NS = 1_700_000_000_000_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeMapping:
+    path: str  # split into components like the daemon does
+    build_id: bytes = b""
+    start: int = 0x7000_0000
+    end: int = 0x7001_0000
+    offset: int = 0
+    load_bias: int = 0
+    # Intern the path as one component (as Chrome does) instead of one per directory.
+    single_component: bool = False
+
+
+# (callstack iid, self_allocated, self_freed, alloc_count, free_count)
+SampleRow = Tuple[int, int, int, int, int]
+
+
+class TraceBuilder:
+    """Writes packets the way droidheapd does: one sequence, the first packet clearing incremental
+    state, entries interned once (in the next packet written) and referred to by every later
+    dump."""
+
+    def __init__(self, seq_id: int = SEQ_ID):
+        self.seq_id = seq_id
+        self.packets: List[pb.TracePacket] = []
+        self._pending = pb.InternedData()
+        self._strings: Dict[str, int] = {}
+        self._build_ids: Dict[bytes, int] = {}
+        self._mappings: Dict[FakeMapping, int] = {}
+        self._frames: Dict[Tuple[int, int], int] = {}
+        self._callstacks: Dict[Tuple[int, ...], int] = {}
+        self._profile_packets = 0
+
+    def _packet(self) -> pb.TracePacket:
+        packet = pb.TracePacket(trusted_packet_sequence_id=self.seq_id)
+        if not self.packets:
+            packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        self.packets.append(packet)
+        return packet
+
+    def clock_snapshot(self, boottime: int = BOOTTIME_NS, realtime: int = REALTIME_NS):
+        packet = self._packet()
+        packet.clock_snapshot.clocks.add(clock_id=pb.BUILTIN_CLOCK_BOOTTIME, timestamp=boottime)
+        packet.clock_snapshot.clocks.add(clock_id=pb.BUILTIN_CLOCK_REALTIME, timestamp=realtime)
+        return self
+
+    def process(self, pid: int, *cmdline: str):
+        self._packet().process_tree.processes.add(pid=pid, ppid=1, cmdline=list(cmdline))
+        return self
+
+    def _path_id(self, component: str) -> int:
+        if component not in self._strings:
+            self._strings[component] = len(self._strings) + 1
+            self._pending.mapping_paths.add(iid=self._strings[component], str=component.encode())
+        return self._strings[component]
+
+    def _mapping_id(self, m: FakeMapping) -> int:
+        if m not in self._mappings:
+            build_iid = 0
+            if m.build_id:
+                if m.build_id not in self._build_ids:
+                    self._build_ids[m.build_id] = len(self._build_ids) + 1
+                    self._pending.build_ids.add(iid=self._build_ids[m.build_id], str=m.build_id)
+                build_iid = self._build_ids[m.build_id]
+            split = m.path.startswith("/") and not m.single_component
+            components = [c for c in m.path.split("/") if c] if split else [m.path]
+            self._mappings[m] = len(self._mappings) + 1
+            self._pending.mappings.add(
+                iid=self._mappings[m], build_id=build_iid, start_offset=m.offset, start=m.start,
+                end=m.end, load_bias=m.load_bias,
+                path_string_ids=[self._path_id(c) for c in components])
+        return self._mappings[m]
+
+    def callstack(self, frames: Sequence[Tuple[FakeMapping, int]]) -> int:
+        """Interns a call stack given root first as (mapping, rel_pc); returns its iid."""
+        frame_ids = []
+        for mapping, rel_pc in frames:
+            key = (self._mapping_id(mapping), rel_pc)
+            if key not in self._frames:
+                self._frames[key] = len(self._frames) + 1
+                self._pending.frames.add(iid=self._frames[key], mapping_id=key[0], rel_pc=rel_pc)
+            frame_ids.append(self._frames[key])
+        key = tuple(frame_ids)
+        if key not in self._callstacks:
+            self._callstacks[key] = len(self._callstacks) + 1
+            self._pending.callstacks.add(iid=self._callstacks[key], frame_ids=frame_ids)
+        return self._callstacks[key]
+
+    def dump(self, samples: Dict[int, List[SampleRow]], timestamp: int = BOOTTIME_NS + 10**9,
+             heap: str = "libc.malloc", interval: int = 4096, fragments: int = 1,
+             finished: bool = True, **flags):
+        """One dump of every pid in `samples`, split over `fragments` packets (samples dealt out
+        round robin); `finished=False` leaves `continued` set on the last one."""
+        for index in range(fragments):
+            packet = self._packet()
+            if index == 0 and self._pending.ByteSize():
+                packet.interned_data.CopyFrom(self._pending)
+                self._pending = pb.InternedData()
+            profile = packet.profile_packet
+            profile.index = self._profile_packets
+            self._profile_packets += 1
+            profile.continued = index < fragments - 1 or not finished
+            for pid, rows in samples.items():
+                proc = profile.process_dumps.add(
+                    pid=pid, heap_name=heap, sampling_interval_bytes=interval,
+                    timestamp=timestamp, start_timestamp=BOOTTIME_NS, **flags)
+                proc.stats.unwinding_errors = 1
+                proc.stats.heap_samples = len(rows)
+                for row in rows[index::fragments]:
+                    proc.samples.add(callstack_id=row[0], self_allocated=row[1],
+                                     self_freed=row[2], alloc_count=row[3], free_count=row[4])
+        return self
+
+    def to_bytes(self) -> bytes:
+        return pb.Trace(packet=self.packets).SerializeToString()
+
+
+LIBC = FakeMapping("/system/lib64/libc.so",
+                   bytes.fromhex("00ff11ee22dd33cc44bb55aa6699778800ff11ee"))
+APP = FakeMapping("/data/local/tmp/app", bytes.fromhex("abcdef0123456789abcdef0123456789ff000001"),
+                  start=0x5500_0000, end=0x5502_0000)
+UNWIND_ERROR = FakeMapping("[droidheap: unwind error]", start=0, end=0)
+
+
+def two_process_trace(fragments: int = 1) -> TraceBuilder:
+    """Two processes, two dumps each; the second dump reuses the first's interned stacks and adds
+    one, and the first dump may be split over several packets."""
+    b = TraceBuilder().clock_snapshot().process(100, "/data/local/tmp/app", "--fast")
+    b.process(200, "other")
+    s1 = b.callstack([(LIBC, 0x1000), (APP, 0x2000), (APP, 0x3000)])
+    s2 = b.callstack([(LIBC, 0x1000), (APP, 0x2000), (APP, 0x4000)])
+    s3 = b.callstack([(UNWIND_ERROR, 2), (APP, 0x5000)])
+    b.dump({100: [(s1, 8192, 4096, 2, 1), (s2, 40960, 0, 10, 0)], 200: [(s3, 4096, 0, 1, 0)]},
+           fragments=fragments)
+    s4 = b.callstack([(LIBC, 0x1000), (APP, 0x6000)])
+    b.dump({100: [(s1, 16384, 16384, 4, 4), (s2, 81920, 4096, 20, 1), (s4, 4096, 0, 1, 0)],
+            200: [(s3, 8192, 0, 2, 0)]}, timestamp=BOOTTIME_NS + 2 * 10**9, disconnected=True)
+    return b
+
+
+# ---- a real program to symbolize ----
+
+PROGRAM = """\
+#include <stdlib.h>
+
+void *volatile sink;
+
+__attribute__((noinline)) void *leaf_alloc(size_t n) {
+  void *p = malloc(n); /* LEAF_MALLOC */
+  sink = p;
+  return p;
+}
+
+__attribute__((noinline)) void *middle(size_t n) {
+  void *p = leaf_alloc(n); /* CALL_LEAF */
+  sink = 0;                /* AFTER_CALL */
+  return p;
+}
+
+int main(int argc, char **argv) {
+  (void)argv;
+  free(middle((size_t)argc * 16)); /* CALL_MIDDLE */
+  return 0;
+}
+"""
+
+
+@dataclasses.dataclass
+class CompiledProgram:
+    path: pathlib.Path
+    source: pathlib.Path
+    build_id: str
+    functions: Dict[str, int]      # symbol -> address
+    return_addresses: Dict[str, int]  # callee -> address after the call to it
+    lines: Dict[str, int]          # marker comment -> line number
+
+    def line_of(self, marker: str) -> int:
+        return self.lines[marker]
+
+
+def compile_program(out_dir: pathlib.Path, compiler: str = "gcc",
+                    objdump: str = "objdump") -> Optional[CompiledProgram]:
+    """Builds PROGRAM with -g -O1 -fno-omit-frame-pointer; None when the toolchain is absent."""
+    if shutil.which(compiler) is None or shutil.which(objdump) is None:
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = out_dir / "alloc_prog.c"
+    source.write_text(PROGRAM)
+    binary = out_dir / "alloc_prog"
+    subprocess.run([compiler, "-g", "-O1", "-fno-omit-frame-pointer", "-Wl,--build-id",
+                    str(source), "-o", str(binary)], check=True, capture_output=True)
+    disassembly = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(binary)], check=True,
+                                 capture_output=True, text=True).stdout
+    functions, return_addresses = {}, {}
+    calls_pending: List[str] = []
+    for line in disassembly.splitlines():
+        header = re.match(r"^([0-9a-f]+) <([^>]+)>:", line)
+        if header:
+            functions[header.group(2)] = int(header.group(1), 16)
+            continue
+        insn = re.match(r"^\s+([0-9a-f]+):\s+(\S+)(.*)$", line)
+        if not insn:
+            continue
+        address = int(insn.group(1), 16)
+        for callee in calls_pending:  # the instruction after a call: its return address
+            return_addresses.setdefault(callee, address)
+        calls_pending = []
+        call = re.search(r"<([A-Za-z_]\w*)(@plt)?>", insn.group(3))
+        if insn.group(2) in ("call", "bl", "callq") and call:
+            calls_pending.append(call.group(1))
+    lines = {}
+    for number, text in enumerate(PROGRAM.splitlines(), start=1):
+        marker = re.search(r"/\* (\w+) \*/", text)
+        if marker:
+            lines[marker.group(1)] = number
+    note = subprocess.run(["readelf", "-n", str(binary)], capture_output=True, text=True).stdout
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", note).group(1)
+    return CompiledProgram(binary, source, build_id, functions, return_addresses, lines)

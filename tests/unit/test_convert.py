@@ -1,0 +1,141 @@
+"""convert_trace end to end on synthetic traces whose frames are real return addresses of a
+program compiled here: symbolized trace, pprof files, summary, and bad input."""
+import shutil
+
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from droidheap.convert import SYMBOLIZED_TRACE, convert_trace
+from droidheap.errors import DroidheapError
+from droidheap.symbolizer import ModuleSymbols, SourceLine
+from droidheap.trace.symbolized import module_symbols_packet
+from fixtures_trace import LIBC, FakeMapping, TraceBuilder, compile_program
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    compiled = compile_program(tmp_path_factory.mktemp("prog"))
+    if compiled is None:
+        pytest.skip("gcc or objdump is not installed")
+    return compiled
+
+
+def _trace(program, device_path=None) -> TraceBuilder:
+    prog = FakeMapping(device_path or str(program.path), bytes.fromhex(program.build_id),
+                       start=0x5555_0000_0000, end=0x5555_0000_4000)
+    ret = program.return_addresses
+    b = TraceBuilder().clock_snapshot().process(321, "alloc_prog", "1")
+    deep = b.callstack([(LIBC, 0x2a000), (prog, ret["middle"]), (prog, ret["leaf_alloc"]),
+                        (prog, ret["malloc"])])
+    shallow = b.callstack([(LIBC, 0x2a000), (prog, ret["middle"])])
+    b.dump({321: [(deep, 65536, 16384, 16, 4), (shallow, 4096, 4096, 1, 1)]})
+    b.dump({321: [(deep, 131072, 16384, 32, 4), (shallow, 8192, 4096, 2, 1)]})
+    return b
+
+
+def _convert(tmp_path, data: bytes, **kwargs):
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(data)
+    return convert_trace(raw, tmp_path / "out", **kwargs)
+
+
+def _build_id_bytes(value) -> bytes:
+    # Python protobuf hands a non-UTF-8 `string` back as bytes, a UTF-8 one as str.
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def test_writes_symbolized_trace_and_one_pprof_per_dump(program, tmp_path):
+    result = _convert(tmp_path, _trace(program).to_bytes())
+    assert result.symbolized_trace == tmp_path / "out" / SYMBOLIZED_TRACE
+    assert [p.name for p in result.pprof_paths] == ["heap_dump.0.321.libc.malloc.pb.gz",
+                                                    "heap_dump.1.321.libc.malloc.pb.gz"]
+    assert all(p.is_file() for p in result.pprof_paths)
+
+
+def test_summary_names_the_top_call_site_with_file_and_line(program, tmp_path):
+    result = _convert(tmp_path, _trace(program).to_bytes())
+    (process,) = result.processes
+    assert (process.pid, process.cmdline, process.dumps) == (321, "alloc_prog 1", 2)
+    assert (process.allocated, process.in_use) == (139264, 118784)
+    top = process.top_sites[0]
+    assert (top.function, top.line) == ("leaf_alloc", program.line_of("LEAF_MALLOC"))
+    assert f"leaf_alloc (alloc_prog.c:{program.line_of('LEAF_MALLOC')})" in result.summary_text
+    # The shallow stack's leaf is main's call to middle.
+    assert process.top_sites[1].function == "main"
+    assert "pid 321 (alloc_prog 1)" in result.summary_text
+
+
+def test_symbolized_trace_is_raw_trace_plus_module_symbols(program, tmp_path):
+    raw = _trace(program).to_bytes()
+    result = _convert(tmp_path, raw)
+    data = result.symbolized_trace.read_bytes()
+    assert data.startswith(raw)
+    packets = pb.Trace.FromString(data).packet
+    symbols = [p.module_symbols for p in packets if p.HasField("module_symbols")]
+    (module,) = symbols  # libc.so is not on this machine: nothing to append for it
+    # The path as the trace processor joins the mapping's components, the build id raw.
+    assert module.path == str(program.path)
+    assert _build_id_bytes(module.build_id) == bytes.fromhex(program.build_id)
+    by_address = {a.address: a.lines[0] for a in module.address_symbols}
+    leaf = by_address[program.return_addresses["malloc"]]
+    assert (leaf.function_name, leaf.line_number) == ("leaf_alloc", program.line_of("LEAF_MALLOC"))
+    assert leaf.source_file_name == str(program.source)
+
+
+def test_module_symbols_build_id_round_trips_as_raw_bytes():
+    build_id = "ff00fe80" + "c3" * 16  # not UTF-8
+    module = ModuleSymbols("/system/lib64/libfoo.so", build_id,
+                           lines={0x10: (SourceLine("f", "foo.c", 3),)})
+    trace = pb.Trace.FromString(module_symbols_packet(module))
+    (packet,) = trace.packet
+    assert packet.module_symbols.path == "/system/lib64/libfoo.so"
+    assert _build_id_bytes(packet.module_symbols.build_id) == bytes.fromhex(build_id)
+    (address,) = packet.module_symbols.address_symbols
+    assert (address.address, address.lines[0].function_name, address.lines[0].line_number) == (
+        0x10, "f", 3)
+
+
+def test_search_dirs_find_the_device_path(program, tmp_path):
+    root = tmp_path / "symbols"
+    (root / "data" / "app").mkdir(parents=True)
+    shutil.copy(program.path, root / "data" / "app" / "alloc_prog")
+    data = _trace(program, device_path="/data/app/alloc_prog").to_bytes()
+    result = _convert(tmp_path, data, search_dirs=[root])
+    assert result.processes[0].top_sites[0].function == "leaf_alloc"
+
+
+def test_unsymbolized_frames_get_module_offset_names_and_a_warning(program, tmp_path):
+    result = _convert(tmp_path, _trace(program, device_path="/vendor/lib64/libgone.so").to_bytes())
+    names = {s.function for s in result.processes[0].top_sites}
+    assert names == {f"libgone.so+{program.return_addresses[c]:#x}" for c in ("malloc", "middle")}
+    assert any("no ELF file found for" in w and "libgone.so" in w for w in result.warnings)
+    assert "warning: no ELF file found" in result.summary_text
+
+
+def test_truncated_trace_keeps_earlier_dumps_and_symbolized_trace_stays_readable(program,
+                                                                                 tmp_path):
+    data = _trace(program).to_bytes()
+    result = _convert(tmp_path, data[:-9])
+    assert result.processes[0].dumps == 1
+    assert any("truncated" in w for w in result.warnings)
+    packets = pb.Trace.FromString(result.symbolized_trace.read_bytes()).packet
+    assert packets[-1].HasField("module_symbols")
+
+
+def test_trace_without_dumps_converts_to_an_empty_summary(tmp_path):
+    result = _convert(tmp_path, TraceBuilder().clock_snapshot().to_bytes())
+    assert result.pprof_files == [] and result.processes == []
+    assert "No heap dumps" in result.summary_text
+
+
+@pytest.mark.parametrize("data", [b"", b"\xff" * 16, b"\x0a\x40" + b"x" * 10],
+                         ids=["empty", "garbage", "torn-first-packet"])
+def test_unreadable_trace_raises_droidheap_error(tmp_path, data):
+    with pytest.raises(DroidheapError) as error:
+        _convert(tmp_path, data)
+    assert "raw-trace" in str(error.value)
+
+
+def test_missing_trace_raises_droidheap_error(tmp_path):
+    with pytest.raises(DroidheapError, match="cannot read the trace"):
+        convert_trace(tmp_path / "nope", tmp_path / "out")
