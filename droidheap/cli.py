@@ -60,8 +60,9 @@ cli.add_command(shell.command)
 
 def main(argv=None) -> int:
     try:
-        cli.main(args=argv, prog_name="droidheap", standalone_mode=False)
-        return 0
+        # Outside standalone mode click returns ctx.exit()'s code instead of raising it.
+        result = cli.main(args=argv, prog_name="droidheap", standalone_mode=False)
+        return result if isinstance(result, int) else 0
     except DroidheapError as e:
         print(f"droidheap: {e.message}", file=sys.stderr)
         return e.exit_code

@@ -100,3 +100,30 @@ def test_go_tool_pprof_reads_the_profile_with_function_names(cli, alloc_program,
         assert top.returncode == 0, top.stderr
         assert expected in top.stdout, top.stdout
         assert "site_thread_calloc" in top.stdout
+
+
+def daemon_pids():
+    return [int(p.name) for p in pathlib.Path("/proc").iterdir()
+            if p.name.isdigit() and (p / "comm").exists()
+            and (p / "comm").read_text().strip() == "droidheapd"]
+
+
+def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    session = cli.start("--local", "-o", out, "-i", "1", "-c", "300", "--",
+                        alloc_program, "--linger", "1500")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        before = set(daemon_pids())
+        assert before, "droidheapd is not running"
+        for pid in before:
+            subprocess.run(["kill", "-USR1", str(pid)], check=True)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        if session.poll() is None:
+            session.kill()
+    dumps = sorted(out.glob("heap_dump.*.pb.gz"))
+    # 1.5 s of lingering at one dump per 300 ms, plus the on-demand and the exit dumps.
+    assert len(dumps) >= 4, dumps
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)

@@ -55,7 +55,9 @@ def read_dumps(trace: pathlib.Path):
             for s in data.mapping_paths:
                 strings[s.iid] = s.str.decode()
             for m in data.mappings:
-                mappings[m.iid] = "/".join(strings.get(i, "") for i in m.path_string_ids)
+                # As the trace processor joins them: "/" before each component.
+                path = "".join("/" + strings.get(i, "") for i in m.path_string_ids)
+                mappings[m.iid] = path[1:] if path.startswith("//") else path
             for f in data.frames:
                 frames[f.iid] = (f.mapping_id, f.rel_pc)
             for c in data.callstacks:

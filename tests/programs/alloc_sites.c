@@ -1,10 +1,11 @@
 /* A program with allocation sites of known sizes, for end-to-end tests and the demo.
  *
- *   alloc_sites [--wait-file PATH] [--threads N]
+ *   alloc_sites [--wait-file PATH] [--threads N] [--linger MS]
  *
  * Each site_* function allocates a known number of bytes, directly through one allocator entry
  * point; the totals are in tests/e2e/expected_sites.py. With --wait-file it first allocates a
  * little every 10 ms (so that an attaching profiler's ephemeral hook fires) until PATH exists.
+ * With --linger it keeps running (allocating nothing more) for MS milliseconds before exiting.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -65,13 +66,16 @@ NOINLINE void heartbeat(void) {
 int main(int argc, char** argv) {
   const char* wait_file = NULL;
   int threads = 4;
+  int linger_ms = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--wait-file") == 0 && i + 1 < argc) {
       wait_file = argv[++i];
     } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--linger") == 0 && i + 1 < argc) {
+      linger_ms = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--wait-file PATH] [--threads N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--wait-file PATH] [--threads N] [--linger MS]\n", argv[0]);
       return 2;
     }
   }
@@ -93,5 +97,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < threads; i++) pthread_create(&tids[i], NULL, thread_main, NULL);
   for (int i = 0; i < threads; i++) pthread_join(tids[i], NULL);
   printf("done\n");
+  fflush(stdout);
+  if (linger_ms > 0) usleep((useconds_t)linger_ms * 1000);
   return 0;
 }
