@@ -74,6 +74,9 @@ def main(argv=None) -> int:
         return 2
     except click.exceptions.Exit as e:
         return e.exit_code
+    except OSError as e:  # a file or device failure nothing more specific caught: still one line
+        print(f"droidheap: {e}", file=sys.stderr)
+        return 1
     except click.Abort:
         print("droidheap: interrupted", file=sys.stderr)
         return 130

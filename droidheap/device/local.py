@@ -124,7 +124,11 @@ class LocalDevice(Device):
         )
         for directory in (self.layout.bin_dir, self.layout.lib_dir, self.layout.trace_dir,
                           self.layout.tmp_dir, os.path.dirname(self.layout.socket_path)):
-            os.makedirs(directory, exist_ok=True)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as e:
+                raise DroidheapError(f"cannot prepare the emulated device at {self.root}: "
+                                     f"{e.strerror}: {directory}") from None
         self._lock_file = None
 
     def describe(self) -> str:

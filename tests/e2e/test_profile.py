@@ -65,13 +65,15 @@ def read_line_containing(stream, text, timeout_s):
     raise AssertionError(f"no line with {text!r} within {timeout_s}s: {seen}")
 
 
-def test_attached_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
+@pytest.mark.parametrize("by, interval", [("pid", 1), ("name", 4096)])
+def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, interval):
     go = tmp_path / "go"
     out = tmp_path / "out"
     program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        session = cli.start("--local", "-p", pid, "-o", out, "-i", "1")
+        target = ["-p", pid] if by == "pid" else ["-n", alloc_program.name]
+        session = cli.start("--local", *target, "-o", out, "-i", interval)
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         time.sleep(0.2)  # the client swaps its table in right after the handshake
         go.touch()
@@ -79,13 +81,38 @@ def test_attached_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path)
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
-        for p in (program,):
-            if p.poll() is None:
-                p.kill()
+        if program.poll() is None:
+            program.kill()
     assert_outputs_exist(out)
     per_function = single_process(totals_by_leaf_function(out / "raw-trace", alloc_program))
-    assert_sites(per_function, 1)
-    assert "heartbeat" in per_function  # allocations made while waiting were seen too
+    assert_sites(per_function, interval)
+    if interval == 1:
+        assert "heartbeat" in per_function  # allocations made while waiting were seen too
+
+
+def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    session = cli.start("--local", "-o", out, "-i", "1", "--", alloc_program, "--linger", "60000")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        session.terminate()
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        if session.poll() is None:
+            session.kill()
+    assert "Traceback" not in stderr
+    assert_outputs_exist(out)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+
+
+def test_program_still_runs_when_profiling_cannot_start(cli, alloc_program, device_root,
+                                                        tmp_path):
+    (device_root / "dev" / "socket" / "heapprofd").mkdir(parents=True)  # the daemon cannot bind
+    result = cli.run("--local", "-o", tmp_path / "out", "--", alloc_program)
+    assert "done" in result.stdout  # the program ran to its end
+    assert result.returncode != 0
+    assert "profiling cannot start" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="go (golang-go) is not installed")
