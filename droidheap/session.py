@@ -31,6 +31,7 @@ class Session:
         self.device = device
         self.options = options
         self.daemon: Optional[DaemonProcess] = None
+        self.failure: Optional[str] = None  # why the daemon ended badly, once it has
         self.trace_path = f"{device.layout.trace_dir}/droidheap-{time.time_ns()}.trace"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
@@ -88,7 +89,8 @@ class Session:
         self.daemon.signal(signal.SIGUSR1)
 
     def stop(self) -> None:
-        """Asks the daemon for its final dump and waits until it has written it."""
+        """Asks the daemon for its final dump and waits until it has written it. A daemon that
+        failed is noted in `failure`, not raised: the dumps it wrote before are still pulled."""
         if self.daemon is None:
             return
         self.daemon.signal(signal.SIGTERM)
@@ -96,8 +98,10 @@ class Session:
         if code is None:
             self.daemon.signal(signal.SIGKILL)
             raise DroidheapError("droidheapd did not stop in time; the dumps it wrote are kept")
-        if code != 0:
-            raise DroidheapError(f"droidheapd failed: {self._last_log_line()}")
+        if code < 0:
+            self.failure = f"droidheapd was killed by signal {-code}"
+        elif code != 0:
+            self.failure = f"droidheapd failed: {self._last_log_line()}"
 
     def pull_trace(self, out_dir: pathlib.Path) -> pathlib.Path:
         raw = out_dir / "raw-trace"

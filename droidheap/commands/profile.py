@@ -183,7 +183,14 @@ def _run_attached(session, pids, duration_ms):
 
 def _collect(session, out):
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
-    raw = session.pull_trace(out)
-    result = convert_trace(raw, out)
+    try:
+        raw = session.pull_trace(out)
+        result = convert_trace(raw, out)
+    except DroidheapError as e:
+        if session.failure:
+            raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None
+        raise
     click.echo(result.summary_text)
     click.echo(f"Wrote profiles to {out}")
+    if session.failure:
+        raise DroidheapError(f"{session.failure}; {out} holds what it had written before")

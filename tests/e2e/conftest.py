@@ -44,3 +44,16 @@ class Cli:
 @pytest.fixture
 def cli(device_root) -> Cli:
     return Cli(device_root)
+
+
+def daemon_pids(device_root: pathlib.Path):
+    """The droidheapd processes serving `device_root` (not those of other sessions on this host)."""
+    pids = []
+    for proc in pathlib.Path("/proc").iterdir():
+        try:
+            if (proc.name.isdigit() and (proc / "comm").read_text().strip() == "droidheapd"
+                    and str(device_root).encode() in (proc / "cmdline").read_bytes()):
+                pids.append(int(proc.name))
+        except OSError:  # gone meanwhile
+            pass
+    return pids

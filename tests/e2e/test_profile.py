@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.e2e.conftest import daemon_pids
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import totals_by_leaf_function
 
@@ -129,19 +130,13 @@ def test_go_tool_pprof_reads_the_profile_with_function_names(cli, alloc_program,
         assert "site_thread_calloc" in top.stdout
 
 
-def daemon_pids():
-    return [int(p.name) for p in pathlib.Path("/proc").iterdir()
-            if p.name.isdigit() and (p / "comm").exists()
-            and (p / "comm").read_text().strip() == "droidheapd"]
-
-
-def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, tmp_path):
+def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, device_root, tmp_path):
     out = tmp_path / "out"
     session = cli.start("--local", "-o", out, "-i", "1", "-c", "300", "--",
                         alloc_program, "--linger", "1500")
     try:
         read_line_containing(session.stdout, "done", 60)
-        before = set(daemon_pids())
+        before = set(daemon_pids(device_root))
         assert before, "droidheapd is not running"
         for pid in before:
             subprocess.run(["kill", "-USR1", str(pid)], check=True)
