@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "unwinder/registers.h"
+
 namespace droidheap {
 
 constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
@@ -22,21 +24,7 @@ constexpr uint32_t kProtocolVersion = 1;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
-// Register file carried with each sampled allocation, indexed by DWARF register number.
-// x86_64: 0..15 general registers (rax rdx rcx rbx rsi rdi rbp rsp r8..r15), 16 = rip.
-// aarch64: 0..30 = x0..x30, 31 = sp, 32 = pc.
-constexpr int kMaxRegisters = 33;
-#if defined(__x86_64__)
-constexpr int kRegSp = 7;
-constexpr int kRegFp = 6;
-constexpr int kRegPc = 16;
-#elif defined(__aarch64__)
-constexpr int kRegSp = 31;
-constexpr int kRegFp = 29;
-constexpr int kRegPc = 32;
-#else
-#error "droidheap supports x86_64 and aarch64"
-#endif
+// AllocRecord::regs is indexed by DWARF register number: unwinder/registers.h.
 
 struct ClientHello {
   uint32_t magic;
