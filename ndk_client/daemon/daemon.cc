@@ -284,14 +284,17 @@ int Daemon::Run() {
     Log("cannot write %s", config_.output_path.c_str());
     return 1;
   }
+  // Listen first: a daemon that cannot listen must exit at once, with no workers to wind down.
+  if (!Listen()) return 1;
   for (int i = 0; i < std::max(1, config_.workers); ++i) {
     workers_.push_back(std::make_unique<UnwindingWorker>(config_, this));
     if (!workers_.back()->Start()) {
       Log("cannot start a worker");
+      workers_.pop_back();
+      for (auto& worker : workers_) worker->PostStop(0, 0);  // nothing booked yet; joined on exit
       return 1;
     }
   }
-  if (!Listen()) return 1;
   Log("listening socket=%s", config_.socket_path.c_str());
   SignalTargets();
 

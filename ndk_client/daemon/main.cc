@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
     }
   }
   if (optind != argc) return Fail("argument", argv[optind]);
+  if (const char* stack_log = getenv("DROIDHEAP_STACK_LOG")) config.stack_log_path = stack_log;
   if (config.socket_path.empty()) return Fail("--socket", nullptr);
   if (config.output_path.empty()) return Fail("--output", nullptr);
   // The stack copy and its record must fit in half the buffer (see ring_buffer.h).

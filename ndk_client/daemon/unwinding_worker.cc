@@ -1,6 +1,8 @@
 #include "daemon/unwinding_worker.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
@@ -12,7 +14,6 @@
 
 #include "daemon/clock.h"
 #include "protocol/wire_protocol.h"
-#include "unwinder/frame_pointer_unwinder.h"
 
 namespace droidheap {
 namespace {
@@ -49,10 +50,16 @@ MappingInfo ToMappingInfo(const MapEntry& e) {
 }  // namespace
 
 UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink)
-    : config_(config), sink_(sink) {}
+    : config_(config), sink_(sink) {
+  if (!config_.stack_log_path.empty()) {
+    stack_log_fd_ = open(config_.stack_log_path.c_str(),
+                         O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  }
+}
 
 UnwindingWorker::~UnwindingWorker() {
   Join();
+  if (stack_log_fd_ >= 0) close(stack_log_fd_);
   for (int fd : wake_pipe_) {
     if (fd >= 0) close(fd);
   }
@@ -204,36 +211,33 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                            : 0;
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
   UnwindResult unwound;
-  UnwindFramePointers(record.regs[kRegPc], record.regs[kRegFp], stack_top, memory, kMaxFrames,
-                      &unwound);
+  unwinder_.Unwind(record.regs, stack_top, memory, &client->maps, client->maps_fd, kMaxFrames,
+                   &unwound);
+  if (unwound.maps_reloaded) ++client->map_reparses;
 
   std::vector<FrameInfo> frames;  // innermost first while building
-  bool reparsed = false;
+  std::vector<uint64_t> booked_pcs;
   bool in_profiler = true;  // leading frames are the client's own (and the emulated libc's)
   for (uint64_t pc : unwound.pcs) {
     const MapEntry* map = client->maps.Find(pc, &elf_cache_);
-    if (map == nullptr && !reparsed) {
-      reparsed = true;
-      ++client->map_reparses;
-      client->maps.Reload(client->maps_fd);
-      map = client->maps.Find(pc, &elf_cache_);
-    }
     if (map == nullptr) {
       frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
                         pc});
-      in_profiler = false;
+    } else if (in_profiler && IsProfilerLibrary(map->path)) {
       continue;
+    } else {
+      frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
+                        pc - map->start + map->offset + map->load_bias});
     }
-    if (in_profiler && IsProfilerLibrary(map->path)) continue;
     in_profiler = false;
-    frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
-                      pc - map->start + map->offset + map->load_bias});
+    if (stack_log_fd_ >= 0) booked_pcs.push_back(pc);
   }
   if (unwound.error != UnwindError::kNone) {
     ++client->unwinding_errors;
     frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unwind error]")),
                       static_cast<uint64_t>(unwound.error)});
   }
+  if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);
   std::reverse(frames.begin(), frames.end());
   uint32_t callstack = client->tracker.InternCallstack(frames);
 
@@ -246,6 +250,23 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                               count);
   ++client->heap_samples;
   client->unwinding_time_us += MonotonicUs() - begin_us;
+}
+
+void UnwindingWorker::LogStack(const ClientConnection& client, uint64_t sequence,
+                               const std::vector<uint64_t>& pcs, UnwindError error) {
+  std::string line = std::to_string(client.pid) + " " + std::to_string(sequence);
+  char hex[24];
+  for (uint64_t pc : pcs) {
+    snprintf(hex, sizeof(hex), " %" PRIx64, pc);
+    line += hex;
+  }
+  if (error != UnwindError::kNone) line += " !" + std::to_string(static_cast<uint32_t>(error));
+  line += "\n";
+  // One write per line: lines from several workers never interleave (O_APPEND).
+  if (write(stack_log_fd_, line.data(), line.size()) < 0) {
+    close(stack_log_fd_);
+    stack_log_fd_ = -1;
+  }
 }
 
 DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns) {

@@ -15,6 +15,7 @@
 #include "daemon/client_connection.h"
 #include "daemon/daemon_config.h"
 #include "daemon/dump_snapshot.h"
+#include "unwinder/dwarf_unwinder.h"
 #include "unwinder/elf_info.h"
 
 namespace droidheap {
@@ -49,6 +50,8 @@ class UnwindingWorker {
   // Handles at most max_records records; true when the buffer is (for now) empty.
   bool Drain(ClientConnection* client, size_t max_records);
   void HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size);
+  void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
+                UnwindError error);
   DumpSnapshot TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns);
   void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
 
@@ -63,6 +66,8 @@ class UnwindingWorker {
   // Owned by the worker thread.
   std::vector<std::unique_ptr<ClientConnection>> clients_;
   ElfCache elf_cache_;
+  DwarfUnwinder unwinder_{&elf_cache_};
+  int stack_log_fd_ = -1;
   std::vector<uint8_t> record_buffer_;
   bool stopping_ = false;
 };

@@ -78,11 +78,27 @@ ElfInfo ReadElfInfo(const std::string& path) {
   return info;
 }
 
-const ElfInfo& ElfCache::Get(const std::string& path, uint64_t inode) {
+ElfCache::Entry& ElfCache::Lookup(const std::string& path, uint64_t inode) {
   auto key = std::make_tuple(path, inode);
   auto it = entries_.find(key);
-  if (it == entries_.end()) it = entries_.emplace(key, ReadElfInfo(path)).first;
+  if (it == entries_.end()) {
+    it = entries_.emplace(key, Entry()).first;
+    it->second.info = ReadElfInfo(path);
+  }
   return it->second;
+}
+
+const ElfInfo& ElfCache::Get(const std::string& path, uint64_t inode) {
+  return Lookup(path, inode).info;
+}
+
+const CfiTable* ElfCache::Cfi(const std::string& path, uint64_t inode) {
+  Entry& entry = Lookup(path, inode);
+  if (!entry.cfi_loaded) {
+    entry.cfi_loaded = true;
+    if (entry.info.valid) entry.cfi = CfiFile::Open(path);
+  }
+  return entry.cfi ? &entry.cfi->table() : nullptr;
 }
 
 }  // namespace droidheap

@@ -1,14 +1,18 @@
 // What the daemon needs to know about a mapped ELF file: its build id and the load bias of each
-// loadable segment, so that a pc becomes an ELF virtual address (rel_pc) the host can symbolize.
+// loadable segment, so that a pc becomes an ELF virtual address (rel_pc) the host can symbolize,
+// and, for unwinding, its call-frame information.
 // ElfCache is owned by one unwinding worker (not thread-safe) and reads each file once.
 #pragma once
 
 #include <stdint.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "unwinder/cfi_file.h"
 
 namespace droidheap {
 
@@ -36,9 +40,18 @@ class ElfCache {
  public:
   // Keyed by path and file identity, so a replaced file is read again.
   const ElfInfo& Get(const std::string& path, uint64_t inode);
+  // The file's unwind tables, mapped on first use; nullptr when it cannot be read.
+  const CfiTable* Cfi(const std::string& path, uint64_t inode);
 
  private:
-  std::map<std::tuple<std::string, uint64_t>, ElfInfo> entries_;
+  struct Entry {
+    ElfInfo info;
+    bool cfi_loaded = false;
+    std::unique_ptr<CfiFile> cfi;
+  };
+  Entry& Lookup(const std::string& path, uint64_t inode);
+
+  std::map<std::tuple<std::string, uint64_t>, Entry> entries_;
 };
 
 }  // namespace droidheap

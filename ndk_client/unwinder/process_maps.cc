@@ -65,6 +65,7 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
       if (elf.valid) {
         it->build_id = elf.build_id;
         it->load_bias = elf.LoadBiasAt(it->offset);
+        if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->inode);
       }
     }
   }

@@ -23,6 +23,7 @@ struct MapEntry {
   bool resolved = false;
   std::string build_id;
   uint64_t load_bias = 0;
+  const CfiTable* cfi = nullptr;  // executable file mappings; owned by the ElfCache
 };
 
 class ProcessMaps {

@@ -1,0 +1,35 @@
+// The unwind tables of one ELF file on disk: the file is mapped read-only once and its .eh_frame,
+// .eh_frame_hdr and .debug_frame sections are handed to a CfiTable that views them in place.
+// Found through the section headers, or through PT_GNU_EH_FRAME when the file has none.
+// Owned by the ElfCache of one unwinding worker; the mapping lives as long as the CfiFile.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memory>
+#include <string>
+
+#include "unwinder/dwarf_cfi.h"
+
+namespace droidheap {
+
+class CfiFile {
+ public:
+  // Nullptr when the file cannot be opened or mapped or is not a 64-bit ELF file of this machine.
+  static std::unique_ptr<CfiFile> Open(const std::string& path);
+  ~CfiFile();
+  CfiFile(const CfiFile&) = delete;
+  CfiFile& operator=(const CfiFile&) = delete;
+
+  const CfiTable& table() const { return *table_; }
+
+ private:
+  CfiFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  const uint8_t* data_;
+  size_t size_;
+  std::unique_ptr<CfiTable> table_;
+};
+
+}  // namespace droidheap

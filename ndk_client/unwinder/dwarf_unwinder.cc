@@ -1,0 +1,221 @@
+#include "unwinder/dwarf_unwinder.h"
+
+#include <string.h>
+
+namespace droidheap {
+namespace {
+
+// Distinct pcs seen by one worker stay far below this in practice; the bound only keeps a
+// pathological client (JIT churn, garbage pcs) from growing the cache without end.
+constexpr size_t kMaxCachedRows = size_t{1} << 15;
+
+// Expressions read the registers being unwound and the target's memory.
+class FrameContext : public ExpressionContext {
+ public:
+  FrameContext(const uint64_t* regs, const StackMemory& memory) : regs_(regs), memory_(memory) {}
+  bool ReadRegister(uint32_t reg, uint64_t* value) const override {
+    if (reg >= static_cast<uint32_t>(kMaxRegisters)) return false;
+    *value = regs_[reg];
+    return true;
+  }
+  bool ReadMemory(uint64_t address, uint64_t* value) const override {
+    return memory_.ReadWord(address, value);
+  }
+
+ private:
+  const uint64_t* regs_;
+  const StackMemory& memory_;
+};
+
+}  // namespace
+
+const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, uint64_t elf_pc) {
+  RowKey key{table, elf_pc};
+  auto it = row_cache_.find(key);
+  if (it != row_cache_.end()) {
+    ++stats_.row_cache_hits;
+    return it->second;
+  }
+  ++stats_.row_cache_misses;
+  if (row_cache_.size() >= kMaxCachedRows) {
+    row_cache_.clear();
+    rule_pool_.clear();
+  }
+  CachedRow cached;
+  CfiRow row;
+  if (table->FindRow(elf_pc, &row)) {
+    cached.found = true;
+    cached.signal_frame = row.signal_frame;
+    cached.return_address_register = row.return_address_register;
+    cached.cfa = row.cfa;
+    cached.first_rule = static_cast<uint32_t>(rule_pool_.size());
+    for (int reg = 0; reg < kMaxRegisters; ++reg) {
+      RuleKind kind = row.regs[reg].kind;
+      if (kind == RuleKind::kUnspecified || kind == RuleKind::kSameValue) continue;
+      rule_pool_.push_back({static_cast<uint32_t>(reg), row.regs[reg]});
+      ++cached.rule_count;
+    }
+  }
+  return row_cache_.emplace(key, cached).first->second;
+}
+
+DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const StackMemory& memory,
+                                               uint64_t* regs, UnwindError* error) {
+  FrameContext context(regs, memory);
+  uint64_t cfa = 0;
+  if (row.cfa.is_expression) {
+    if (!EvaluateExpression(row.cfa.expression, row.cfa.expression_size, context, false, 0, &cfa)) {
+      *error = UnwindError::kInvalidCfi;
+      return Step::kFailed;
+    }
+  } else {
+    if (row.cfa.reg >= static_cast<uint32_t>(kMaxRegisters)) {
+      *error = UnwindError::kInvalidCfi;
+      return Step::kFailed;
+    }
+    cfa = regs[row.cfa.reg] + static_cast<uint64_t>(row.cfa.offset);
+  }
+  if (row.return_address_register >= static_cast<uint32_t>(kMaxRegisters)) {
+    *error = UnwindError::kInvalidCfi;
+    return Step::kFailed;
+  }
+
+  // The caller's registers: unchanged unless a rule says otherwise, and its sp is the CFA by
+  // definition. Rules read the callee's values, so they are applied to a copy.
+  uint64_t caller[kMaxRegisters];
+  memcpy(caller, regs, sizeof(caller));
+  caller[kRegSp] = cfa;
+  bool return_address_undefined = false;
+  for (uint32_t i = row.first_rule; i < row.first_rule + row.rule_count; ++i) {
+    uint32_t reg = rule_pool_[i].reg;
+    const RegisterRule& rule = rule_pool_[i].rule;
+    uint64_t address = 0;
+    bool ok = true;
+    switch (rule.kind) {
+      case RuleKind::kUndefined:
+        if (reg == row.return_address_register) {
+          return_address_undefined = true;
+        }
+        break;
+      case RuleKind::kOffset:
+        ok = memory.ReadWord(cfa + static_cast<uint64_t>(rule.value), &caller[reg]);
+        if (!ok) *error = UnwindError::kMemoryInvalid;
+        break;
+      case RuleKind::kValOffset:
+        caller[reg] = cfa + static_cast<uint64_t>(rule.value);
+        break;
+      case RuleKind::kRegister:
+        ok = rule.value >= 0 && rule.value < kMaxRegisters;
+        if (ok) caller[reg] = regs[rule.value];
+        break;
+      case RuleKind::kExpression:
+        ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
+                                &address) &&
+             memory.ReadWord(address, &caller[reg]);
+        break;
+      case RuleKind::kValExpression:
+        ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
+                                &caller[reg]);
+        break;
+      case RuleKind::kUnspecified:
+      case RuleKind::kSameValue:
+        break;
+    }
+    if (!ok) {
+      if (*error == UnwindError::kNone) *error = UnwindError::kInvalidCfi;
+      return Step::kFailed;
+    }
+  }
+  // An undefined return address marks the outermost frame (_start, a thread's start routine).
+  if (return_address_undefined) return Step::kEnd;
+  uint64_t return_address = StripPointerAuthentication(caller[row.return_address_register]);
+  if (return_address == 0) return Step::kEnd;
+  // Stacks grow down: a caller's frame never lies below its callee's, except across a signal
+  // frame (an alternate signal stack may sit anywhere).
+  if (!row.signal_frame && caller[kRegSp] < regs[kRegSp]) {
+    *error = UnwindError::kBadFrameChain;
+    return Step::kFailed;
+  }
+  caller[kRegPc] = return_address;
+  memcpy(regs, caller, sizeof(caller));
+  ++stats_.cfi_frames;
+  return Step::kNext;
+}
+
+DwarfUnwinder::Step DwarfUnwinder::StepWithFramePointer(uint64_t stack_top,
+                                                        const StackMemory& memory, uint64_t* regs,
+                                                        UnwindError* error) {
+  uint64_t fp = regs[kRegFp];
+  // The frame record must lie on the stack above sp; anything else is not a frame pointer (code
+  // without one uses the register for data).
+  bool on_stack = fp != 0 && fp % sizeof(uint64_t) == 0 && fp >= regs[kRegSp] &&
+                  (stack_top == 0 || fp + 2 * sizeof(uint64_t) <= stack_top);
+  if (!on_stack) {
+    *error = UnwindError::kNoUnwindInfo;
+    return Step::kFailed;
+  }
+  uint64_t caller_fp = 0;
+  uint64_t return_address = 0;
+  if (!memory.ReadWord(fp, &caller_fp) ||
+      !memory.ReadWord(fp + sizeof(uint64_t), &return_address)) {
+    *error = UnwindError::kMemoryInvalid;
+    return Step::kFailed;
+  }
+  return_address = StripPointerAuthentication(return_address);
+  if (return_address == 0) return Step::kEnd;
+  regs[kRegFp] = caller_fp;
+  regs[kRegSp] = fp + 2 * sizeof(uint64_t);
+  regs[kRegPc] = return_address;
+  ++stats_.fp_frames;
+  return Step::kNext;
+}
+
+void DwarfUnwinder::Unwind(const uint64_t* initial_regs, uint64_t stack_top,
+                           const StackMemory& memory, ProcessMaps* maps, int maps_fd,
+                           size_t max_frames, UnwindResult* result) {
+  result->pcs.clear();
+  result->error = UnwindError::kNone;
+  result->maps_reloaded = false;
+  uint64_t regs[kMaxRegisters];
+  memcpy(regs, initial_regs, sizeof(regs));
+  regs[kRegPc] = StripPointerAuthentication(regs[kRegPc]);
+  result->pcs.push_back(regs[kRegPc]);
+
+  // The sampled pc is exact; every later one is a return address, looked up one byte back so that
+  // a call at the very end of a function finds that function's row. Across a signal frame the
+  // next pc is exact again (the interrupted instruction).
+  bool pc_is_return_address = false;
+  for (;;) {
+    if (result->pcs.size() >= max_frames) {
+      result->error = UnwindError::kMaxFrames;
+      return;
+    }
+    uint64_t pc = regs[kRegPc];
+    uint64_t lookup_pc = pc_is_return_address ? pc - 1 : pc;
+    const MapEntry* map = maps->Find(lookup_pc, elf_cache_);
+    if (map == nullptr && !result->maps_reloaded && maps_fd >= 0) {
+      // A library loaded since the maps were read.
+      result->maps_reloaded = true;
+      maps->Reload(maps_fd);
+      map = maps->Find(lookup_pc, elf_cache_);
+    }
+    if (map == nullptr) {
+      result->error = UnwindError::kInvalidPc;
+      return;
+    }
+    const CachedRow* row = nullptr;
+    if (map->cfi != nullptr) {
+      const CachedRow& found =
+          FindRow(map->cfi, lookup_pc - map->start + map->offset + map->load_bias);
+      if (found.found) row = &found;
+    }
+    Step step = row != nullptr ? StepWithCfi(*row, memory, regs, &result->error)
+                               : StepWithFramePointer(stack_top, memory, regs, &result->error);
+    bool signal_frame = row != nullptr && row->signal_frame;
+    if (step != Step::kNext) return;
+    pc_is_return_address = !signal_frame;
+    result->pcs.push_back(regs[kRegPc]);
+  }
+}
+
+}  // namespace droidheap

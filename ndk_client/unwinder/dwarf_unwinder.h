@@ -1,0 +1,104 @@
+// Unwinds a sampled allocation's stack out of process with DWARF call-frame information, falling
+// back to the frame-pointer chain where no CFI covers a pc. Memory comes from the raw stack copy
+// where it covers an address and from the target's /proc/pid/mem elsewhere (StackMemory); code
+// addresses are resolved through the target's maps, re-read once per stack when a pc falls outside
+// them.
+//
+// Owned by one unwinding worker (not thread-safe). It keeps, across stacks, the parsed unwind
+// tables of every file it has seen (ElfCache) and a per-pc cache of CFI rows: repeated stacks cost
+// a hash lookup per frame.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "unwinder/dwarf_cfi.h"
+#include "unwinder/elf_info.h"
+#include "unwinder/process_maps.h"
+#include "unwinder/registers.h"
+#include "unwinder/stack_memory.h"
+
+namespace droidheap {
+
+enum class UnwindError : uint32_t {
+  kNone = 0,
+  kMemoryInvalid = 1,  // a saved register or frame record could not be read
+  kMaxFrames = 2,      // the stack was deeper than the limit
+  kBadFrameChain = 3,  // frame pointers (or CFA) did not move up the stack
+  kNoUnwindInfo = 4,   // no CFI covers the pc and no frame pointer leads on
+  kInvalidCfi = 5,     // a CFA or register rule could not be evaluated
+  kInvalidPc = 6,      // the pc is in no mapping: nothing can execute there
+};
+
+struct UnwindResult {
+  std::vector<uint64_t> pcs;  // innermost first; pcs[0] is the sampled pc, the rest return addresses
+  UnwindError error = UnwindError::kNone;
+  bool maps_reloaded = false;  // a pc was outside the known maps, so they were read again
+};
+
+class DwarfUnwinder {
+ public:
+  struct Stats {
+    uint64_t cfi_frames = 0;  // caller frames recovered with CFI
+    uint64_t fp_frames = 0;   // ... with the frame-pointer fallback
+    uint64_t row_cache_hits = 0;
+    uint64_t row_cache_misses = 0;
+  };
+
+  explicit DwarfUnwinder(ElfCache* elf_cache) : elf_cache_(elf_cache) {}
+
+  // Unwinds from `regs` (indexed by DWARF register number; sp, pc and the callee-saved registers
+  // must hold the values at the sampled point). `stack_top` (0 = unknown) is the end of the
+  // thread's stack when the copy reached it. `maps_fd` (-1 = none) is re-read when a pc is outside
+  // every known mapping. On failure the frames found so far are kept and `error` says why.
+  void Unwind(const uint64_t* regs, uint64_t stack_top, const StackMemory& memory,
+              ProcessMaps* maps, int maps_fd, size_t max_frames, UnwindResult* result);
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  // A CFI row reduced to the rules that change something; the rules live in rule_pool_.
+  struct CachedRow {
+    bool found = false;  // false: no CFI covers the pc (the frame-pointer fallback applies)
+    bool signal_frame = false;
+    uint8_t rule_count = 0;
+    uint32_t first_rule = 0;
+    uint32_t return_address_register = 0;
+    CfaRule cfa;
+  };
+  struct PooledRule {
+    uint32_t reg;
+    RegisterRule rule;
+  };
+  struct RowKey {
+    const CfiTable* table;
+    uint64_t elf_pc;
+    bool operator==(const RowKey& other) const {
+      return table == other.table && elf_pc == other.elf_pc;
+    }
+  };
+  struct RowKeyHash {
+    size_t operator()(const RowKey& key) const {
+      return static_cast<size_t>((key.elf_pc * 0x9e3779b97f4a7c15ull) ^
+                                 reinterpret_cast<uintptr_t>(key.table));
+    }
+  };
+  enum class Step { kNext, kEnd, kFailed };
+
+  const CachedRow& FindRow(const CfiTable* table, uint64_t elf_pc);
+  Step StepWithCfi(const CachedRow& row, const StackMemory& memory, uint64_t* regs,
+                   UnwindError* error);
+  Step StepWithFramePointer(uint64_t stack_top, const StackMemory& memory, uint64_t* regs,
+                            UnwindError* error);
+
+  ElfCache* elf_cache_;
+  Stats stats_;
+  std::unordered_map<RowKey, CachedRow, RowKeyHash> row_cache_;
+  std::vector<PooledRule> rule_pool_;  // cleared with row_cache_
+};
+
+}  // namespace droidheap
