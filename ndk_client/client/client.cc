@@ -16,6 +16,10 @@
 
 #include "client/register_capture.h"
 
+#ifdef DROIDHEAP_REFERENCE_UNWIND
+extern "C" void DroidheapReferenceUnwind(int pid, uint64_t sequence);
+#endif
+
 namespace droidheap {
 namespace {
 
@@ -248,6 +252,9 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   memcpy(r.body, &record, sizeof(record));
   memcpy(r.body + sizeof(record), reinterpret_cast<const void*>(sp), stack_size);
   Publish(r);
+#ifdef DROIDHEAP_REFERENCE_UNWIND
+  DroidheapReferenceUnwind(pid_, sequence);  // test builds: client/reference_unwind.cc
+#endif
 }
 
 void Client::RecordFree(uint64_t address, uint64_t sequence) {
