@@ -1,21 +1,89 @@
-"""End-to-end fixtures: the test program, a fresh emulated device, and a way to run the CLI."""
+"""End-to-end fixtures: the emulator device's ABI, the test programs built for it, a fresh emulated
+device, and a way to run the CLI.
+
+Every end-to-end test runs once per ABI: x86_64 natively, arm64-v8a under qemu-user (cross compiler
+g++-aarch64-linux-gnu and qemu-user, as scripts/install sets up). An ABI is skipped, saying why,
+only when this machine lacks qemu or the cross compiler for it; missing droidheap binaries for it
+are an error (scripts/build_arm64.sh builds them).
+"""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from droidheap import native
+from droidheap.device.local import QEMU_SYSROOTS, host_abi
+from droidheap.errors import DroidheapError
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "tests" / "programs"
+ABIS = ["x86_64", "arm64-v8a"]
+# (C, C++) compilers per ABI, when it is not this machine's.
+CROSS_COMPILERS = {"x86_64": ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"),
+                   "arm64-v8a": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++")}
+# Programs built as Android and distributions build code: optimized, no frame pointers, so that
+# only call-frame information unwinds them. The rest keep frame pointers, the unwinder's fallback.
+WITHOUT_FRAME_POINTERS = ("libc_sites",)
+
+
+def compiler(abi: str, cxx: bool = False) -> str:
+    compilers = ("cc", "c++") if abi == host_abi() else CROSS_COMPILERS[abi]
+    return compilers[1] if cxx else compilers[0]
+
+
+def compile_program(source: pathlib.Path, out: pathlib.Path, abi: str) -> pathlib.Path:
+    """Builds a C or C++ test program for `abi`."""
+    if source.stem in WITHOUT_FRAME_POINTERS:
+        flags = ["-O2", "-fomit-frame-pointer"]
+    else:
+        flags = ["-O1", "-fno-omit-frame-pointer"]
+    subprocess.run([compiler(abi, cxx=source.suffix == ".cc"), *flags, "-g", "-pthread",
+                    str(source), "-o", str(out)], check=True)
+    return out
+
+
+@pytest.fixture(scope="session", params=ABIS)
+def abi(request) -> str:
+    name = request.param
+    if name != host_abi():
+        if name not in QEMU_SYSROOTS:
+            pytest.skip(f"the emulator device cannot run {name} on a {host_abi()} machine")
+        qemu, sysroot = QEMU_SYSROOTS[name]
+        if shutil.which(qemu) is None:
+            pytest.skip(f"{qemu} is not installed (Debian: apt-get install qemu-user)")
+        if shutil.which(compiler(name)) is None or not os.path.isdir(sysroot):
+            pytest.skip(f"no cross compiler for {name}: {compiler(name)} (Debian: apt-get install "
+                        f"g++-aarch64-linux-gnu)")
+    try:
+        native.binary_dir(name, required=(native.DAEMON, native.CLIENT, native.EMULATED_LIBC))
+    except DroidheapError as e:
+        pytest.fail(e.message)
+    return name
 
 
 @pytest.fixture(scope="session")
-def alloc_program(tmp_path_factory) -> pathlib.Path:
-    out = tmp_path_factory.mktemp("programs") / "alloc_sites"
-    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-pthread",
-                    str(ROOT / "tests" / "programs" / "alloc_sites.c"), "-o", str(out)],
-                   check=True)
-    return out
+def programs(abi, tmp_path_factory):
+    """programs(NAME) is tests/programs/NAME.c (or .cc) built for the ABI, once per session."""
+    out_dir = tmp_path_factory.mktemp(f"programs-{abi}")
+    built = {}
+
+    def get(name: str) -> pathlib.Path:
+        if name not in built:
+            source = PROGRAMS / f"{name}.c"
+            if not source.exists():
+                source = source.with_suffix(".cc")
+            built[name] = compile_program(source, out_dir / name, abi)
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def alloc_program(programs) -> pathlib.Path:
+    return programs("alloc_sites")
 
 
 @pytest.fixture
@@ -26,11 +94,18 @@ def device_root(tmp_path) -> pathlib.Path:
 
 
 class Cli:
-    def __init__(self, device_root: pathlib.Path):
+    """Runs `droidheap` on a fresh device root; `--local` gets `--abi` added for a non-host ABI."""
+
+    def __init__(self, device_root: pathlib.Path, abi: str):
         self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(device_root))
+        self.abi = abi
 
     def command(self, *args):
-        return [sys.executable, "-m", "droidheap.cli", *map(str, args)]
+        args = list(map(str, args))
+        if "--local" in args and self.abi != host_abi():
+            i = args.index("--local") + 1
+            args[i:i] = ["--abi", self.abi]
+        return [sys.executable, "-m", "droidheap.cli", *args]
 
     def run(self, *args, timeout=180):
         return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
@@ -42,18 +117,25 @@ class Cli:
 
 
 @pytest.fixture
-def cli(device_root) -> Cli:
-    return Cli(device_root)
+def cli(device_root, abi) -> Cli:
+    return Cli(device_root, abi)
 
 
 def daemon_pids(device_root: pathlib.Path):
-    """The droidheapd processes serving `device_root` (not those of other sessions on this host)."""
+    """The droidheapd processes serving `device_root` (not those of other sessions on this host),
+    run directly or under qemu-user (whose process is named after qemu, with the daemon's path
+    among its arguments)."""
+    daemon = str(device_root / "system" / "bin" / native.DAEMON)
     pids = []
     for proc in pathlib.Path("/proc").iterdir():
         try:
-            if (proc.name.isdigit() and (proc / "comm").read_text().strip() == "droidheapd"
-                    and str(device_root).encode() in (proc / "cmdline").read_bytes()):
-                pids.append(int(proc.name))
+            if not proc.name.isdigit():
+                continue
+            args = [a.decode(errors="replace")
+                    for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
         except OSError:  # gone meanwhile
-            pass
+            continue
+        if args and (args[0] == daemon
+                     or (os.path.basename(args[0]).startswith("qemu-") and daemon in args)):
+            pids.append(int(proc.name))
     return pids

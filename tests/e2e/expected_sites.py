@@ -24,6 +24,19 @@ def sites(threads: int = 4):
     }
 
 
+def libc_sites():
+    """tests/programs/libc_sites.cc: sites whose bytes pass through libc or libstdc++ (x86_64 and
+    aarch64 LP64: a std::string object is 32 bytes, a std::vector 24)."""
+    vector_growth = sum(4 << i for i in range(17))  # capacities 1, 2, 4, ... 65536 ints
+    return {
+        "site_strdup": Site(1000 * 301, 1000, 1000 * 301, 301),
+        "site_operator_new": Site(1000 * 512, 1000, 1000 * 512, 512),
+        "site_std_string": Site(1000 * (32 + 201), 2000, 1000 * (32 + 201), 201),
+        "site_vector_growth": Site(24 + vector_growth, 18, 24 + (4 << 16), 4 << 16),
+        "site_deep_recursion": Site(100 * 4096, 100, 100 * 4096, 4096),
+    }
+
+
 def sampling_bound(site: Site, interval: int, sigmas: float = 5.0) -> float:
     """Largest expected deviation of a sampled byte total from the truth.
 

@@ -2,32 +2,40 @@
 import os
 import pathlib
 import signal
-import subprocess
 import time
 
-from tests.e2e.conftest import daemon_pids
+from tests.e2e.conftest import compile_program, daemon_pids
 from tests.e2e.trace_check import totals_by_leaf_function
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
+
+# kill(2) made on the device: under qemu-user a signal sent from the host would reach the guest
+# renumbered (qemu maps host real-time signals onto the guest's with an offset).
+SEND_SIGNAL_C = r"""
+#include <signal.h>
+#include <stdlib.h>
+int main(int argc, char** argv) {
+  return argc == 3 && kill(atoi(argv[1]), atoi(argv[2])) == 0 ? 0 : 1;
+}
+"""
 
 
-def compile_program(name: str, tmp_path: pathlib.Path) -> pathlib.Path:
-    out = tmp_path / name
-    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-pthread",
-                    str(ROOT / "tests" / "programs" / f"{name}.c"), "-o", str(out)], check=True)
-    return out
-
-
-def test_plain_kill_of_the_profiling_signal_is_ignored(cli, alloc_program, tmp_path):
+def test_plain_kill_of_the_profiling_signal_is_ignored(cli, alloc_program, abi, tmp_path):
     # bionic acts on signal 36 only when it comes from sigqueue (SI_QUEUE) with value 0.
+    source = tmp_path / "send_signal.c"
+    source.write_text(SEND_SIGNAL_C)
+    send_signal = compile_program(source, tmp_path / "send_signal", abi)
     program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", tmp_path / "go")
     try:
         line = program.stdout.readline()
         pid = int(line.split("=")[1])
-        subprocess.run(["kill", "-36", str(pid)], check=True)
+        sent = cli.run("--local", "shell", "--", send_signal, pid, PROFILING_SIGNAL, timeout=60)
+        assert sent.returncode == 0, sent.stderr
         time.sleep(0.3)
         assert program.poll() is None
+        # Under qemu-user too the host's view of the maps holds the files the guest mapped.
         maps = pathlib.Path(f"/proc/{pid}/maps").read_text()
+        assert alloc_program.name in maps
         assert "heapprofd_client.so" not in maps
         (tmp_path / "go").touch()
         assert program.wait(timeout=60) == 0
@@ -36,8 +44,8 @@ def test_plain_kill_of_the_profiling_signal_is_ignored(cli, alloc_program, tmp_p
             program.send_signal(signal.SIGKILL)
 
 
-def test_forked_child_is_not_profiled_and_parent_continues(cli, tmp_path):
-    program = compile_program("fork_child", tmp_path)
+def test_forked_child_is_not_profiled_and_parent_continues(cli, programs, tmp_path):
+    program = programs("fork_child")
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "-i", "1", "--", program)
     assert result.returncode == 0, result.stderr

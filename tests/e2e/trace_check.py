@@ -76,9 +76,10 @@ def read_dumps(trace: pathlib.Path):
     return dumps
 
 
-def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path) -> Dict[int, Dict[str, Totals]]:
-    """{pid: {leaf function in `binary`: totals of the last dump}}; stacks whose innermost frame in
-    `binary` cannot be found are filed under '?'."""
+def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path,
+                            prefix: str = "") -> Dict[int, Dict[str, Totals]]:
+    """{pid: {leaf function in `binary`: totals of the last dump}}: the innermost frame in `binary`
+    whose function name starts with `prefix`; stacks without one are filed under '?'."""
     symbols = _symbols(binary)
     result = {}
     for pid, dumps in read_dumps(trace).items():
@@ -87,8 +88,10 @@ def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path) -> Dict[i
             name = "?"
             for path, rel_pc in reversed(stack):
                 if path.endswith("/" + binary.name):
-                    name = _function_at(symbols, rel_pc - 1)
-                    break
+                    function = _function_at(symbols, rel_pc - 1)
+                    if function.startswith(prefix):
+                        name = function
+                        break
             t = per_function[name]
             t.allocated += sample.self_allocated
             t.freed += sample.self_freed
@@ -96,3 +99,12 @@ def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path) -> Dict[i
             t.free_count += sample.free_count
         result[pid] = dict(per_function)
     return result
+
+
+def function_frames(trace: pathlib.Path, binary: pathlib.Path):
+    """{pid: [stack of the last dump, innermost first, as function names]}: frames in `binary` by
+    name, others by their mapping path."""
+    symbols = _symbols(binary)
+    return {pid: [[_function_at(symbols, rel_pc - 1) if path.endswith("/" + binary.name) else path
+                   for path, rel_pc in reversed(stack)] for stack, _ in dumps[-1]]
+            for pid, dumps in read_dumps(trace).items()}

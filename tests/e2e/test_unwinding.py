@@ -1,0 +1,62 @@
+"""Stacks through code without frame pointers (libc, libstdc++, an optimized program) are unwound
+with call-frame information: every byte lands on the site that caused it, in the trace and in the
+pprof files, on every ABI."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.e2e.conftest import Cli
+from tests.e2e.expected_sites import libc_sites
+from tests.e2e.test_profile import single_process
+from tests.e2e.trace_check import function_frames, totals_by_leaf_function
+
+
+@pytest.fixture(scope="module")
+def libc_profile(abi, programs, tmp_path_factory):
+    """One profile of libc_sites per ABI, shared by the checks below."""
+    program = programs("libc_sites")
+    work = tmp_path_factory.mktemp(f"libc_sites-{abi}")
+    out = work / "out"
+    result = Cli(work / "device", abi).run("--local", "-o", out, "-i", "1", "--", program)
+    assert result.returncode == 0, result.stderr
+    return program, out
+
+
+def test_sites_behind_libc_and_libstdcxx_get_their_exact_bytes(libc_profile):
+    program, out = libc_profile
+    per_site = single_process(totals_by_leaf_function(out / "raw-trace", program, prefix="site_"))
+    for name, site in libc_sites().items():
+        got = per_site.get(name)
+        assert got is not None, f"{name} missing: {sorted(per_site)}"
+        assert (got.allocated, got.in_use, got.alloc_count) == (
+            site.allocated, site.in_use, site.objects), (name, got)
+    qsort = per_site["site_qsort_callback"]  # one 64-byte block per comparison, each freed
+    assert qsort.alloc_count > 0 and qsort.allocated == 64 * qsort.alloc_count and qsort.in_use == 0
+
+
+def test_no_stack_ends_in_an_unwind_error_and_deep_ones_are_whole(libc_profile):
+    program, out = libc_profile
+    stacks = single_process(function_frames(out / "raw-trace", program))
+    assert not [s for s in stacks if any(f.startswith("[droidheap") for f in s)]
+    deepest = max(s.count("site_deep_recursion") for s in stacks)
+    assert deepest == 81  # depths 80 .. 0
+    for stack in stacks:  # every stack goes down to main, through whatever libraries
+        assert "main" in stack, stack
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go (golang-go) is not installed")
+def test_pprof_names_the_caller_behind_libc(libc_profile):
+    _, out = libc_profile
+    (profile,) = out.glob("heap_dump.*.pb.gz")
+    traces = subprocess.run(["go", "tool", "pprof", "-traces", "-sample_index=alloc_space",
+                             str(profile)], capture_output=True, text=True, timeout=120)
+    assert traces.returncode == 0, traces.stderr
+    blocks = traces.stdout.split("-----------+")
+    # Each block is one stack, leaf first: the libc function, then the site that called it.
+    functions = [re.findall(r"^[ \t]+(?:\S+[ \t]+)?(\S+)[ \t]*$", b, re.M) for b in blocks]
+    assert any(f[:2] == ["strdup", "site_strdup"] or f[:2] == ["__strdup", "site_strdup"]
+               for f in functions if len(f) >= 2), traces.stdout[:3000]
+    assert any("site_std_string" in f for f in functions)
+    assert any("site_qsort_callback" in f for f in functions)
