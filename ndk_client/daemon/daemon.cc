@@ -162,6 +162,9 @@ void Daemon::AcceptClient() {
   } else {
     client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
     if (!client->buffer) reply.status = kReplyDaemonBusy;
+    // Read the maps now, while the client waits for this reply: a short-lived process may be gone
+    // (its maps empty) before its first record is unwound.
+    client->maps.Reload(client->maps_fd);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's
   int shmem_fd = -1;

@@ -48,6 +48,8 @@ bool ProcessMaps::Reload(int fd) {
     text.append(buf, static_cast<size_t>(n));
     offset += n;
   }
+  // A process that has exited reads as empty: what was known of it still holds for its records.
+  if (text.empty()) return false;
   Parse(text);
   return true;
 }

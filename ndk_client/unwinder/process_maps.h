@@ -30,7 +30,8 @@ class ProcessMaps {
  public:
   // Parses the text of /proc/pid/maps. Malformed lines are skipped.
   void Parse(const std::string& text);
-  // Reads the whole maps file through `fd` (from offset 0) and parses it. False on read error.
+  // Reads the whole maps file through `fd` (from offset 0) and parses it. False, keeping the
+  // known maps, on a read error or when the process has exited (an empty file).
   bool Reload(int fd);
 
   // The mapping containing pc, with its ELF facts resolved; nullptr when none.

@@ -60,3 +60,17 @@ def test_pprof_names_the_caller_behind_libc(libc_profile):
                for f in functions if len(f) >= 2), traces.stdout[:3000]
     assert any("site_std_string" in f for f in functions)
     assert any("site_qsort_callback" in f for f in functions)
+
+
+def test_signal_frames_are_unwound_in_a_process_gone_before_its_records(cli, programs, tmp_path):
+    program = programs("signal_site")
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", program)
+    assert result.returncode == 0, result.stderr
+    per_site = single_process(totals_by_leaf_function(out / "raw-trace", program, prefix="site_"))
+    handler = per_site.get("site_signal_handler")
+    assert handler is not None and (handler.allocated, handler.alloc_count) == (7770, 10), per_site
+    stacks = single_process(function_frames(out / "raw-trace", program))
+    for stack in (s for s in stacks if "site_signal_handler" in s):
+        below = stack[stack.index("site_signal_handler"):]
+        assert "site_raise" in below and "main" in below, stack
