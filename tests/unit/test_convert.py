@@ -9,15 +9,7 @@ from droidheap.convert import SYMBOLIZED_TRACE, convert_trace
 from droidheap.errors import DroidheapError
 from droidheap.symbolizer import ModuleSymbols, SourceLine
 from droidheap.trace.symbolized import module_symbols_packet
-from fixtures_trace import LIBC, FakeMapping, TraceBuilder, compile_program
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    compiled = compile_program(tmp_path_factory.mktemp("prog"))
-    if compiled is None:
-        pytest.skip("gcc or objdump is not installed")
-    return compiled
+from fixtures_trace import LIBC, FakeMapping, TraceBuilder
 
 
 def _trace(program, device_path=None) -> TraceBuilder:

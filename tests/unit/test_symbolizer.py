@@ -11,14 +11,6 @@ from droidheap.trace.heap_dumps import Frame, Mapping
 from fixtures_trace import compile_program
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    compiled = compile_program(tmp_path_factory.mktemp("x86_64"))
-    if compiled is None:
-        pytest.skip("gcc or objdump is not installed")
-    return compiled
-
-
 def _symbolize(program, device_path=None, search_dirs=(), build_id=None, rel_pcs=None):
     symbolizer = Symbolizer(search_dirs)
     pcs = rel_pcs if rel_pcs is not None else list(program.return_addresses.values())
