@@ -13,8 +13,9 @@ matched by path and build id) land on the same mapping there:
   "/" (a single component holding a full path); the first unknown component ends the path;
 - build id iid 0 means "no build id".
 """
+import bisect
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -81,7 +82,8 @@ class HeapDump:
     pid: int
     index: int  # per pid, from 0, in trace order; all heaps of one dump share it
     heap_name: str
-    timestamp: int  # trace clock (BOOTTIME) ns
+    # MONOTONIC_COARSE ns, the clock heapprofd (and so Perfetto's trace processor) uses here.
+    timestamp: int
     start_timestamp: int
     sampling_interval_bytes: int
     from_startup: bool = False
@@ -98,15 +100,19 @@ class HeapDump:
 class TraceDumps:
     dumps: Dict[int, List[HeapDump]]  # pid -> dumps in trace order
     cmdlines: Dict[int, str]
-    # (BOOTTIME ns, REALTIME ns) from the first clock snapshot, to date dumps on the wall clock.
-    clock_pair: Optional[Tuple[int, int]] = None
+    # (MONOTONIC_COARSE ns, REALTIME ns) read together, from each clock snapshot in trace order.
+    wall_clock_pairs: List[Tuple[int, int]] = dataclasses.field(default_factory=list)
     warnings: List[str] = dataclasses.field(default_factory=list)
 
-    def wall_time_ns(self, trace_ns: int) -> int:
-        """`trace_ns` on the wall clock; 0 when the trace has no clock snapshot."""
-        if self.clock_pair is None or not trace_ns:
+    def wall_time_ns(self, dump_ns: int) -> int:
+        """A dump timestamp (MONOTONIC_COARSE) on the wall clock, through the last snapshot taken
+        before it (the first one for earlier times), as the trace processor converts; 0 when no
+        snapshot has both clocks."""
+        if not self.wall_clock_pairs or not dump_ns:
             return 0
-        return trace_ns - self.clock_pair[0] + self.clock_pair[1]
+        i = bisect.bisect_right(self.wall_clock_pairs, (dump_ns, float("inf")))
+        coarse, realtime = self.wall_clock_pairs[max(0, i - 1)]
+        return dump_ns - coarse + realtime
 
 
 _MISSING = PSEUDO_PREFIX + ": missing "
@@ -249,11 +255,11 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
         if packet.HasField("process_tree"):
             for proc in packet.process_tree.processes:
                 result.cmdlines[proc.pid] = " ".join(proc.cmdline)
-        if packet.HasField("clock_snapshot") and result.clock_pair is None:
+        if packet.HasField("clock_snapshot"):
             clocks = {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
-            if pb.BUILTIN_CLOCK_BOOTTIME in clocks and pb.BUILTIN_CLOCK_REALTIME in clocks:
-                result.clock_pair = (clocks[pb.BUILTIN_CLOCK_BOOTTIME],
-                                     clocks[pb.BUILTIN_CLOCK_REALTIME])
+            if pb.BUILTIN_CLOCK_MONOTONIC_COARSE in clocks and pb.BUILTIN_CLOCK_REALTIME in clocks:
+                bisect.insort(result.wall_clock_pairs, (clocks[pb.BUILTIN_CLOCK_MONOTONIC_COARSE],
+                                                        clocks[pb.BUILTIN_CLOCK_REALTIME]))
         if packet.HasField("interned_data"):
             seq.add_interned(packet.interned_data)
         if not packet.HasField("profile_packet"):

@@ -28,7 +28,7 @@ struct ClientConnection {
   int maps_fd = -1;
   int mem_fd = -1;
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> buffer;
-  uint64_t start_timestamp_ns = 0;
+  uint64_t start_timestamp_ns = 0;  // CLOCK_MONOTONIC_COARSE, at the handshake
   bool from_startup = false;
 
   // Worker state.

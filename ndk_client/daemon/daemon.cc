@@ -198,7 +198,7 @@ void Daemon::AcceptClient() {
   }
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
   client->cmdline = JoinArguments(ProcessMatcher::ReadArguments(client->pid));
-  client->start_timestamp_ns = BoottimeNs();
+  client->start_timestamp_ns = MonotonicCoarseNs();
   client->from_startup = std::find(signalled_pids_.begin(), signalled_pids_.end(), client->pid) ==
                          signalled_pids_.end();
   Log("connected pid=%d cmdline=%s", client->pid, client->cmdline.c_str());
@@ -226,7 +226,7 @@ void Daemon::RequestDump(bool stop) {
   pending_replies_ = workers_.size();
   pending_is_stop_ = stop;
   pending_snapshots_.clear();
-  uint64_t now = BoottimeNs();
+  uint64_t now = MonotonicCoarseNs();
   for (auto& worker : workers_) {
     if (stop) {
       worker->PostStop(pending_request_, now);

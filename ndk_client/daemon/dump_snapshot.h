@@ -39,8 +39,8 @@ struct CallstackSample {
 struct DumpSnapshot {
   int32_t pid = 0;
   std::string cmdline;              // NUL-separated arguments replaced by spaces
-  uint64_t timestamp_ns = 0;        // CLOCK_BOOTTIME
-  uint64_t start_timestamp_ns = 0;  // when the process connected
+  uint64_t timestamp_ns = 0;        // CLOCK_MONOTONIC_COARSE (see trace_writer.h)
+  uint64_t start_timestamp_ns = 0;  // when the process connected, on the same clock
   uint64_t sampling_interval = 0;
   bool from_startup = false;
   bool disconnected = false;   // the process exited or closed the connection

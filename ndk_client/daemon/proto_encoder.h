@@ -75,7 +75,10 @@ struct TracePacket {
 struct ClockSnapshot {
   enum : uint32_t { kClocks = 1, kPrimaryTraceClock = 2 };
   enum : uint32_t { kClockId = 1, kTimestamp = 2 };                 // Clock
-  enum : uint64_t { kRealtime = 1, kMonotonic = 3, kBoottime = 6 };  // BuiltinClock
+  enum : uint64_t {  // BuiltinClock
+    kRealtime = 1, kRealtimeCoarse = 2, kMonotonic = 3, kMonotonicCoarse = 4, kMonotonicRaw = 5,
+    kBoottime = 6
+  };
 };
 struct ProcessTree {
   enum : uint32_t { kProcesses = 1 };

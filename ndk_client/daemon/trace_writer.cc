@@ -41,6 +41,31 @@ std::vector<std::string> PathComponents(const std::string& path) {
   return Split(path, '/');
 }
 
+// Every builtin clock, read back to back (a few hundred nanoseconds apart, as traced reads them),
+// with BOOTTIME, the trace's clock, as the primary one. Returns the BOOTTIME reading.
+uint64_t ReadClockSnapshot(ProtoEncoder* snapshot) {
+  using pb::ClockSnapshot;
+  const std::pair<uint64_t, clockid_t> clocks[] = {
+      {ClockSnapshot::kBoottime, CLOCK_BOOTTIME},
+      {ClockSnapshot::kMonotonicCoarse, CLOCK_MONOTONIC_COARSE},
+      {ClockSnapshot::kMonotonic, CLOCK_MONOTONIC},
+      {ClockSnapshot::kMonotonicRaw, CLOCK_MONOTONIC_RAW},
+      {ClockSnapshot::kRealtime, CLOCK_REALTIME},
+      {ClockSnapshot::kRealtimeCoarse, CLOCK_REALTIME_COARSE},
+  };
+  uint64_t boottime = 0;
+  for (const auto& clock : clocks) {
+    const uint64_t now = ClockNs(clock.second);
+    if (clock.first == ClockSnapshot::kBoottime) boottime = now;
+    ProtoEncoder entry;
+    entry.Varint(ClockSnapshot::kClockId, clock.first);
+    entry.Varint(ClockSnapshot::kTimestamp, now);
+    snapshot->Message(ClockSnapshot::kClocks, entry);
+  }
+  snapshot->Varint(ClockSnapshot::kPrimaryTraceClock, ClockSnapshot::kBoottime);
+  return boottime;
+}
+
 size_t Mix(size_t seed, uint64_t value) {
   return seed ^ (static_cast<size_t>(value * 0x9e3779b97f4a7c15ull) + (seed << 6) + (seed >> 2));
 }
@@ -80,7 +105,6 @@ bool TraceWriter::Open(const std::string& path) {
   SyncParentDirectory(path);
   broken_ = false;
   written_bytes_ = committed_bytes_ = 0;
-  next_index_ = 0;
   described_pids_.clear();
   ForgetInternedState();
   return true;
@@ -95,40 +119,29 @@ void TraceWriter::Close() {
 bool TraceWriter::WriteSessionStart() {
   if (fd_ < 0 || broken_) return false;
   bool ok = WriteSequenceStart() && Commit();
-  if (!ok) RollBack({}, next_index_);
+  if (!ok) RollBack({});
   return ok;
 }
 
 bool TraceWriter::WriteDump(const std::vector<DumpSnapshot>& processes) {
   if (fd_ < 0 || broken_) return false;
   if (processes.empty()) return true;
-  const uint64_t timestamp = processes.front().timestamp_ns;
-  const uint64_t index_before = next_index_;
   std::vector<int32_t> described_now;
-  bool ok = sequence_started_ || WriteSequenceStart();
-  ok = ok && WriteProcessTree(processes, timestamp, &described_now);
-  for (const DumpSnapshot& process : processes) ok = ok && WriteProcess(process, timestamp);
-  ok = ok && FlushProfilePacket(timestamp, /*continued=*/false) && Commit();
-  if (!ok) RollBack(described_now, index_before);
+  // A sequence (re)start carries its own clock snapshot.
+  bool ok = sequence_started_ ? WriteClockSnapshot() : WriteSequenceStart();
+  ok = ok && WriteProcessTree(processes, &described_now);
+  for (const DumpSnapshot& process : processes) ok = ok && WriteProcess(process);
+  ok = ok && FlushProfilePacket(/*continued=*/false) && Commit();
+  if (!ok) RollBack(described_now);
   return ok;
 }
 
 bool TraceWriter::WriteSequenceStart() {
-  using pb::ClockSnapshot;
-  const uint64_t boottime = ClockNs(CLOCK_BOOTTIME);
-  const std::pair<uint64_t, uint64_t> clocks[] = {
-      {ClockSnapshot::kBoottime, boottime},
-      {ClockSnapshot::kMonotonic, ClockNs(CLOCK_MONOTONIC)},
-      {ClockSnapshot::kRealtime, ClockNs(CLOCK_REALTIME)},
-  };
   ProtoEncoder snapshot;
-  for (const auto& clock : clocks) {
-    ProtoEncoder entry;
-    entry.Varint(ClockSnapshot::kClockId, clock.first);
-    entry.Varint(ClockSnapshot::kTimestamp, clock.second);
-    snapshot.Message(ClockSnapshot::kClocks, entry);
-  }
-  snapshot.Varint(ClockSnapshot::kPrimaryTraceClock, ClockSnapshot::kBoottime);
+  packet_timestamp_ = ReadClockSnapshot(&snapshot);
+  // The trace processor keeps ProfilePacket indexes per incremental-state generation, expecting 0
+  // first and no gaps: a restarted sequence counts from 0 again.
+  next_index_ = 0;
 
   // heapprofd's convention: iid 0 is "" in every string table, so a reader that resolves a zero
   // build id or function name id finds the empty string rather than a missing entry.
@@ -141,10 +154,7 @@ bool TraceWriter::WriteSequenceStart() {
     interned.Message(table, empty);
   }
 
-  ProtoEncoder packet;
-  packet.Varint(pb::TracePacket::kTimestamp, boottime);
-  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
-  packet.Varint(pb::TracePacket::kSequenceFlags, pb::TracePacket::kIncrementalStateCleared);
+  ProtoEncoder packet = NewPacket(pb::TracePacket::kIncrementalStateCleared);
   if (written_bytes_ == 0) packet.Bool(pb::TracePacket::kFirstPacketOnSequence, true);
   packet.Message(pb::TracePacket::kClockSnapshot, snapshot);
   packet.Message(pb::TracePacket::kInternedData, interned);
@@ -153,7 +163,23 @@ bool TraceWriter::WriteSequenceStart() {
   return true;
 }
 
-bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes, uint64_t timestamp,
+bool TraceWriter::WriteClockSnapshot() {
+  ProtoEncoder snapshot;
+  packet_timestamp_ = ReadClockSnapshot(&snapshot);
+  ProtoEncoder packet = NewPacket(0);
+  packet.Message(pb::TracePacket::kClockSnapshot, snapshot);
+  return WritePacket(packet);
+}
+
+ProtoEncoder TraceWriter::NewPacket(uint64_t flags) const {
+  ProtoEncoder packet;
+  packet.Varint(pb::TracePacket::kTimestamp, packet_timestamp_);
+  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
+  if (flags != 0) packet.Varint(pb::TracePacket::kSequenceFlags, flags);
+  return packet;
+}
+
+bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                                    std::vector<int32_t>* described_now) {
   ProtoEncoder tree;
   for (const DumpSnapshot& process : processes) {
@@ -167,9 +193,7 @@ bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes, u
     tree.Message(pb::ProcessTree::kProcesses, entry);
   }
   if (tree.empty()) return true;
-  ProtoEncoder packet;
-  packet.Varint(pb::TracePacket::kTimestamp, timestamp);
-  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
+  ProtoEncoder packet = NewPacket(0);
   packet.Message(pb::TracePacket::kProcessTree, tree);
   return WritePacket(packet);
 }
@@ -177,7 +201,7 @@ bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes, u
 // The process's samples go into the current ProfilePacket, each with the interned entries it is
 // the first to use; when the packet is full, the process's fragment so far is closed, the packet
 // written with continued=true, and the process goes on in a fragment of the next packet.
-bool TraceWriter::WriteProcess(const DumpSnapshot& process, uint64_t timestamp) {
+bool TraceWriter::WriteProcess(const DumpSnapshot& process) {
   using pb::HeapSample;
   LocalIids local;
   local.mappings.assign(process.mappings.size(), 0);
@@ -201,7 +225,7 @@ bool TraceWriter::WriteProcess(const DumpSnapshot& process, uint64_t timestamp) 
         CloseFragment(process);
         wrote_fragment = true;
       }
-      if (!FlushProfilePacket(timestamp, /*continued=*/true)) return false;
+      if (!FlushProfilePacket(/*continued=*/true)) return false;
     }
     interned_.Append(staged);
     samples_.Message(pb::ProcessHeapSamples::kSamples, sample);
@@ -238,16 +262,13 @@ void TraceWriter::CloseFragment(const DumpSnapshot& process) {
   samples_.Clear();
 }
 
-bool TraceWriter::FlushProfilePacket(uint64_t timestamp, bool continued) {
+bool TraceWriter::FlushProfilePacket(bool continued) {
   ProtoEncoder profile;
   profile.Append(dumps_);
   if (continued) profile.Bool(pb::ProfilePacket::kContinued, true);
   profile.Varint(pb::ProfilePacket::kIndex, next_index_++);
 
-  ProtoEncoder packet;
-  packet.Varint(pb::TracePacket::kTimestamp, timestamp);
-  packet.Varint(pb::TracePacket::kTrustedPacketSequenceId, kSequenceId);
-  packet.Varint(pb::TracePacket::kSequenceFlags, pb::TracePacket::kNeedsIncrementalState);
+  ProtoEncoder packet = NewPacket(pb::TracePacket::kNeedsIncrementalState);
   if (!interned_.empty()) packet.Message(pb::TracePacket::kInternedData, interned_);
   packet.Message(pb::TracePacket::kProfilePacket, profile);
   interned_.Clear();
@@ -280,12 +301,11 @@ bool TraceWriter::Commit() {
 // Undoes a call that failed part-way: its bytes leave the file, the pids it described are
 // forgotten, and so is the interned state, since some of its entries may be among the lost bytes.
 // The next dump then starts the sequence over with INCREMENTAL_STATE_CLEARED.
-void TraceWriter::RollBack(const std::vector<int32_t>& described_now, uint64_t index_before) {
+void TraceWriter::RollBack(const std::vector<int32_t>& described_now) {
   interned_.Clear();
   dumps_.Clear();
   samples_.Clear();
   for (int32_t pid : described_now) described_pids_.erase(pid);
-  next_index_ = index_before;  // the trace processor expects indexes without gaps
   if (written_bytes_ != committed_bytes_) {
     if (ftruncate(fd_, static_cast<off_t>(committed_bytes_)) != 0) broken_ = true;
     written_bytes_ = committed_bytes_;

@@ -4,10 +4,22 @@
 //
 // The sequence, packet by packet:
 //   [start]  clock_snapshot, INCREMENTAL_STATE_CLEARED, interned iid 0 = "" for the string tables
-//   [dump]   process_tree for processes not yet described
+//   [dump]   clock_snapshot
+//            process_tree for processes not yet described
 //            profile_packet index=N   continued=true  + interned_data new to the sequence  ...
 //            profile_packet index=N+k continued=false + interned_data new to the sequence
 //   [dump]   ...
+//
+// Clocks. Perfetto's trace processor converts every timestamp to the trace's clock (BOOTTIME)
+// through the ClockSnapshots before it, and drops what it cannot convert:
+// - TracePacket.timestamp is BOOTTIME, read when the call writes: it orders the packets (the
+//   trace processor sorts by it), so it never decreases along the file, whatever the order in
+//   which the workers' snapshots arrive.
+// - ProcessHeapSamples.timestamp and start_timestamp are MONOTONIC_COARSE, because that is the
+//   clock the trace processor reads them on (heapprofd's convention); DumpSnapshot carries them.
+// - Each ClockSnapshot holds all six builtin clocks read together, as traced's do. One precedes
+//   every dump, not only the first: MONOTONIC stops while the device suspends and BOOTTIME does
+//   not, so an offset taken at the start would misplace every dump after a suspend.
 // Interned entries (paths, build ids, mappings, frames, callstacks) are written once per sequence,
 // in the packet that first uses them. Each call that writes ends with fsync, and a call that fails
 // truncates the file back to where it began, so the file always ends with a complete dump; the
@@ -45,11 +57,10 @@ class TraceWriter {
 
   // Creates or truncates `path`; false on error.
   bool Open(const std::string& path);
-  // The first packet of the sequence: clears the incremental state and snapshots the clocks so
-  // the trace processor can place the profiles' BOOTTIME timestamps.
+  // The first packet of the sequence: clears the incremental state and snapshots the clocks.
   bool WriteSessionStart();
-  // One dump of one or more processes, all taken at the same moment (the first one's timestamp
-  // stamps the packets). Flushed and fsync'ed before returning.
+  // One dump of one or more processes, after a fresh clock snapshot. Flushed and fsync'ed before
+  // returning.
   bool WriteDump(const std::vector<DumpSnapshot>& processes);
   void Close();
 
@@ -77,14 +88,17 @@ class TraceWriter {
   };
 
   bool WriteSequenceStart();
-  bool WriteProcessTree(const std::vector<DumpSnapshot>& processes, uint64_t timestamp,
+  bool WriteClockSnapshot();
+  // A packet of the sequence, stamped packet_timestamp_, with `flags` (0: none).
+  ProtoEncoder NewPacket(uint64_t flags) const;
+  bool WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                         std::vector<int32_t>* described_now);
-  bool WriteProcess(const DumpSnapshot& process, uint64_t timestamp);
+  bool WriteProcess(const DumpSnapshot& process);
   void CloseFragment(const DumpSnapshot& process);
-  bool FlushProfilePacket(uint64_t timestamp, bool continued);
+  bool FlushProfilePacket(bool continued);
   bool WritePacket(const ProtoEncoder& packet);
   bool Commit();
-  void RollBack(const std::vector<int32_t>& described_now, uint64_t index_before);
+  void RollBack(const std::vector<int32_t>& described_now);
 
   // Interning: each returns the global iid, and writes the entry into `out` (an InternedData
   // body) the first time it is seen on the sequence. 0 when `index` is out of range.
@@ -101,7 +115,8 @@ class TraceWriter {
   uint64_t written_bytes_ = 0;     // where the next packet goes
   uint64_t committed_bytes_ = 0;   // end of the last complete call, fsync'ed
   bool sequence_started_ = false;  // a CLEARED packet is in the file since the last roll-back
-  uint64_t next_index_ = 0;        // ProfilePacket.index, across the session
+  uint64_t next_index_ = 0;        // ProfilePacket.index; from 0 again when the sequence restarts
+  uint64_t packet_timestamp_ = 0;  // BOOTTIME of the last clock snapshot: stamps every packet
 
   // Interned state of the sequence; iids of each table are dense from 1 (iid = size at insertion).
   std::unordered_map<std::string, uint64_t> path_iids_;

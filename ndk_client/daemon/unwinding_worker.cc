@@ -144,7 +144,7 @@ void UnwindingWorker::Run() {
       ClientConnection* client = it->get();
       if (client->socket_closed && Drain(client, SIZE_MAX)) {
         std::vector<DumpSnapshot> last;
-        last.push_back(TakeSnapshot(client, BoottimeNs()));
+        last.push_back(TakeSnapshot(client, MonotonicCoarseNs()));
         last.back().disconnected = true;
         sink_->PostSnapshots(0, std::move(last));
         it = clients_.erase(it);

@@ -1,6 +1,6 @@
 // TraceWriter: writes the traces that tests/unit/test_trace_writer.py decodes with Perfetto's own
 // protos, and checks natively what it can: packet framing, flushing after every dump, packet sizes,
-// ProfilePacket indexes, and the roll-back of a dump that could not be written.
+// ProfilePacket indexes, packet timestamps, and the roll-back of a dump that could not be written.
 //
 // Usage: trace_writer_test [TRACE [RECOVERY_TRACE]] (temporary files when not given). The
 // scenario here and the expectations in the Python test describe the same data: change both.
@@ -179,6 +179,7 @@ std::string ReadFile(const std::string& path) {
 
 struct PacketSummary {
   uint64_t sequence_id = 0;
+  uint64_t timestamp = 0;
   uint64_t flags = 0;
   bool profile = false;
   uint64_t index = 0;
@@ -200,6 +201,7 @@ std::vector<PacketSummary> Packets(const std::string& path) {
     Field f;
     while (q < packet.data + packet.value) {
       CHECK(ReadField(&q, packet.data + packet.value, &f));
+      if (f.id == 8) summary.timestamp = f.value;
       if (f.id == 10) summary.sequence_id = f.value;
       if (f.id == 13) summary.flags = f.value;
       if (f.id != 37) continue;
@@ -217,12 +219,17 @@ std::vector<PacketSummary> Packets(const std::string& path) {
   return packets;
 }
 
-// Indexes count ProfilePackets over the session; returns the number of complete dumps.
+// Indexes count ProfilePackets from 0 after each INCREMENTAL_STATE_CLEARED, and packet timestamps
+// never decrease (the trace processor sorts by them); returns the number of complete dumps.
 size_t CheckProfilePackets(const std::vector<PacketSummary>& packets) {
   uint64_t next_index = 0;
   size_t dumps = 0;
+  uint64_t last_timestamp = 0;
   for (const PacketSummary& s : packets) {
     CHECK(s.sequence_id != 0 && s.sequence_id == packets.front().sequence_id);
+    CHECK(s.timestamp != 0 && s.timestamp >= last_timestamp);
+    last_timestamp = s.timestamp;
+    if (s.flags & 1) next_index = 0;
     if (!s.profile) continue;
     CHECK(s.index == next_index++);
     if (!s.continued) ++dumps;

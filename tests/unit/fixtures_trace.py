@@ -10,7 +10,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 SEQ_ID = 42
-BOOTTIME_NS = 5_000_000_000
+# One moment on three clocks (as a clock snapshot reads them); dumps are stamped on
+# MONOTONIC_COARSE, as heapprofd's are.
+BOOTTIME_NS = 7_000_000_000
+COARSE_NS = 5_000_000_000
 REALTIME_NS = 1_700_000_000_000_000_000
 
 
@@ -53,10 +56,13 @@ class TraceBuilder:
         self.packets.append(packet)
         return packet
 
-    def clock_snapshot(self, boottime: int = BOOTTIME_NS, realtime: int = REALTIME_NS):
+    def clock_snapshot(self, boottime: int = BOOTTIME_NS, coarse: int = COARSE_NS,
+                       realtime: int = REALTIME_NS):
         packet = self._packet()
-        packet.clock_snapshot.clocks.add(clock_id=pb.BUILTIN_CLOCK_BOOTTIME, timestamp=boottime)
-        packet.clock_snapshot.clocks.add(clock_id=pb.BUILTIN_CLOCK_REALTIME, timestamp=realtime)
+        for clock, timestamp in ((pb.BUILTIN_CLOCK_BOOTTIME, boottime),
+                                 (pb.BUILTIN_CLOCK_MONOTONIC_COARSE, coarse),
+                                 (pb.BUILTIN_CLOCK_REALTIME, realtime)):
+            packet.clock_snapshot.clocks.add(clock_id=clock, timestamp=timestamp)
         return self
 
     def process(self, pid: int, *cmdline: str):
@@ -101,7 +107,7 @@ class TraceBuilder:
             self._pending.callstacks.add(iid=self._callstacks[key], frame_ids=frame_ids)
         return self._callstacks[key]
 
-    def dump(self, samples: Dict[int, List[SampleRow]], timestamp: int = BOOTTIME_NS + 10**9,
+    def dump(self, samples: Dict[int, List[SampleRow]], timestamp: int = COARSE_NS + 10**9,
              heap: str = "libc.malloc", interval: int = 4096, fragments: int = 1,
              finished: bool = True, **flags):
         """One dump of every pid in `samples`, split over `fragments` packets (samples dealt out
@@ -118,7 +124,7 @@ class TraceBuilder:
             for pid, rows in samples.items():
                 proc = profile.process_dumps.add(
                     pid=pid, heap_name=heap, sampling_interval_bytes=interval,
-                    timestamp=timestamp, start_timestamp=BOOTTIME_NS, **flags)
+                    timestamp=timestamp, start_timestamp=COARSE_NS, **flags)
                 proc.stats.unwinding_errors = 1
                 proc.stats.heap_samples = len(rows)
                 for row in rows[index::fragments]:
@@ -149,7 +155,7 @@ def two_process_trace(fragments: int = 1) -> TraceBuilder:
            fragments=fragments)
     s4 = b.callstack([(LIBC, 0x1000), (APP, 0x6000)])
     b.dump({100: [(s1, 16384, 16384, 4, 4), (s2, 81920, 4096, 20, 1), (s4, 4096, 0, 1, 0)],
-            200: [(s3, 8192, 0, 2, 0)]}, timestamp=BOOTTIME_NS + 2 * 10**9, disconnected=True)
+            200: [(s3, 8192, 0, 2, 0)]}, timestamp=COARSE_NS + 2 * 10**9, disconnected=True)
     return b
 
 

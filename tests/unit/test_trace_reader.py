@@ -3,7 +3,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import encode_bytes_field, parse_trace
-from fixtures_trace import APP, LIBC, FakeMapping, TraceBuilder, two_process_trace
+from fixtures_trace import (APP, COARSE_NS, LIBC, REALTIME_NS, FakeMapping, TraceBuilder,
+                            two_process_trace)
 
 
 def test_reads_every_packet_of_an_intact_trace():
@@ -164,4 +165,25 @@ def test_dump_without_its_final_fragment_is_kept_with_a_warning():
 def test_clock_snapshot_dates_dumps_on_the_wall_clock():
     dumps = rebuild_dumps(parse_trace(two_process_trace().to_bytes()).packets)
     first = dumps.dumps[100][0]
-    assert dumps.wall_time_ns(first.timestamp) == 1_700_000_000_000_000_000 + 10**9
+    assert dumps.wall_time_ns(first.timestamp) == REALTIME_NS + 10**9
+
+
+def test_each_dump_is_dated_through_the_last_clock_snapshot_before_it():
+    hour = 3600 * 10**9
+    b = TraceBuilder().clock_snapshot()
+    stack = b.callstack([(APP, 0x10)])
+    b.dump({5: [(stack, 64, 0, 1, 0)]}, timestamp=COARSE_NS + 10**9)
+    # Meanwhile the wall clock was set an hour forward.
+    b.clock_snapshot(coarse=COARSE_NS + 5 * 10**9, realtime=REALTIME_NS + hour + 5 * 10**9)
+    b.dump({5: [(stack, 128, 0, 2, 0)]}, timestamp=COARSE_NS + 6 * 10**9)
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    first, second = dumps.dumps[5]
+    assert dumps.wall_time_ns(first.timestamp) == REALTIME_NS + 10**9
+    assert dumps.wall_time_ns(second.timestamp) == REALTIME_NS + hour + 6 * 10**9
+
+
+def test_dumps_have_no_wall_time_without_a_clock_snapshot():
+    b = TraceBuilder()
+    b.dump({5: [(b.callstack([(APP, 0x10)]), 64, 0, 1, 0)]})
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    assert dumps.wall_time_ns(dumps.dumps[5][0].timestamp) == 0

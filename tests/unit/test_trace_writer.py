@@ -6,11 +6,14 @@ and compared with the scenario that executable writes, mirrored below: change bo
 """
 import collections
 import dataclasses
+import pathlib
 import subprocess
 from typing import Dict, List
 
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from tests.trace_processor import LoadedTrace, SiteTotals, sum_totals
 
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 NEEDS_STATE = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
@@ -95,8 +98,10 @@ class Dump:
 class Replay:
     """One trace read in order, as the trace processor reads it."""
 
-    def __init__(self, packets):
-        self.packets = packets
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.packets = list(pb.Trace.FromString(path.read_bytes()).packet)
+        packets = self.packets
         self.generations = []  # per CLEARED: table -> entries defined, in order
         self.undefined = []    # descriptions of references to entries not defined before
         self.dumps: List[Dump] = []
@@ -183,8 +188,7 @@ def traces(native_build, tmp_path_factory) -> Traces:
     result = subprocess.run([str(native_build / "tests" / "trace_writer_test"), str(main),
                              str(recovery)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    return Traces(*(Replay(list(pb.Trace.FromString(p.read_bytes()).packet))
-                    for p in (main, recovery)))
+    return Traces(Replay(main), Replay(recovery))
 
 
 def expected(dumps):
@@ -199,16 +203,41 @@ def test_every_packet_is_on_one_nonzero_sequence(traces):
         assert len(ids) == 1 and 0 not in ids
 
 
-def test_first_packet_clears_incremental_state_and_snapshots_the_clocks(traces):
+def clocks_of(packet) -> Dict[int, int]:
+    return {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
+
+
+def test_first_packet_clears_incremental_state_and_snapshots_every_builtin_clock(traces):
     first = traces.main.packets[0]
     assert first.sequence_flags == CLEARED and first.first_packet_on_sequence
-    snapshot = first.clock_snapshot
-    assert snapshot.primary_trace_clock == pb.BUILTIN_CLOCK_BOOTTIME
-    clocks = {c.clock_id: c.timestamp for c in snapshot.clocks}
-    assert set(clocks) == {pb.BUILTIN_CLOCK_BOOTTIME, pb.BUILTIN_CLOCK_MONOTONIC,
-                           pb.BUILTIN_CLOCK_REALTIME}
-    assert all(clocks.values())
+    assert first.clock_snapshot.primary_trace_clock == pb.BUILTIN_CLOCK_BOOTTIME
+    clocks = clocks_of(first)
+    assert set(clocks) == {pb.BUILTIN_CLOCK_BOOTTIME, pb.BUILTIN_CLOCK_MONOTONIC_COARSE,
+                           pb.BUILTIN_CLOCK_MONOTONIC, pb.BUILTIN_CLOCK_MONOTONIC_RAW,
+                           pb.BUILTIN_CLOCK_REALTIME, pb.BUILTIN_CLOCK_REALTIME_COARSE}
     assert first.timestamp == clocks[pb.BUILTIN_CLOCK_BOOTTIME]
+
+
+@pytest.mark.parametrize("trace", ["main", "recovery"])
+def test_every_dump_follows_a_clock_snapshot_read_at_one_moment(traces, trace):
+    replay = getattr(traces, trace)
+    for dump in replay.dumps:
+        start = replay.packets.index(dump.packets[0])
+        last = max(i for i, p in enumerate(replay.packets[:start]) if p.HasField("clock_snapshot"))
+        between = replay.packets[last + 1:start]
+        assert not any(p.HasField("profile_packet") for p in between)  # fresh, for this dump
+        clocks = clocks_of(replay.packets[last])
+        ms = 10**6
+        # Coarse clocks lag their precise twins by at most a tick; BOOTTIME is MONOTONIC plus the
+        # time suspended (read a few nanoseconds earlier).
+        assert 0 <= clocks[pb.BUILTIN_CLOCK_MONOTONIC] - clocks[pb.BUILTIN_CLOCK_MONOTONIC_COARSE] \
+            < 100 * ms
+        assert -100 * ms < clocks[pb.BUILTIN_CLOCK_REALTIME] \
+            - clocks[pb.BUILTIN_CLOCK_REALTIME_COARSE] < 100 * ms
+        assert clocks[pb.BUILTIN_CLOCK_BOOTTIME] > clocks[pb.BUILTIN_CLOCK_MONOTONIC] - ms
+        # Every packet the dump wrote is stamped with that snapshot's BOOTTIME.
+        stamped = between + dump.packets
+        assert {p.timestamp for p in stamped} == {clocks[pb.BUILTIN_CLOCK_BOOTTIME]}
 
 
 def test_iid_zero_is_the_empty_string_in_each_string_table(traces):
@@ -306,7 +335,7 @@ def test_callstacks_without_samples_are_not_written(traces):
     assert all(f.rel_pc != 0x999 for f in traces.main.generations[0]["frames"])
 
 
-def test_large_dump_is_split_into_continued_packets_with_a_session_wide_index(traces):
+def test_large_dump_is_split_into_continued_packets_indexed_from_zero(traces):
     dumps = traces.main.dumps
     indexes = [p.profile_packet.index for d in dumps for p in d.packets]
     assert indexes == list(range(len(indexes)))
@@ -330,12 +359,11 @@ def test_each_process_is_described_once_before_its_first_samples(traces):
             assert described[fragment.pid][0] < i
 
 
-def test_packets_carry_their_dump_timestamp(traces):
-    for dump, want in zip(traces.main.dumps, MAIN_DUMPS):
-        timestamp = next(iter(want.values()))[0]["timestamp"]
-        assert {p.timestamp for p in dump.packets} == {timestamp}
-    trees = [p for p in traces.main.packets if p.HasField("process_tree")]
-    assert [p.timestamp for p in trees] == [T0 + SECOND, T0 + 3 * SECOND]
+@pytest.mark.parametrize("trace", ["main", "recovery"])
+def test_packet_timestamps_never_decrease_along_the_file(traces, trace):
+    # The trace processor sorts packets by timestamp before it reads dumps and their indexes.
+    stamps = [p.timestamp for p in getattr(traces, trace).packets]
+    assert all(stamps) and stamps == sorted(stamps)
 
 
 def test_a_failed_dump_leaves_no_bytes_and_the_next_one_restarts_the_sequence(traces):
@@ -346,8 +374,36 @@ def test_a_failed_dump_leaves_no_bytes_and_the_next_one_restarts_the_sequence(tr
     assert first_dump_end < cleared[1] < replay.packets.index(replay.dumps[1].packets[0])
     assert replay.packets[cleared[1]].HasField("clock_snapshot")
     assert not replay.packets[cleared[1]].first_packet_on_sequence
-    indexes = [p.profile_packet.index for d in replay.dumps for p in d.packets]
-    assert indexes == list(range(len(indexes)))
+    # The trace processor counts ProfilePacket indexes from 0 in each incremental-state generation,
+    # and each of these dumps starts one.
+    for dump in replay.dumps:
+        indexes = [p.profile_packet.index for p in dump.packets]
+        assert indexes == list(range(len(indexes)))
     assert [p.pid for packet in replay.packets for p in packet.process_tree.processes] == [1, 2]
     got = [(d.headers, dict(d.samples)) for d in replay.dumps]
     assert got == expected(RECOVERY_DUMPS)
+
+
+def last_dump_totals(dumps) -> Dict[int, SiteTotals]:
+    totals = {}
+    for dump in dumps:
+        for pid, (_, samples) in dump.items():
+            totals[pid] = SiteTotals(*(sum(v[i] for _, v in samples) for i in range(4)))
+    return totals
+
+
+@pytest.mark.parametrize("trace, dumps, names, problems", [
+    # The scenario's pid 202 reports a corrupted buffer and an overrun: the trace processor counts
+    # both, and nothing else.
+    ("main", MAIN_DUMPS, {pid: cmdline[0] for pid, cmdline in CMDLINES.items()},
+     [("heapprofd_buffer_corrupted", 202, "error", 1),
+      ("heapprofd_buffer_overran", 202, "data_loss", 1)]),
+    ("recovery", RECOVERY_DUMPS, {1: "big", 2: "big"}, []),
+])
+def test_trace_processor_books_every_process_last_dump(traces, trace, dumps, names, problems):
+    with LoadedTrace(getattr(traces, trace).path) as loaded:
+        assert sorted(loaded.problems()) == problems
+        assert loaded.process_names() == names
+        booked = {pid: sum_totals(sites.values())
+                  for pid, sites in loaded.totals_by_site("").items()}
+    assert booked == last_dump_totals(dumps)
