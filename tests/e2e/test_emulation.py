@@ -5,7 +5,7 @@ import signal
 import time
 
 from tests.e2e.conftest import compile_program, daemon_pids
-from tests.e2e.trace_check import totals_by_leaf_function
+from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
 
@@ -56,6 +56,7 @@ def test_forked_child_is_not_profiled_and_parent_continues(cli, programs, tmp_pa
     assert per_function["parent_before_fork"].allocated == 100 * 1000
     assert per_function["parent_after_fork"].allocated == 100 * 5000
     assert "child_allocation" not in per_function
+    assert_trace_processor_agrees(out, program, prefix="parent_")
 
 
 def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device_root, tmp_path):

@@ -6,7 +6,7 @@ import struct
 import time
 
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
-from tests.e2e.trace_check import totals_by_leaf_function
+from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 HELLO = struct.Struct("<IIIiQ")  # magic, version, size, pid, flags (wire_protocol.h)
 HELLO_MAGIC = 0x50414548
@@ -63,3 +63,4 @@ def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, de
         if session.poll() is None:
             session.kill()
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+    assert_trace_processor_agrees(out, alloc_program)

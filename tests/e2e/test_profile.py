@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.conftest import daemon_pids
 from tests.e2e.expected_sites import sampling_bound, sites
-from tests.e2e.trace_check import totals_by_leaf_function
+from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 
 def assert_outputs_exist(out: pathlib.Path):
@@ -42,6 +42,7 @@ def test_spawned_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
     assert "done" in result.stdout
     assert_outputs_exist(out)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+    assert_trace_processor_agrees(out, alloc_program)
 
 
 def test_spawned_profile_is_within_the_sampling_bound(cli, alloc_program, tmp_path):
@@ -49,6 +50,7 @@ def test_spawned_profile_is_within_the_sampling_bound(cli, alloc_program, tmp_pa
     result = cli.run("--local", "-o", out, "--", alloc_program)
     assert result.returncode == 0, result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 4096)
+    assert_trace_processor_agrees(out, alloc_program)
 
 
 def read_line_containing(stream, text, timeout_s):
@@ -89,6 +91,7 @@ def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, in
     assert_sites(per_function, interval)
     if interval == 1:
         assert "heartbeat" in per_function  # allocations made while waiting were seen too
+    assert_trace_processor_agrees(out, alloc_program)
 
 
 def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_program, tmp_path):
@@ -104,6 +107,7 @@ def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_progra
     assert "Traceback" not in stderr
     assert_outputs_exist(out)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+    assert_trace_processor_agrees(out, alloc_program)
 
 
 def test_program_still_runs_when_profiling_cannot_start(cli, alloc_program, device_root,
@@ -149,3 +153,4 @@ def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, device_root, tm
     # 1.5 s of lingering at one dump per 300 ms, plus the on-demand and the exit dumps.
     assert len(dumps) >= 4, dumps
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+    assert_trace_processor_agrees(out, alloc_program)

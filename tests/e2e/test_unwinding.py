@@ -10,7 +10,8 @@ import pytest
 from tests.e2e.conftest import Cli
 from tests.e2e.expected_sites import libc_sites
 from tests.e2e.test_profile import single_process
-from tests.e2e.trace_check import function_frames, totals_by_leaf_function
+from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
+                                   totals_by_leaf_function)
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,7 @@ def test_sites_behind_libc_and_libstdcxx_get_their_exact_bytes(libc_profile):
             site.allocated, site.in_use, site.objects), (name, got)
     qsort = per_site["site_qsort_callback"]  # one 64-byte block per comparison, each freed
     assert qsort.alloc_count > 0 and qsort.allocated == 64 * qsort.alloc_count and qsort.in_use == 0
+    assert_trace_processor_agrees(out, program)
 
 
 def test_no_stack_ends_in_an_unwind_error_and_deep_ones_are_whole(libc_profile):
@@ -74,3 +76,4 @@ def test_signal_frames_are_unwound_in_a_process_gone_before_its_records(cli, pro
     for stack in (s for s in stacks if "site_signal_handler" in s):
         below = stack[stack.index("site_signal_handler"):]
         assert "site_raise" in below and "main" in below, stack
+    assert_trace_processor_agrees(out, program)

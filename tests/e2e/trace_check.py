@@ -1,12 +1,17 @@
 """Reads a raw droidheap trace with perfetto_trace_pb2 and totals the last dump of each process
-by leaf function, naming functions with `nm` — independent of droidheap's own symbolizer."""
+by leaf function, naming functions with `nm` — independent of droidheap's own symbolizer; and has
+Perfetto's own trace processor read the outputs (assert_trace_processor_agrees)."""
 import collections
 import dataclasses
+import gzip
 import pathlib
 import subprocess
 from typing import Dict, List, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from droidheap.pprof import Profile
+from tests.trace_processor import LoadedTrace, sum_totals, totals_by_site_in_pprof
 
 
 @dataclasses.dataclass
@@ -108,3 +113,35 @@ def function_frames(trace: pathlib.Path, binary: pathlib.Path):
     return {pid: [[_function_at(symbols, rel_pc - 1) if path.endswith("/" + binary.name) else path
                    for path, rel_pc in reversed(stack)] for stack, _ in dumps[-1]]
             for pid, dumps in read_dumps(trace).items()}
+
+
+def _last_pprof_of(out: pathlib.Path, pid: int):
+    files = {int(f.name.split(".")[1]): f for f in out.glob(f"heap_dump.*.{pid}.*.pb.gz")}
+    assert files, f"no pprof file for pid {pid} in {sorted(out.iterdir())}"
+    return Profile.FromString(gzip.decompress(files[max(files)].read_bytes()))
+
+
+def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_"):
+    """Both traces in OUT load in Perfetto's trace processor without an import error or data
+    loss, with every dump placed inside the trace; in the symbolized one the process is named,
+    the program's frames are symbolized, and each site holds what the last pprof file of its
+    process holds. The raw trace books the same bytes (unnamed)."""
+    processes = {}
+    for name in ("raw-trace", "symbolized-trace"):
+        with LoadedTrace(out / name) as trace:
+            assert trace.problems() == [], name
+            assert trace.allocation_count() > 0, name
+            # Dumps land between the session's first and last packets (BOOTTIME, written when
+            # the daemon started and when it wrote its last dump).
+            stamps = [p.timestamp for p in pb.Trace.FromString((out / name).read_bytes()).packet]
+            assert all(min(stamps) <= t <= max(stamps) for t in trace.dump_times()), name
+            per_site = trace.totals_by_site(prefix)
+            processes[name] = {pid: sum_totals(sites.values()) for pid, sites in per_site.items()}
+            if name != "symbolized-trace":
+                continue
+            names = trace.process_names()
+            assert trace.unsymbolized_frames("/" + program.name) == 0
+            for pid, sites in per_site.items():
+                assert program.name in names.get(pid, ""), names
+                assert sites == totals_by_site_in_pprof(_last_pprof_of(out, pid), prefix), pid
+    assert processes["raw-trace"] == processes["symbolized-trace"]
