@@ -1,7 +1,6 @@
 """The default command: profile a program from its start (`-- CMD ARGS...`) or attach to running
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
 import contextlib
-import os
 import pathlib
 import signal
 import tempfile
