@@ -200,12 +200,24 @@ class LocalDevice(Device):
 
     # Processes -------------------------------------------------------------------------------
     def pidof(self, name: str) -> List[int]:
-        pids = []
+        """The processes named `name` on this device: those running with its emulated libc. When
+        only processes elsewhere on the host have that name, says why they are not on it."""
+        named = []
         for entry in pathlib.Path("/proc").iterdir():
             if entry.name.isdigit() and int(entry.name) != os.getpid():
                 if program_name(program_arguments(int(entry.name))) == name:
-                    pids.append(int(entry.name))
-        return sorted(pids)
+                    named.append(int(entry.name))
+        on_device = [pid for pid in sorted(named) if self._runs_here(pid)]
+        if named and not on_device:
+            self.check_attachable(min(named))  # raises, saying where that process runs
+        return on_device
+
+    def _runs_here(self, pid: int) -> bool:
+        try:
+            self.check_attachable(pid)
+        except DroidheapError:
+            return False
+        return True
 
     def process_exists(self, pid: int) -> bool:
         return pathlib.Path(f"/proc/{pid}").is_dir()
