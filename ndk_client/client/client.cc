@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -106,8 +107,9 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
 
 }  // namespace
 
-Client::Client(int sock, SharedRingBuffer* buffer, const DaemonReply& config)
-    : sock_(sock), buffer_(buffer), config_(config), pid_(getpid()) {}
+Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
+               const DaemonReply& config)
+    : sock_(sock), buffer_(buffer), sampled_(sampled), config_(config), pid_(getpid()) {}
 
 Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
   sockaddr_un addr{};
@@ -134,13 +136,21 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   }
   // Wake-up bytes must never block the program.
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+  // Fresh anonymous pages are zero, the empty table; only the buckets in use get touched.
+  void* table = mmap(nullptr, sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   void* storage = previous->malloc(sizeof(Client));
-  if (storage == nullptr) {
+  if (table == MAP_FAILED || storage == nullptr) {
+    if (table != MAP_FAILED) munmap(table, sizeof(SampledAddresses));
+    if (storage != nullptr) previous->free(storage);
     SharedRingBuffer::Destroy(buffer);
     close(sock);
     return nullptr;
   }
-  return new (storage) Client(sock, buffer, reply);
+  SampledAddresses* sampled = static_cast<SampledAddresses*>(table);
+  // Every block is sampled at interval 1: a lookup could only ever say "report it".
+  if (reply.sampling_interval <= 1) sampled->ReportEveryFree();
+  return new (storage) Client(sock, buffer, sampled, reply);
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
@@ -225,10 +235,11 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   }
 }
 
-void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size,
-                         uint64_t sequence) {
+void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size) {
   // clone() or vfork() children share our memory but are not the process the daemon knows.
   if (getpid() != pid_) return;
+  sampled_->Insert(address);
+  const uint64_t sequence = NextSequence();
   uint64_t regs[kMaxRegisters] = {};
   DroidheapCaptureRegisters(regs);
   uint64_t sp = regs[kRegSp];

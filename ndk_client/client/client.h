@@ -11,6 +11,7 @@
 
 #include <atomic>
 
+#include "client/sampled_addresses.h"
 #include "common/malloc_dispatch.h"
 #include "protocol/ring_buffer.h"
 #include "protocol/wire_protocol.h"
@@ -26,10 +27,19 @@ class Client {
   uint64_t sampling_interval() const { return config_.sampling_interval; }
   uint64_t random_seed() const { return config_.random_seed; }
 
-  // Hook path, any thread. The caller holds the thread's re-entrancy guard.
-  void RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size, uint64_t sequence);
+  // Hook path, any thread. The Record* callers hold the thread's re-entrancy guard.
+  // A sampled block, right after the allocator returned it.
+  void RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size);
+  // Before a block goes back to the allocator: the sequence number of its free when the daemon
+  // must hear of it (the block was sampled), else 0 -- the common case, one table lookup.
+  // Taken before the real free, so that a block later allocated at the same address always has
+  // the larger number.
+  uint64_t FreeSequence(uint64_t address) {
+    return sampled_->Remove(address) ? NextSequence() : 0;
+  }
+  // A realloc that failed: the block FreeSequence forgot is still live, and still sampled.
+  void KeepSampled(uint64_t address) { sampled_->Insert(address); }
   void RecordFree(uint64_t address, uint64_t sequence);
-  uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   // Stops recording for good; the process continues on the previous allocator.
   void Shutdown(ClientStopReason reason);
@@ -37,13 +47,16 @@ class Client {
   void DisableInChild();
 
  private:
-  Client(int sock, SharedRingBuffer* buffer, const DaemonReply& config);
+  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, const DaemonReply& config);
+  // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
+  uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
   void Publish(const SharedRingBuffer::Reservation& r);
   bool StackBounds(uint64_t sp, uint64_t* top);
 
   int sock_;
   SharedRingBuffer* buffer_;
+  SampledAddresses* sampled_;
   DaemonReply config_;
   int pid_;
   std::atomic<bool> enabled_{true};

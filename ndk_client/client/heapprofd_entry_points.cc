@@ -1,6 +1,7 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
 // per MallocDispatch slot. Each replacement calls the previous allocator first and then, for a
-// sampled allocation, records it; frees are always reported so the daemon can match them.
+// sampled allocation, records it; the free of a sampled block is reported so the daemon can match
+// it, any other free costs one lookup (client/sampled_addresses.h).
 //
 // Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
 // thread-local guard against re-entry (pthread_getattr_np and friends allocate).
@@ -49,27 +50,21 @@ Client* ActiveClient() {
 }
 
 void MaybeRecordAlloc(void* ptr, size_t size) {
-  if (ptr == nullptr) return;
+  if (ptr == nullptr || t_in_hook) return;  // our own allocations are neither sampled nor counted
   Client* client = ActiveClient();
   if (client == nullptr) return;
-  HookGuard guard;
-  if (!guard.entered()) return;
-  if (!t_sampler.seeded()) {
-    // Each thread its own stream, reproducible when the daemon pins the seed.
-    t_sampler.Seed(client->random_seed() ^ (static_cast<uint64_t>(gettid()) << 32),
-                   client->sampling_interval());
-  }
-  uint64_t sample_size = t_sampler.SampleSize(size, client->sampling_interval());
+  uint64_t sample_size =
+      t_sampler.SampleSize(size, client->sampling_interval(), client->random_seed());
   if (sample_size == 0) return;
-  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size, client->NextSequence());
+  HookGuard guard;
+  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size);
 }
 
-// Returns the free's sequence number, taken before the real free so that a later allocation at
-// the same address always has the larger one.
+// Before the real free: the free's sequence number when the block was sampled, else 0.
 uint64_t FreeSequence(void* ptr) {
   if (ptr == nullptr) return 0;
   Client* client = ActiveClient();
-  return client != nullptr ? client->NextSequence() : 0;
+  return client != nullptr ? client->FreeSequence(reinterpret_cast<uint64_t>(ptr)) : 0;
 }
 
 void ReportFree(void* ptr, uint64_t sequence) {
@@ -162,8 +157,13 @@ EXPORT void heapprofd_free(void* ptr) {
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   uint64_t sequence = FreeSequence(ptr);
   void* p = g_previous->realloc(ptr, size);
-  // The old block is gone when the call succeeded, or when size 0 freed it.
-  if (p != nullptr || size == 0) ReportFree(ptr, sequence);
+  // The old block is gone when the call succeeded, or when size 0 freed it; else it lives on.
+  if (p != nullptr || size == 0) {
+    ReportFree(ptr, sequence);
+  } else if (sequence != 0) {
+    Client* client = ActiveClient();
+    if (client != nullptr) client->KeepSampled(reinterpret_cast<uint64_t>(ptr));
+  }
   MaybeRecordAlloc(p, size);
   return p;
 }

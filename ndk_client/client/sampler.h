@@ -1,39 +1,44 @@
-// Poisson byte sampler, one per thread (thread-local, never shared). Each byte allocated is a
-// sample point with probability 1/interval; an allocation containing n >= 1 sample points is
-// reported as interval * n bytes when smaller than the interval, and as its true size otherwise
-// (as heapprofd does), which keeps the byte totals unbiased.
+// Poisson byte sampler, one per thread (thread-local, never shared; a zero-initialised one is
+// ready). Each byte allocated is a sample point with probability 1/interval; an allocation
+// containing n >= 1 sample points is reported as interval * n bytes when smaller than the
+// interval, and as its true size otherwise (as heapprofd does), which keeps the byte totals
+// unbiased.
 #pragma once
 
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 namespace droidheap {
 
 class Sampler {
  public:
-  // Returns the bytes this allocation stands for: 0 = not sampled.
-  // Seed() must have been called first.
-  uint64_t SampleSize(uint64_t alloc_size, uint64_t interval) {
-    if (alloc_size == 0) return 0;  // malloc(0) holds no byte, so it is never a sample point
-    if (interval <= 1 || alloc_size >= interval) return alloc_size;
+  // Returns the bytes this allocation stands for: 0 = not sampled. The common case is a decrement
+  // and a compare; the thread's first call seeds its stream from `seed` and its thread id (each
+  // thread its own stream, reproducible when the daemon pins the seed).
+  uint64_t SampleSize(uint64_t alloc_size, uint64_t interval, uint64_t seed) {
+    if (interval <= 1 || alloc_size >= interval) return alloc_size;  // 0 for malloc(0): no byte
     bytes_until_sample_ -= static_cast<int64_t>(alloc_size);
     if (bytes_until_sample_ > 0) return 0;
+    return SampledPoints(alloc_size, interval, seed) * interval;
+  }
+
+ private:
+  uint64_t SampledPoints(uint64_t alloc_size, uint64_t interval, uint64_t seed) {
+    if (!seeded_) {
+      state_ = (seed ^ (static_cast<uint64_t>(gettid()) << 32)) | 1;  // xorshift needs non-zero
+      seeded_ = true;
+      bytes_until_sample_ = NextInterval(interval) - static_cast<int64_t>(alloc_size);
+      if (bytes_until_sample_ > 0) return 0;
+    }
     uint64_t points = 0;
     while (bytes_until_sample_ <= 0) {
       ++points;
       bytes_until_sample_ += NextInterval(interval);
     }
-    return points * interval;
+    return points;
   }
 
-  bool seeded() const { return seeded_; }
-  void Seed(uint64_t seed, uint64_t interval) {
-    state_ = seed ? seed : 0x9e3779b97f4a7c15ull;
-    seeded_ = true;
-    bytes_until_sample_ = NextInterval(interval);
-  }
-
- private:
   uint64_t NextRandom() {  // xorshift64*: no heap, no locks, good enough for sampling
     state_ ^= state_ >> 12;
     state_ ^= state_ << 25;

@@ -28,6 +28,8 @@ def assert_sites(per_function, interval: int):
         assert abs(got.in_use - site.in_use) <= bound, (name, got, site)
         if interval == 1:
             assert got.alloc_count == site.objects, (name, got, site)
+        if site.in_use == 0:  # every sampled block's free was seen, whatever the interval
+            assert (got.in_use, got.free_count) == (0, got.alloc_count), (name, got)
 
 
 def single_process(totals):

@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "trace_writer_test",
-                "dwarf_cfi_test", "dwarf_cfi_own_binary_test", "dwarf_expression_test"]
+                "sampled_addresses_test",                 "dwarf_cfi_test", "dwarf_cfi_own_binary_test", "dwarf_expression_test"]
 
 
 @pytest.mark.parametrize("name", NATIVE_TESTS)

@@ -1,0 +1,118 @@
+// The addresses of this process's live sampled allocations, so that the free of any other block --
+// nearly every free -- costs one lookup in one cache line and never reaches the shared buffer.
+//
+// Created by Client::Connect in memory of its own (anonymous pages: zero is the empty table) and
+// never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free, no
+// allocation, no syscall.
+//
+// Layout: 2^13 buckets of one cache line each: 7 address slots (0 = empty) and a count of the
+// addresses whose home is this bucket but which had to be placed in one of the kMaxSpill buckets
+// after it. A lookup reads those only when the count is non-zero: at the loads seen in practice a
+// free reads one cache line.
+//
+//   Insert(a)  home bucket: CAS an empty slot 0 -> a
+//              else: home.spilled++, then CAS an empty slot in the next kMaxSpill buckets
+//              else: home.spilled--, and the set overflows for good
+//   Remove(a)  home bucket holding a: slot -> 0
+//              else, if home.spilled: the next kMaxSpill buckets, slot -> 0, then home.spilled--
+//
+// An address is in the set at most once: the hooks insert it right after the allocator handed it
+// out and remove it before handing it back (heapprofd_entry_points.cc). The accesses are relaxed:
+// a block is freed after its allocation by the program's own ordering (a thread hands a pointer to
+// another only through some synchronisation), which makes the insert visible to the remove.
+//
+// When no bucket within reach has room the set overflows: from then on Remove says "report it" for
+// every address, as if everything had been sampled -- the daemon ignores frees of blocks it never
+// saw -- so a full table costs speed, never a missed free.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace droidheap {
+
+class SampledAddresses {
+ public:
+  static constexpr size_t kBuckets = size_t{1} << 13;
+  static constexpr size_t kSlotsPerBucket = 7;
+  static constexpr size_t kMaxSpill = 16;
+
+  // Starts overflowed: every free is reported (for -i 1, where every block is sampled anyway).
+  void ReportEveryFree() { overflowed_.store(true, std::memory_order_relaxed); }
+  bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+
+  // Remembers a sampled block. False when the set has overflowed (its free will be reported all
+  // the same).
+  bool Insert(uint64_t address) {
+    if (overflowed()) return false;
+    const size_t home = Home(address);
+    if (Claim(&buckets_[home], address)) return true;
+    // Counted first, so that a Remove of this address never misses it.
+    buckets_[home].spilled.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 1; i <= kMaxSpill; ++i) {
+      if (Claim(&buckets_[(home + i) % kBuckets], address)) return true;
+    }
+    buckets_[home].spilled.fetch_sub(1, std::memory_order_relaxed);
+    ReportEveryFree();
+    return false;
+  }
+
+  // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
+  // the set has overflowed.
+  bool Remove(uint64_t address) {
+    // An overflowed table is never read again: what it still holds does not matter.
+    if (overflowed()) return true;
+    const size_t home = Home(address);
+    if (Release(&buckets_[home], address)) return true;
+    if (buckets_[home].spilled.load(std::memory_order_relaxed) != 0) {
+      for (size_t i = 1; i <= kMaxSpill; ++i) {
+        if (Release(&buckets_[(home + i) % kBuckets], address)) {
+          buckets_[home].spilled.fetch_sub(1, std::memory_order_relaxed);
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+ private:
+  struct alignas(64) Bucket {
+    std::atomic<uint64_t> slots[kSlotsPerBucket];
+    std::atomic<uint64_t> spilled;
+  };
+  static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
+  static_assert(std::atomic<uint64_t>::is_always_lock_free, "the hooks cannot take locks");
+
+  // Blocks are at least 8-byte aligned: the hash takes the bits above that (Fibonacci hashing).
+  static size_t Home(uint64_t address) {
+    return static_cast<size_t>(((address >> 3) * 0x9e3779b97f4a7c15ull) >> 51);
+  }
+  static bool Claim(Bucket* bucket, uint64_t address) {
+    for (std::atomic<uint64_t>& slot : bucket->slots) {
+      uint64_t empty = 0;
+      if (slot.load(std::memory_order_relaxed) == 0 &&
+          slot.compare_exchange_strong(empty, address, std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  static bool Release(Bucket* bucket, uint64_t address) {
+    for (std::atomic<uint64_t>& slot : bucket->slots) {
+      if (slot.load(std::memory_order_relaxed) == address) {
+        slot.store(0, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  Bucket buckets_[kBuckets];
+  std::atomic<bool> overflowed_;
+};
+
+static_assert(sizeof(SampledAddresses) <= 520 * 1024, "the client's table stays under 1 MiB");
+
+}  // namespace droidheap

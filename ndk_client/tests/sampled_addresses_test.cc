@@ -1,0 +1,115 @@
+// SampledAddresses: a sampled block's free is always reported, any other free never is (until the
+// table overflows, after which every free is), under concurrent inserts and removes.
+#include <sys/mman.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "client/sampled_addresses.h"
+#include "tests/test_util.h"
+
+using droidheap::SampledAddresses;
+
+namespace {
+
+// As the client makes it: fresh zero pages.
+SampledAddresses* NewTable() {
+  void* memory = mmap(nullptr, sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(memory != MAP_FAILED);
+  return static_cast<SampledAddresses*>(memory);
+}
+
+void FreeTable(SampledAddresses* table) { munmap(table, sizeof(SampledAddresses)); }
+
+void TestOnlySampledFreesAreReported() {
+  SampledAddresses* t = NewTable();
+  CHECK(!t->overflowed());
+  CHECK(t->Insert(0x1000));
+  CHECK(t->Insert(0x2010));
+  CHECK(!t->Remove(0x3000));  // never sampled
+  CHECK(t->Remove(0x1000));
+  CHECK(!t->Remove(0x1000));  // reported once: the block is gone
+  CHECK(t->Remove(0x2010));
+  CHECK(t->Insert(0x1000));   // the address is reused by a new sampled block
+  CHECK(t->Remove(0x1000));
+  FreeTable(t);
+}
+
+// Far more addresses than one bucket holds, many sharing their first bucket: those spill into
+// their second bucket and are still found, and removing them leaves nothing behind.
+void TestCrowdedBucketsSpillAndAreFound() {
+  SampledAddresses* t = NewTable();
+  std::vector<uint64_t> live;
+  for (uint64_t i = 1; i <= 30000; ++i) {
+    const uint64_t address = 0x7f0000000000 + i * 48;
+    CHECK(t->Insert(address));
+    live.push_back(address);
+  }
+  CHECK(!t->overflowed());
+  for (uint64_t i = 1; i <= 30000; ++i) CHECK(!t->Remove(0x6f0000000000 + i * 48));
+  for (uint64_t address : live) CHECK(t->Remove(address));
+  for (uint64_t address : live) CHECK(!t->Remove(address));
+  FreeTable(t);
+}
+
+// A table filled past what two buckets per address can hold overflows, and from then on reports
+// every free, including those of blocks it never held.
+void TestOverflowReportsEveryFree() {
+  SampledAddresses* t = NewTable();
+  const uint64_t capacity = SampledAddresses::kBuckets * SampledAddresses::kSlotsPerBucket;
+  uint64_t inserted = 0;
+  while (t->Insert(0x10000 + inserted * 16)) ++inserted;
+  CHECK(t->overflowed());
+  CHECK(inserted > capacity / 2 && inserted < capacity);
+  CHECK(!t->Insert(0x20));
+  CHECK(t->Remove(0x30));
+  CHECK(t->Remove(0x10000));
+  FreeTable(t);
+
+  t = NewTable();
+  t->ReportEveryFree();
+  CHECK(t->Remove(0x40));
+  FreeTable(t);
+}
+
+// Threads insert and remove their own addresses while others do the same in the same buckets:
+// each thread must find exactly its live addresses, and never another's.
+void TestConcurrentThreadsSeeExactlyTheirOwnBlocks() {
+  SampledAddresses* t = NewTable();
+  constexpr int kThreads = 4;
+  constexpr uint64_t kLive = 2000;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) {
+    threads.emplace_back([t, id, &failures] {
+      // Interleaved addresses: neighbours of other threads' blocks share buckets with ours.
+      auto address = [id](uint64_t i) { return 0x550000000000 + (i * kThreads + id) * 16; };
+      for (int round = 0; round < 50; ++round) {
+        for (uint64_t i = 0; i < kLive; ++i) {
+          if (!t->Insert(address(i))) failures.fetch_add(1);
+        }
+        for (uint64_t i = 0; i < kLive; ++i) {
+          if (!t->Remove(address(i))) failures.fetch_add(1);
+          if (t->Remove(address(i))) failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  CHECK(!t->overflowed());
+  FreeTable(t);
+}
+
+}  // namespace
+
+int main() {
+  TestOnlySampledFreesAreReported();
+  TestCrowdedBucketsSpillAndAreFound();
+  TestOverflowReportsEveryFree();
+  TestConcurrentThreadsSeeExactlyTheirOwnBlocks();
+  printf("sampled_addresses_test: ok\n");
+  return 0;
+}
