@@ -1,16 +1,24 @@
 #include "daemon/heap_tracker.h"
 
 #include <algorithm>
-#include <tuple>
 
 namespace droidheap {
 
-bool HeapTracker::FrameKey::operator()(const std::vector<FrameInfo>& a,
-                                       const std::vector<FrameInfo>& b) const {
-  return std::lexicographical_compare(
-      a.begin(), a.end(), b.begin(), b.end(), [](const FrameInfo& x, const FrameInfo& y) {
-        return std::tie(x.mapping, x.rel_pc) < std::tie(y.mapping, y.rel_pc);
-      });
+size_t HeapTracker::FramesHash::operator()(const std::vector<FrameInfo>& frames) const {
+  uint64_t h = frames.size();
+  for (const FrameInfo& f : frames) {
+    h = (h ^ f.rel_pc ^ (uint64_t{f.mapping} << 48)) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  return static_cast<size_t>(h);
+}
+
+bool HeapTracker::FramesEqual::operator()(const std::vector<FrameInfo>& a,
+                                          const std::vector<FrameInfo>& b) const {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const FrameInfo& x, const FrameInfo& y) {
+                      return x.mapping == y.mapping && x.rel_pc == y.rel_pc;
+                    });
 }
 
 uint32_t HeapTracker::InternCallstack(const std::vector<FrameInfo>& frames) {

@@ -15,7 +15,6 @@
 
 #include <stdint.h>
 
-#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -47,14 +46,18 @@ class HeapTracker {
     uint64_t size;
     uint64_t count;
   };
-  struct FrameKey {
+  struct FramesHash {
+    size_t operator()(const std::vector<FrameInfo>& frames) const;
+  };
+  struct FramesEqual {
     bool operator()(const std::vector<FrameInfo>& a, const std::vector<FrameInfo>& b) const;
   };
   void CreditFree(const Live& live);
 
   std::vector<MappingInfo> mappings_;
   std::vector<std::vector<FrameInfo>> callstacks_;
-  std::map<std::vector<FrameInfo>, uint32_t, FrameKey> callstack_ids_;
+  // Every sample looks its stack up here: hashed, one comparison on a hit.
+  std::unordered_map<std::vector<FrameInfo>, uint32_t, FramesHash, FramesEqual> callstack_ids_;
   std::vector<CallstackSample> totals_;  // by callstack id
   std::unordered_map<uint64_t, Live> live_;
   uint64_t live_bytes_ = 0;

@@ -215,7 +215,8 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                    &unwound);
   if (unwound.maps_reloaded) ++client->map_reparses;
 
-  std::vector<FrameInfo> frames;  // innermost first while building
+  std::vector<FrameInfo>& frames = frames_;  // innermost first while building
+  frames.clear();
   std::vector<uint64_t> booked_pcs;
   bool in_profiler = true;  // leading frames are the client's own (and the emulated libc's)
   for (uint64_t pc : unwound.pcs) {
@@ -223,11 +224,16 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
     if (map == nullptr) {
       frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
                         pc});
-    } else if (in_profiler && IsProfilerLibrary(map->path)) {
-      continue;
     } else {
-      frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
-                        pc - map->start + map->offset + map->load_bias});
+      const uint32_t mapping = MappingId(client, *map);
+      if (mapping == ClientConnection::kProfilerMapping) {
+        if (in_profiler) continue;
+        // The profiler's library below the app's frames (a callback into libc): booked as is.
+        frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
+                          pc - map->start + map->offset + map->load_bias});
+      } else {
+        frames.push_back({mapping, pc - map->start + map->offset + map->load_bias});
+      }
     }
     in_profiler = false;
     if (stack_log_fd_ >= 0) booked_pcs.push_back(pc);
@@ -250,6 +256,21 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                               count);
   ++client->heap_samples;
   client->unwinding_time_us += MonotonicUs() - begin_us;
+}
+
+// Frames of one mapping are booked by the thousand: the mapping's identity is worked out (strings
+// copied and compared) once per map entry, not once per frame.
+uint32_t UnwindingWorker::MappingId(ClientConnection* client, const MapEntry& map) {
+  if (client->mapping_ids_generation != client->maps.generation()) {
+    client->mapping_ids.clear();
+    client->mapping_ids_generation = client->maps.generation();
+  }
+  auto found = client->mapping_ids.find(&map);
+  if (found != client->mapping_ids.end()) return found->second;
+  const uint32_t id = IsProfilerLibrary(map.path) ? ClientConnection::kProfilerMapping
+                                                  : client->tracker.InternMapping(ToMappingInfo(map));
+  client->mapping_ids.emplace(&map, id);
+  return id;
 }
 
 void UnwindingWorker::LogStack(const ClientConnection& client, uint64_t sequence,

@@ -50,6 +50,8 @@ class UnwindingWorker {
   // Handles at most max_records records; true when the buffer is (for now) empty.
   bool Drain(ClientConnection* client, size_t max_records);
   void HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size);
+  // The tracker's mapping index for `map` (ClientConnection::kProfilerMapping for our own).
+  uint32_t MappingId(ClientConnection* client, const MapEntry& map);
   void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
                 UnwindError error);
   DumpSnapshot TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns);
@@ -69,6 +71,7 @@ class UnwindingWorker {
   DwarfUnwinder unwinder_{&elf_cache_};
   int stack_log_fd_ = -1;
   std::vector<uint8_t> record_buffer_;
+  std::vector<FrameInfo> frames_;  // HandleAlloc's scratch: kept to keep its capacity
   bool stopping_ = false;
 };
 

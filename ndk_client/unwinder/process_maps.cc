@@ -11,6 +11,7 @@ namespace droidheap {
 
 void ProcessMaps::Parse(const std::string& text) {
   entries_.clear();
+  ++generation_;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);

@@ -37,9 +37,12 @@ class ProcessMaps {
   // The mapping containing pc, with its ELF facts resolved; nullptr when none.
   const MapEntry* Find(uint64_t pc, ElfCache* elf_cache);
   const std::vector<MapEntry>& entries() const { return entries_; }
+  // Changes whenever the entries are replaced: pointers to them from an older generation dangle.
+  uint64_t generation() const { return generation_; }
 
  private:
   std::vector<MapEntry> entries_;  // sorted by start
+  uint64_t generation_ = 0;
 };
 
 }  // namespace droidheap
