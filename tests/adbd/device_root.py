@@ -53,6 +53,7 @@ class DeviceRoot:
         self.path = path.absolute()
         self.as_root = as_root
         self._bind_dirs: List[str] = []
+        self._host_names: List[str] = []  # top-level names that are the host's own (or links)
 
     def prepare(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -63,9 +64,11 @@ class DeviceRoot:
             if host.is_symlink():
                 if not inside.is_symlink():
                     inside.symlink_to(os.readlink(host))
+                self._host_names.append(name)
             elif host.is_dir():
                 inside.mkdir(exist_ok=True)
                 self._bind_dirs.append(name)
+                self._host_names.append(name)
         for relative, mode in _DEVICE_DIRS.items():
             (self.path / relative).mkdir(parents=True, exist_ok=True)
             os.chmod(self.path / relative, mode)
@@ -92,9 +95,9 @@ class DeviceRoot:
         """Where a device path is on this machine: the host's own file for the directories bound
         in, the device root's otherwise (what the program run in the chroot sees)."""
         parts = [p for p in os.path.normpath("/" + device_path).split("/") if p]
-        if parts and parts[0] in self._bind_dirs:
-            return pathlib.Path("/", *parts)
-        return self.path.joinpath(*parts)
+        from_host = (parts and parts[0] in self._host_names) or (
+            len(parts) > 1 and parts[0] == "dev" and parts[1] in _HOST_DEV_NODES + _HOST_DEV_DIRS)
+        return pathlib.Path("/", *parts) if from_host else self.path.joinpath(*parts)
 
     def environment(self) -> Dict[str, str]:
         env = {"PATH": "/system/bin:/system/xbin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",

@@ -48,6 +48,7 @@ class Stream:
         self._acked.set()
 
     def remote_closed(self) -> None:
+        """Also called once we have closed it: wakes every reader and writer of the service."""
         with self._state:
             self._eof = True
             self._state.notify_all()
@@ -96,6 +97,7 @@ class Stream:
                 return
             self._closed_by_us = True
         self.connection.close_stream(self)
+        self.remote_closed()
 
 
 # A service gets its stream and the rest of the service string ("shell,v2:" -> "v2:...").
@@ -192,8 +194,9 @@ class Connection:
         if stream is None or stream.remote_id != packet.arg0:
             return  # a stream already closed on our side: its late packets are dropped
         if packet.command == packets.A_WRTE:
-            stream.deliver(packet.payload)
+            # Acknowledged before the service sees it, so the OKAY precedes anything it answers.
             self.send(Packet(packets.A_OKAY, stream.local_id, stream.remote_id))
+            stream.deliver(packet.payload)
         elif packet.command == packets.A_OKAY:
             stream.acknowledge()
         elif packet.command == packets.A_CLSE:
