@@ -1,4 +1,5 @@
-"""A test adbd: the device side of adb over TCP, serving the emulator device (stdlib only).
+"""A test adbd: the device side of adb over TCP, serving the emulator device (stdlib only, run
+with `scripts/test_adbd`, which also puts droidheap on the path for its property store).
 
     packets.py           the transport packet codec
     transport.py         a host connection: handshake, streams, flow control

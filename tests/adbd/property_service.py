@@ -12,9 +12,11 @@ import os
 import pathlib
 import socket
 import struct
-import tempfile
 import threading
 from typing import Dict
+
+# The emulator device's store, one definition of its format (stdlib only, like this adbd).
+from droidheap.device.local import read_properties, write_properties
 
 _SHELL_PREFIXES = ("debug.", "log.", "persist.debug.")
 _MAX_REQUEST = 4096
@@ -22,31 +24,16 @@ _MAX_REQUEST = 4096
 
 class PropertyService:
     def __init__(self, root: pathlib.Path, socket_path: pathlib.Path):
-        self._store = root / "properties"
         self._root = root
         self._socket_path = socket_path
         self._lock = threading.Lock()
 
     def read(self) -> Dict[str, str]:
-        try:
-            text = self._store.read_text()
-        except FileNotFoundError:
-            return {}
-        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return read_properties(self._root)
 
     def write(self, updates: Dict[str, str]) -> None:
         with self._lock:
-            current = self.read()
-            for key, value in updates.items():
-                if value:
-                    current[key] = value
-                else:
-                    current.pop(key, None)
-            fd, tmp = tempfile.mkstemp(dir=self._root, prefix=".properties.")
-            with os.fdopen(fd, "w") as f:
-                f.write("".join(f"{k}={v}\n" for k, v in sorted(current.items())))
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self._store)
+            write_properties(self._root, updates)
 
     def _answer(self, request: bytes, uid: int) -> str:
         key, sep, value = request.decode(errors="replace").partition("\0")
