@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from droidheap import native
 from droidheap.device.adb import AdbDevice
 from droidheap.errors import DroidheapError
 
@@ -122,9 +123,30 @@ def test_root_device_runs_as_root(adb_env, extra_adbds, tmp_path):
         device.set_properties({"heapprofd.enable": "1"})
         assert device.getprop("heapprofd.enable") == "1"
         assert "already running as root" in adb_env.adb("-s", serial, "root").stdout
+        # Once the emulated bionic is in /system/lib64, every program run there has it, as every
+        # program on a phone has bionic.
+        libc = native.binary_dir(device.abi, required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
+        device.push(libc, f"/system/lib64/{native.EMULATED_LIBC}")
+        maps = device.run(["cat", "/proc/self/maps"])
+        assert maps.exit_code == 0 and f"/system/lib64/{native.EMULATED_LIBC}" in maps.stdout
     finally:
         adb_env.adb("disconnect", serial, check=False)
 
 
 def test_adb_root_is_refused_on_a_user_build(adb_env, device):
     assert "cannot run as root" in adb_env.adb("-s", device.serial, "root").stdout
+
+
+def test_old_shell_service_mixes_output_and_keeps_no_exit_code(adb_env, device):
+    # `adb shell -x` asks for the pre-v2 `shell:` service.
+    result = adb_env.adb("-s", device.serial, "shell", "-x", "echo out; echo err >&2; exit 3",
+                         check=False)
+    assert (result.returncode, sorted(result.stdout.split())) == (0, ["err", "out"])
+
+
+def test_adb_pulls_a_directory_through_list(adb_env, device, tmp_path):
+    device.run(["mkdir", "-p", "/data/local/tmp/tree/sub"])
+    (tmp_path / "a").write_bytes(b"first")
+    device.push(tmp_path / "a", "/data/local/tmp/tree/sub/a")
+    adb_env.adb("-s", device.serial, "pull", "/data/local/tmp/tree", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "sub" / "a").read_bytes() == b"first"

@@ -9,6 +9,7 @@ new temporary directory (removed at exit) unless --device-root names one.
 The main thread accepts; each connection is served on its own thread.
 """
 import argparse
+import os
 import pathlib
 import shutil
 import signal
@@ -45,6 +46,10 @@ def main() -> int:
     parser.add_argument("--device-root", type=pathlib.Path,
                         help="the device's root directory (default: a new temporary one)")
     args = parser.parse_args()
+    if os.geteuid() != 0:
+        _log("needs root: it runs each command in its own mount namespace, as the shell user "
+             "or as root")
+        return 1
 
     temporary = args.device_root is None
     root_path = pathlib.Path(tempfile.mkdtemp(prefix="droidheap-adbd-")) if temporary \
@@ -54,6 +59,7 @@ def main() -> int:
     try:
         device = DeviceRoot(root_path, as_root=args.root)
         device.prepare()
+        device.check()
         properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
         properties.write(_properties(args.root))
         properties.start()

@@ -91,6 +91,17 @@ class DeviceRoot:
         if not sh.is_symlink():
             sh.symlink_to("/bin/sh")
 
+    def check(self) -> None:
+        """Runs one command as the device would, so a machine where that cannot work (not root,
+        no unshare) fails at start with the reason, not on every adb shell."""
+        process = self.popen(["/system/bin/sh", "-c", "test -d /data/local/tmp"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        output = process.communicate()[0].decode(errors="replace").strip()
+        if process.returncode != 0:
+            raise OSError(f"cannot run commands in the device root {self.path} (root and "
+                          f"`unshare --mount` are needed): {output or 'no /data/local/tmp'}")
+
     def host_path(self, device_path: str) -> pathlib.Path:
         """Where a device path is on this machine: the host's own file for the directories bound
         in, the device root's otherwise (what the program run in the chroot sees)."""
