@@ -16,6 +16,7 @@ from droidheap.errors import DroidheapError
 
 _START_TIMEOUT_S = 30.0
 _DEFAULT_PORT = 5037
+_LOCAL = "; or use --local for this machine's emulator device"
 
 
 def server_address() -> tuple:
@@ -32,8 +33,7 @@ def adb_executable() -> str:
     try:
         return adbutils.adb_path()
     except adbutils.AdbError:
-        raise DroidheapError("no adb found: install Android's platform tools (or adbutils)") \
-            from None
+        raise DroidheapError(f"no adb found: install Android's platform tools{_LOCAL}") from None
 
 
 def _server_running(host: str, port: int) -> bool:
@@ -53,11 +53,12 @@ def ensure_server() -> adbutils.AdbClient:
             result = subprocess.run([adb, "start-server"], capture_output=True, text=True,
                                     timeout=_START_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise DroidheapError(f"cannot start the adb server ({adb} start-server: {e})") from None
+            raise DroidheapError(f"cannot start the adb server ({adb} start-server: {e}){_LOCAL}") \
+                from None
         if result.returncode != 0 or not _server_running(host, port):
             lines = (result.stderr or result.stdout).strip().splitlines()
             raise DroidheapError(f"cannot start the adb server on port {port} "
-                                 f"({lines[-1] if lines else f'{adb} start-server failed'})")
+                                 f"({lines[-1] if lines else f'{adb} start-server failed'}){_LOCAL}")
     return adbutils.AdbClient(host=host, port=port)
 
 
