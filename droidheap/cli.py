@@ -4,6 +4,9 @@
     droidheap [--local [--abi ABI]] -n NAME[,NAME] | -p PID[,PID]   attach to running processes
     droidheap [--local [--abi ABI]] shell -- CMD ARGS...           run CMD on the device
 
+Without --local the device is reached over adb (-s SERIAL, else $ANDROID_SERIAL, else the only
+one connected).
+
 The profiling command is the default: it runs when no subcommand name comes before `--`.
 """
 import sys
@@ -15,7 +18,7 @@ from droidheap.errors import DroidheapError
 
 # Device selection: accepted anywhere before `--` and handed to the group.
 _DEVICE_FLAGS = {"--local"}
-_DEVICE_OPTIONS = {"--abi", "--device-root"}
+_DEVICE_OPTIONS = {"--abi", "--device-root", "-s", "--serial"}
 
 
 class DroidheapGroup(click.Group):
@@ -48,10 +51,12 @@ class DroidheapGroup(click.Group):
 @click.option("--device-root", type=click.Path(file_okay=False), default=None,
               help="Emulator device root directory (default: $DROIDHEAP_DEVICE_ROOT or "
                    "~/.cache/droidheap/device).")
+@click.option("-s", "--serial", default=None,
+              help="The adb device to use (default: $ANDROID_SERIAL, else the only one).")
 @click.pass_context
-def cli(ctx, local, abi, device_root):
+def cli(ctx, local, abi, device_root, serial):
     """droidheap: a native heap profiler for Android."""
-    ctx.obj = {"local": local, "abi": abi, "device_root": device_root}
+    ctx.obj = {"local": local, "abi": abi, "device_root": device_root, "serial": serial}
 
 
 cli.add_command(profile.command)

@@ -1,12 +1,19 @@
-"""Turns the group's device options into a Device."""
+"""Turns the group's device options into a Device: the emulator device with --local, else a
+device over adb (-s/--serial, $ANDROID_SERIAL, or the only one connected)."""
 import pathlib
 
-from droidheap.device import LocalDevice
+from droidheap.device import Device, LocalDevice
 from droidheap.errors import DroidheapError
 
 
-def open_device(obj) -> LocalDevice:
-    if not obj["local"]:
-        raise DroidheapError("only the Linux emulator device is supported so far: add --local")
-    root = pathlib.Path(obj["device_root"]) if obj["device_root"] else None
-    return LocalDevice(root=root, abi=obj["abi"])
+def open_device(obj) -> Device:
+    if obj["local"]:
+        if obj["serial"]:
+            raise DroidheapError("-s/--serial chooses an adb device: it cannot go with --local")
+        root = pathlib.Path(obj["device_root"]) if obj["device_root"] else None
+        return LocalDevice(root=root, abi=obj["abi"])
+    if obj["abi"] or obj["device_root"]:
+        raise DroidheapError("--abi and --device-root apply to the emulator device: add --local")
+    # adbutils takes a fifth of a second to import: only adb devices pay for it.
+    from droidheap.device.adb import AdbDevice
+    return AdbDevice(serial=obj["serial"])

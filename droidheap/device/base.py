@@ -45,6 +45,14 @@ class Device(abc.ABC):
         """A short name for messages ("emulated device at ~/.cache/...")."""
 
     @abc.abstractmethod
+    def lock(self) -> None:
+        """Claims the device for one profiling session; DroidheapError when it cannot be."""
+
+    @abc.abstractmethod
+    def unlock(self) -> None:
+        ...
+
+    @abc.abstractmethod
     def install_profiler(self, binaries: pathlib.Path) -> None:
         """Pushes droidheapd and the client library from a host directory."""
 

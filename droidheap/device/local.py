@@ -67,6 +67,34 @@ def program_name(args: Sequence[str]) -> str:
     return os.path.basename(args[0]).split("@")[0] if args else ""
 
 
+def read_properties(root: pathlib.Path) -> Dict[str, str]:
+    """The property store of the emulator device at `root` (also the test adbd's, tests/adbd)."""
+    try:
+        text = (root / "properties").read_text()
+    except FileNotFoundError:
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def write_properties(root: pathlib.Path, updates: Dict[str, str]) -> None:
+    """Sets (or, with value "", clears) properties. Not safe against concurrent writers: the
+    caller serialises them (one session per device root; the test adbd's property service)."""
+    current = read_properties(root)
+    for key, value in updates.items():
+        if "\n" in key or "=" in key or "\n" in value:
+            raise DroidheapError(f"invalid property {key!r}")
+        if value:
+            current[key] = value
+        else:
+            current.pop(key, None)
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".properties.")
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in sorted(current.items())))
+    os.chmod(tmp, 0o644)  # world-readable, as properties are on a phone (mkstemp makes it 0600)
+    # Replaced, never rewritten in place: the emulation layer reads it without a lock.
+    os.replace(tmp, root / "properties")
+
+
 def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
     # A running program may have the old file mapped: replace it, never overwrite it in place.
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -178,25 +206,10 @@ class LocalDevice(Device):
 
     # Properties ------------------------------------------------------------------------------
     def properties(self) -> Dict[str, str]:
-        try:
-            text = (self.root / "properties").read_text()
-        except FileNotFoundError:
-            return {}
-        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return read_properties(self.root)
 
     def set_properties(self, properties: Dict[str, str]) -> None:
-        current = self.properties()
-        for key, value in properties.items():
-            if "\n" in key or "=" in key or "\n" in value:
-                raise DroidheapError(f"invalid property {key!r}")
-            if value:
-                current[key] = value
-            else:
-                current.pop(key, None)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".properties.")
-        with os.fdopen(fd, "w") as f:
-            f.write("".join(f"{k}={v}\n" for k, v in sorted(current.items())))
-        os.replace(tmp, self.root / "properties")
+        write_properties(self.root, properties)
 
     # Processes -------------------------------------------------------------------------------
     def pidof(self, name: str) -> List[int]:

@@ -1,5 +1,6 @@
 """Bad input gets one clear line on stderr and a non-zero exit, never a traceback."""
 import os
+import socket
 import subprocess
 import sys
 
@@ -81,9 +82,19 @@ def test_shell_passes_the_exit_code_through(tmp_path, installed_binaries):
     assert result.returncode == 7, result.stderr
 
 
-def test_without_local_says_what_to_do(tmp_path):
+def test_without_local_and_without_adb_says_what_to_do(tmp_path, monkeypatch):
+    # An adb server that cannot start, on a port of its own: never the user's server.
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(_free_port()))
+    monkeypatch.setenv("ADBUTILS_ADB_PATH", str(tmp_path / "no-adb"))
     result = run_cli(["-n", "x"], tmp_path)
-    assert_one_line_error(result, "--local")
+    assert_one_line_error(result, "cannot start the adb server")
+    assert "--local" in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,0 +1,119 @@
+"""File transfer with an adb device: the `sync:` service (SYNC.TXT), version 1, on one stream
+per call. Requests and answers are a 4-byte id and a little-endian uint32, then that many bytes;
+every answer is read exactly and checked (adbutils' own sync client asserts on them).
+
+SyncClient is owned by its AdbDevice; not thread-safe (one transfer at a time).
+"""
+import contextlib
+import dataclasses
+import pathlib
+import stat
+import struct
+import time
+from typing import Optional
+
+import adbutils
+
+from droidheap.device.adb_connection import adb_errors
+from droidheap.errors import DroidheapError
+
+_DATA_MAX = 64 * 1024  # SYNC_DATA_MAX: the largest DATA chunk either side may send
+_PATH_MAX = 1024
+_TIMEOUT_S = 60.0
+_WORD = struct.Struct("<4sI")
+_STAT = struct.Struct("<III")
+
+
+@dataclasses.dataclass
+class RemoteStat:
+    mode: int
+    size: int
+    mtime: int
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+
+class SyncClient:
+    def __init__(self, device: adbutils.AdbDevice):
+        self._device = device
+
+    def _open(self, request: bytes, path: str):
+        encoded = path.encode()
+        if len(encoded) > _PATH_MAX:
+            raise DroidheapError(f"device path too long: {path}")
+        connection = self._device.open_transport(timeout=_TIMEOUT_S)
+        try:
+            connection.send_command("sync:")
+            connection.check_okay()
+            connection.conn.sendall(_WORD.pack(request, len(encoded)) + encoded)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    @staticmethod
+    def _read_word(connection):
+        return _WORD.unpack(connection.read_exact(_WORD.size))
+
+    @staticmethod
+    def _failure(connection, length: int) -> str:
+        return connection.read_exact(length).decode(errors="replace") if length else "failed"
+
+    @staticmethod
+    def _quit(connection) -> None:
+        # After a FAIL the device may already have closed the stream: QUIT is a courtesy.
+        with contextlib.suppress(OSError):
+            connection.conn.sendall(_WORD.pack(b"QUIT", 0))
+        connection.close()
+
+    def stat(self, path: str) -> Optional[RemoteStat]:
+        """lstat of a device path; None when it does not exist (or cannot be seen)."""
+        with adb_errors(f"cannot stat {path} on the device"):
+            connection = self._open(b"STAT", path)
+            try:
+                answer = connection.read_exact(4)
+                if answer != b"STAT":
+                    raise DroidheapError(f"cannot stat {path}: unexpected answer {answer!r}")
+                mode, size, mtime = _STAT.unpack(connection.read_exact(_STAT.size))
+            finally:
+                self._quit(connection)
+        return RemoteStat(mode, size, mtime) if mode else None
+
+    def push(self, local: pathlib.Path, remote: str, mode: int = 0o755) -> None:
+        with adb_errors(f"cannot push {local} to {remote}"), open(local, "rb") as source:
+            connection = self._open(b"SEND", f"{remote},{stat.S_IFREG | mode}")
+            try:
+                while chunk := source.read(_DATA_MAX):
+                    connection.conn.sendall(_WORD.pack(b"DATA", len(chunk)) + chunk)
+                connection.conn.sendall(_WORD.pack(b"DONE", int(time.time())))
+                answer, length = self._read_word(connection)
+                if answer == b"FAIL":
+                    raise DroidheapError(f"cannot push to {remote}: {self._failure(connection, length)}")
+                if answer != b"OKAY":
+                    raise DroidheapError(f"cannot push to {remote}: unexpected answer {answer!r}")
+            finally:
+                self._quit(connection)
+
+    def pull(self, remote: str, local: pathlib.Path) -> None:
+        try:
+            with adb_errors(f"cannot pull {remote}"), open(local, "wb") as target:
+                connection = self._open(b"RECV", remote)
+                try:
+                    while True:
+                        answer, length = self._read_word(connection)
+                        if answer == b"DONE":
+                            break
+                        if answer == b"FAIL":
+                            raise DroidheapError(f"cannot pull {remote}: "
+                                                 f"{self._failure(connection, length)}")
+                        if answer != b"DATA" or length > _DATA_MAX:
+                            raise DroidheapError(f"cannot pull {remote}: unexpected answer "
+                                                 f"{answer!r} of {length} bytes")
+                        target.write(connection.read_exact(length))
+                finally:
+                    self._quit(connection)
+        except BaseException:
+            local.unlink(missing_ok=True)  # no partial file left behind
+            raise

@@ -1,0 +1,134 @@
+"""A real adb server on a private port (never the user's), talking to test adbds
+(scripts/test_adbd) over TCP: the path a phone takes, minus the phone. Every server and adbd
+started here is stopped at the end, whatever the tests did.
+
+Parametrised over both adb binaries: Google's (36, shipped in adbutils' wheel, the one users get)
+and Debian's older adb 29 when it is installed.
+"""
+import dataclasses
+import os
+import pathlib
+import socket
+import subprocess
+import time
+from typing import Dict, List
+
+import adbutils
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ADB_BINARIES = {
+    "adb36": pathlib.Path(adbutils.__file__).parent / "binaries" / "adb",
+    "adb29": pathlib.Path("/usr/bin/adb"),
+}
+_MISSING = {"adb29": "Debian's adb is not installed (apt-get install adb)",
+            "adb36": "adbutils' wheel ships no adb for this machine"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclasses.dataclass
+class AdbdProcess:
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def serial(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_test_adbd(root: bool = False) -> AdbdProcess:
+    process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0",
+                                *(["--root"] if root else [])],
+                               stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline().strip()
+    if not line.startswith("listening on 127.0.0.1:"):
+        process.kill()
+        raise RuntimeError(f"test_adbd did not start: {line!r}")
+    return AdbdProcess(process, int(line.rsplit(":", 1)[1]))
+
+
+@dataclasses.dataclass
+class AdbServer:
+    binary: pathlib.Path
+    port: int
+
+    @property
+    def env(self) -> Dict[str, str]:
+        """What droidheap (and adb) must see to use this server and this binary."""
+        return {"ANDROID_ADB_SERVER_PORT": str(self.port), "ADBUTILS_ADB_PATH": str(self.binary)}
+
+    def adb(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+        env.update(self.env)
+        return subprocess.run([str(self.binary), *args], env=env, capture_output=True, text=True,
+                              timeout=30, check=check)
+
+    def states(self) -> Dict[str, str]:
+        lines = self.adb("devices").stdout.splitlines()[1:]
+        return dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+    def connect(self, adbd: AdbdProcess) -> str:
+        self.adb("connect", adbd.serial)
+        deadline = time.monotonic() + 10
+        while self.states().get(adbd.serial) != "device":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{adbd.serial} did not come online: {self.states()}")
+            time.sleep(0.05)
+        return adbd.serial
+
+    def disconnect_all(self) -> None:
+        self.adb("disconnect", check=False)
+
+
+@pytest.fixture(scope="module", params=sorted(ADB_BINARIES))
+def adb_server(request):
+    binary = ADB_BINARIES[request.param]
+    if not binary.is_file():
+        pytest.skip(_MISSING[request.param])
+    server = AdbServer(binary, _free_port())
+    server.adb("start-server")
+    yield server
+    server.adb("kill-server", check=False)
+
+
+@pytest.fixture
+def adb_env(adb_server, monkeypatch):
+    """droidheap in this process uses the test's adb server, and no $ANDROID_SERIAL of the user."""
+    for key, value in adb_server.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
+    return adb_server
+
+
+@pytest.fixture(scope="module")
+def shell_device(adb_server):
+    """A test device whose adbd runs as the shell user, connected to the server."""
+    adbd = start_test_adbd(root=False)
+    try:
+        adb_server.connect(adbd)
+        yield adbd
+    finally:
+        adb_server.disconnect_all()
+        adbd.stop()
+
+
+@pytest.fixture
+def extra_adbds():
+    """Test adbds a test starts for itself (e.g. a second device), stopped after it."""
+    started: List[AdbdProcess] = []
+    yield started
+    for adbd in started:
+        adbd.stop()

@@ -1,0 +1,102 @@
+"""scripts/test_adbd --port PORT [--root] [--device-root DIR]: serves one test device over TCP on
+127.0.0.1 until killed. Prints `listening on 127.0.0.1:PORT` once a real adb server may
+`adb connect` to it (PORT 0: a free port, printed).
+
+Without --root programs run as the shell user (uid 2000) on a `user` build; with it as uid 0 on a
+`userdebug` build, and `adb root` answers that adbd already runs as root. The device root is a
+new temporary directory (removed at exit) unless --device-root names one.
+
+The main thread accepts; each connection is served on its own thread.
+"""
+import argparse
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+
+from . import shell_service, sync_service
+from .device_root import DeviceRoot, host_abi
+from .property_service import PropertyService
+from .transport import Connection, Stream
+
+
+def _properties(as_root: bool) -> dict:
+    abi = host_abi()
+    return {"ro.product.cpu.abi": abi, "ro.product.cpu.abilist": abi,
+            "ro.product.cpu.abilist64": abi, "ro.build.version.sdk": "34",
+            "ro.build.version.release": "14",
+            "ro.build.type": "userdebug" if as_root else "user",
+            "ro.debuggable": "1" if as_root else "0",
+            "ro.product.model": "droidheap_test_device", "ro.product.name": "droidheap_test",
+            "ro.product.device": "droidheap_test", "service.adb.root": "1" if as_root else ""}
+
+
+def _log(message: str) -> None:
+    print(f"test_adbd: {message}", file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="test_adbd", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--root", action="store_true", help="adbd and shell commands run as root")
+    parser.add_argument("--device-root", type=pathlib.Path,
+                        help="the device's root directory (default: a new temporary one)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        _log("needs root: it runs each command in its own mount namespace, as the shell user "
+             "or as root")
+        return 1
+
+    temporary = args.device_root is None
+    root_path = pathlib.Path(tempfile.mkdtemp(prefix="droidheap-adbd-")) if temporary \
+        else args.device_root
+    # SIGTERM ends the server as Ctrl-C does, so the temporary root is removed either way.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        device = DeviceRoot(root_path, as_root=args.root)
+        device.prepare()
+        device.check()
+        properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
+        properties.write(_properties(args.root))
+        properties.start()
+
+        def root_service(stream: Stream, rest: str) -> None:
+            stream.write(b"adbd is already running as root\n" if args.root
+                         else b"adbd cannot run as root in production builds\n")
+
+        services = {
+            "shell,": lambda stream, rest: shell_service.serve_v2(device, stream, rest),
+            "shell:": lambda stream, rest: shell_service.serve_raw(device, stream, rest),
+            "sync:": lambda stream, rest: sync_service.serve(device, stream, rest),
+            "root:": root_service,
+        }
+        props = properties.read()
+        banner = "".join(f"{key}={props[key]};" for key in
+                         ("ro.product.name", "ro.product.model", "ro.product.device"))
+
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", args.port))
+        server.listen(8)
+        print(f"listening on 127.0.0.1:{server.getsockname()[1]}", flush=True)
+        while True:
+            sock, _ = server.accept()
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = Connection(sock, services, banner, _log)
+            threading.Thread(target=connection.serve, daemon=True).start()
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        _log(f"{e}")
+        return 1
+    finally:
+        if temporary:
+            shutil.rmtree(root_path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
