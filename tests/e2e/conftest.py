@@ -9,6 +9,7 @@ are an error (scripts/build_arm64.sh builds them).
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -112,8 +113,22 @@ class Cli:
                               timeout=timeout)
 
     def start(self, *args):
+        """Runs the CLI in a process group of its own, which kill_all() ends with what it started."""
         return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.env)
+                                stderr=subprocess.PIPE, text=True, env=self.env,
+                                start_new_session=True)
+
+
+def kill_all(*processes):
+    """SIGKILLs each still-running process started by Cli.start, with everything it started (a
+    program left waiting for its go-file would be found by name by later tests)."""
+    for process in processes:
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import pathlib
 import signal
 import time
 
-from tests.e2e.conftest import compile_program, daemon_pids
+from tests.e2e.conftest import compile_program, daemon_pids, kill_all
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
@@ -40,8 +40,7 @@ def test_plain_kill_of_the_profiling_signal_is_ignored(cli, alloc_program, abi, 
         (tmp_path / "go").touch()
         assert program.wait(timeout=60) == 0
     finally:
-        if program.poll() is None:
-            program.send_signal(signal.SIGKILL)
+        kill_all(program)
 
 
 def test_forked_child_is_not_profiled_and_parent_continues(cli, programs, tmp_path):
@@ -77,9 +76,7 @@ def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device
         assert "done" in program.stdout.read()
         _, stderr = session.communicate(timeout=60)
     finally:
-        for p in (program, session):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGKILL)
+        kill_all(program, session)
     assert session.returncode != 0
     assert "droidheapd was killed by signal 9" in stderr, stderr
     assert "Traceback" not in stderr

@@ -5,6 +5,7 @@ import socket
 import struct
 import time
 
+from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
@@ -60,7 +61,6 @@ def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, de
         silent.close()
         assert session.returncode == 0, stderr
     finally:
-        if session.poll() is None:
-            session.kill()
+        kill_all(session)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
     assert_trace_processor_agrees(out, alloc_program)

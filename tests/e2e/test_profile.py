@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import daemon_pids
+from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
@@ -75,6 +75,7 @@ def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, in
     go = tmp_path / "go"
     out = tmp_path / "out"
     program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+    session = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
         target = ["-p", pid] if by == "pid" else ["-n", alloc_program.name]
@@ -86,8 +87,7 @@ def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, in
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
-        if program.poll() is None:
-            program.kill()
+        kill_all(program, session)
     assert_outputs_exist(out)
     per_function = single_process(totals_by_leaf_function(out / "raw-trace", alloc_program))
     assert_sites(per_function, interval)
@@ -104,8 +104,7 @@ def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_progra
         session.terminate()
         _, stderr = session.communicate(timeout=120)
     finally:
-        if session.poll() is None:
-            session.kill()
+        kill_all(session)
     assert "Traceback" not in stderr
     assert_outputs_exist(out)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
@@ -149,8 +148,7 @@ def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, device_root, tm
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
-        if session.poll() is None:
-            session.kill()
+        kill_all(session)
     dumps = sorted(out.glob("heap_dump.*.pb.gz"))
     # 1.5 s of lingering at one dump per 300 ms, plus the on-demand and the exit dumps.
     assert len(dumps) >= 4, dumps
