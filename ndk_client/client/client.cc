@@ -36,6 +36,10 @@ constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
 #endif
 DROIDHEAP_TLS uint64_t t_stack_low = 0;
 DROIDHEAP_TLS uint64_t t_stack_high = 0;
+// The thread's id, found once (glibc makes every gettid a system call). A forked child that keeps
+// recording -- a raw clone() without CLONE_VM -- is caught by the getpid() check before this is
+// read, so the parent's cached value never leaks into its records.
+DROIDHEAP_TLS uint32_t t_tid = 0;
 
 uint64_t NowUs() {
   timespec ts;
@@ -257,7 +261,8 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   record.sample_size = sample_size;
   record.alloc_size = alloc_size;
   record.stack_pointer = sp;
-  record.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  record.tid = t_tid;
   record.stack_size = static_cast<uint32_t>(stack_size);
   memcpy(record.regs, regs, sizeof(regs));
   memcpy(r.body, &record, sizeof(record));
