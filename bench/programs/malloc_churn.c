@@ -1,0 +1,110 @@
+// The overhead benchmark's workload (bench/overhead): THREADS threads, each making ALLOCS
+// allocations of random sizes in [MIN, MAX] bytes while keeping WINDOW blocks live (a new block
+// takes the slot of the oldest, which is freed). With -x every other block goes into the next
+// thread's window, so that half the frees happen on another thread than the malloc; with -r PCT,
+// that share of the operations grows a live block with realloc instead.
+//
+// Prints its own elapsed time, from the moment every thread is ready to the last one's end, so
+// that start-up, attaching and tearing down the profiler are not counted:
+//   elapsed_ns=N allocations=N
+//
+// usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-x]
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_threads = 1;
+static long g_allocs = 2000000;
+static int g_window = 1024;
+static size_t g_min = 16, g_max = 4096;
+static int g_realloc_pct = 0;
+static int g_cross = 0;
+static void** g_windows;  // g_threads windows of g_window slots
+static pthread_barrier_t g_start;
+
+static uint64_t next_random(uint64_t* state) {  // xorshift64*
+  *state ^= *state >> 12;
+  *state ^= *state << 25;
+  *state ^= *state >> 27;
+  return *state * 0x2545f4914f6cdd1dull;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void* churn(void* arg) {
+  long id = (long)arg;
+  uint64_t state = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
+  size_t span = g_max - g_min + 1;
+  pthread_barrier_wait(&g_start);
+  for (long i = 0; i < g_allocs; ++i) {
+    uint64_t r = next_random(&state);
+    size_t slot = (size_t)(i % g_window);
+    size_t size = g_min + (size_t)(r % span);
+    if (g_realloc_pct > 0 && (int)((r >> 32) % 100) < g_realloc_pct) {
+      // Grow this thread's own block in place of a fresh one (realloc needs its owner's window).
+      void** own = g_windows + (size_t)id * (size_t)g_window + slot;
+      void* old = __atomic_exchange_n(own, NULL, __ATOMIC_ACQ_REL);
+      void* grown = realloc(old, size);
+      if (grown == NULL) abort();
+      ((volatile char*)grown)[0] = 1;
+      old = __atomic_exchange_n(own, grown, __ATOMIC_ACQ_REL);
+      free(old);
+      continue;
+    }
+    void* block = malloc(size);
+    if (block == NULL) abort();
+    ((volatile char*)block)[0] = 1;  // touch it, as a program would
+    long owner = g_cross ? (id + (i & 1)) % g_threads : id;
+    void** window = g_windows + (size_t)owner * (size_t)g_window;
+    free(__atomic_exchange_n(&window[slot], block, __ATOMIC_ACQ_REL));
+  }
+  return NULL;
+}
+
+static int parse_args(int argc, char** argv) {
+  int opt;
+  while ((opt = getopt(argc, argv, "t:n:w:s:r:x")) != -1) {
+    switch (opt) {
+      case 't': g_threads = atoi(optarg); break;
+      case 'n': g_allocs = atol(optarg); break;
+      case 'w': g_window = atoi(optarg); break;
+      case 's':
+        if (sscanf(optarg, "%zu:%zu", &g_min, &g_max) != 2) return 0;
+        break;
+      case 'r': g_realloc_pct = atoi(optarg); break;
+      case 'x': g_cross = 1; break;
+      default: return 0;
+    }
+  }
+  return g_threads > 0 && g_allocs > 0 && g_window > 0 && g_min > 0 && g_max >= g_min &&
+         g_realloc_pct >= 0 && g_realloc_pct <= 100;
+}
+
+int main(int argc, char** argv) {
+  if (!parse_args(argc, argv)) {
+    fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-x]\n",
+            argv[0]);
+    return 2;
+  }
+  g_windows = calloc((size_t)g_threads * (size_t)g_window, sizeof(void*));
+  pthread_t* threads = calloc((size_t)g_threads, sizeof(pthread_t));
+  if (g_windows == NULL || threads == NULL) return 1;
+  pthread_barrier_init(&g_start, NULL, (unsigned)g_threads + 1);
+  for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, churn, (void*)i);
+  pthread_barrier_wait(&g_start);
+  uint64_t begin = now_ns();
+  for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
+  uint64_t elapsed = now_ns() - begin;
+  for (size_t i = 0; i < (size_t)g_threads * (size_t)g_window; ++i) free(g_windows[i]);
+  printf("elapsed_ns=%llu allocations=%lld\n", (unsigned long long)elapsed,
+         (long long)g_allocs * g_threads);
+  return 0;
+}
