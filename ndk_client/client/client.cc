@@ -16,6 +16,7 @@
 #include <new>
 
 #include "client/register_capture.h"
+#include "common/platform.h"
 
 #ifdef DROIDHEAP_REFERENCE_UNWIND
 extern "C" void DroidheapReferenceUnwind(int pid, uint64_t sequence);
@@ -29,16 +30,10 @@ constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
 
 // Per-thread stack bounds, found once per thread (pthread_getattr_np allocates; the hook guard
 // makes that allocation pass straight through).
-#if defined(__BIONIC__)
-#define DROIDHEAP_TLS thread_local
-#else
-#define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
-#endif
 DROIDHEAP_TLS uint64_t t_stack_low = 0;
 DROIDHEAP_TLS uint64_t t_stack_high = 0;
-// The thread's id, found once (glibc makes every gettid a system call). A forked child that keeps
-// recording -- a raw clone() without CLONE_VM -- is caught by the getpid() check before this is
-// read, so the parent's cached value never leaks into its records.
+// The thread's id, found once (glibc makes every gettid a system call). A child that inherits it
+// from a raw clone() is caught by the getpid() check before it is read.
 DROIDHEAP_TLS uint32_t t_tid = 0;
 
 uint64_t NowUs() {
@@ -240,7 +235,10 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
 }
 
 void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size) {
-  // clone() or vfork() children share our memory but are not the process the daemon knows.
+  // A child of fork() or of a raw clone() (which runs no atfork handler) that still runs our
+  // hooks, or a vfork() child: not the process the daemon knows. A system call per sample (glibc
+  // caches no pid); MADV_WIPEONFORK would do without one, but qemu-user accepts that advice
+  // without honouring it, so nothing here could show it works.
   if (getpid() != pid_) return;
   sampled_->Insert(address);
   const uint64_t sequence = NextSequence();

@@ -14,13 +14,8 @@
 
 #include "client/client.h"
 #include "client/sampler.h"
+#include "common/platform.h"
 
-#if defined(__BIONIC__)
-#define DROIDHEAP_TLS thread_local
-#else
-// glibc would allocate a dlopened library's dynamic TLS block with malloc, on first touch.
-#define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
-#endif
 
 namespace droidheap {
 namespace {

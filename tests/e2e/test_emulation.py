@@ -48,13 +48,14 @@ def test_forked_child_is_not_profiled_and_parent_continues(cli, programs, tmp_pa
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "-i", "1", "--", program)
     assert result.returncode == 0, result.stderr
-    assert "child status 0" in result.stdout
+    assert "child status 0 raw clone ran status 0" in result.stdout
     totals = totals_by_leaf_function(out / "raw-trace", program)
-    assert len(totals) == 1  # the child never connected
+    assert len(totals) == 1  # the children never connected
     per_function = next(iter(totals.values()))
     assert per_function["parent_before_fork"].allocated == 100 * 1000
     assert per_function["parent_after_fork"].allocated == 100 * 5000
     assert "child_allocation" not in per_function
+    assert "raw_clone_child_allocation" not in per_function
     assert_trace_processor_agrees(out, program, prefix="parent_")
 
 
