@@ -49,8 +49,8 @@ def require_binary() -> pathlib.Path:
 
 @dataclasses.dataclass
 class SiteTotals:
-    """What the trace processor books for a call site, summed over a process's dumps: the last
-    dump's cumulative figures, as in the pprof file of that dump."""
+    """Bytes and objects a call site allocated and freed, cumulative as of one dump (in the trace
+    processor: its rows of a process summed over all dumps, which add up to the last one)."""
     allocated: int = 0
     freed: int = 0
     alloc_count: int = 0

@@ -2,7 +2,6 @@
 by leaf function, naming functions with `nm` — independent of droidheap's own symbolizer; and has
 Perfetto's own trace processor read the outputs (assert_trace_processor_agrees)."""
 import collections
-import dataclasses
 import gzip
 import pathlib
 import subprocess
@@ -11,19 +10,7 @@ from typing import Dict, List, Tuple
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.pprof import Profile
-from tests.trace_processor import LoadedTrace, sum_totals, totals_by_site_in_pprof
-
-
-@dataclasses.dataclass
-class Totals:
-    allocated: int = 0
-    freed: int = 0
-    alloc_count: int = 0
-    free_count: int = 0
-
-    @property
-    def in_use(self) -> int:
-        return self.allocated - self.freed
+from tests.trace_processor import LoadedTrace, SiteTotals, sum_totals, totals_by_site_in_pprof
 
 
 def _symbols(binary: pathlib.Path) -> List[Tuple[int, int, str]]:
@@ -82,13 +69,13 @@ def read_dumps(trace: pathlib.Path):
 
 
 def totals_by_leaf_function(trace: pathlib.Path, binary: pathlib.Path,
-                            prefix: str = "") -> Dict[int, Dict[str, Totals]]:
+                            prefix: str = "") -> Dict[int, Dict[str, SiteTotals]]:
     """{pid: {leaf function in `binary`: totals of the last dump}}: the innermost frame in `binary`
     whose function name starts with `prefix`; stacks without one are filed under '?'."""
     symbols = _symbols(binary)
     result = {}
     for pid, dumps in read_dumps(trace).items():
-        per_function = collections.defaultdict(Totals)
+        per_function = collections.defaultdict(SiteTotals)
         for stack, sample in dumps[-1]:
             name = "?"
             for path, rel_pc in reversed(stack):
