@@ -45,7 +45,7 @@ struct ClientConnection {
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;
   uint64_t map_reparses = 0;
-  uint64_t unwinding_time_us = 0;
+  uint64_t unwinding_time_us = 0;  // draining its records: unwinding, mostly, and booking
 };
 
 }  // namespace droidheap

@@ -42,7 +42,7 @@ uint32_t HeapTracker::InternMapping(const MappingInfo& mapping) {
   return static_cast<uint32_t>(mappings_.size() - 1);
 }
 
-void HeapTracker::CreditFree(const Live& live) {
+void HeapTracker::CreditFree(const LiveAllocation& live) {
   CallstackSample& totals = totals_[live.callstack];
   totals.self_freed += live.size;
   totals.free_count += live.count;
@@ -56,23 +56,23 @@ void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t call
   totals.self_allocated += sample_size;
   totals.alloc_count += count;
   live_bytes_ += sample_size;
-  Live incoming{sequence, callstack, sample_size, count};
-  auto [it, inserted] = live_.emplace(address, incoming);
+  const LiveAllocation incoming{sequence, callstack, sample_size, count};
+  auto [live, inserted] = live_.Insert(address, incoming);
   if (inserted) return;
-  if (it->second.sequence > sequence) {
+  if (live->sequence > sequence) {
     // A newer block already lives here: this one was freed before it, unseen by us.
     CreditFree(incoming);
     return;
   }
-  CreditFree(it->second);
-  it->second = incoming;
+  CreditFree(*live);
+  *live = incoming;
 }
 
 void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
-  auto it = live_.find(address);
-  if (it == live_.end() || it->second.sequence > sequence) return;
-  CreditFree(it->second);
-  live_.erase(it);
+  LiveAllocation* live = live_.Find(address);
+  if (live == nullptr || live->sequence > sequence) return;
+  CreditFree(*live);
+  live_.Erase(address);
 }
 
 void HeapTracker::Snapshot(DumpSnapshot* out) const {

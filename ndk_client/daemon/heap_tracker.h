@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "daemon/dump_snapshot.h"
+#include "daemon/live_allocations.h"
 
 namespace droidheap {
 
@@ -40,26 +41,20 @@ class HeapTracker {
   uint64_t live_bytes() const { return live_bytes_; }
 
  private:
-  struct Live {
-    uint64_t sequence;
-    uint32_t callstack;
-    uint64_t size;
-    uint64_t count;
-  };
   struct FramesHash {
     size_t operator()(const std::vector<FrameInfo>& frames) const;
   };
   struct FramesEqual {
     bool operator()(const std::vector<FrameInfo>& a, const std::vector<FrameInfo>& b) const;
   };
-  void CreditFree(const Live& live);
+  void CreditFree(const LiveAllocation& live);
 
   std::vector<MappingInfo> mappings_;
   std::vector<std::vector<FrameInfo>> callstacks_;
   // Every sample looks its stack up here: hashed, one comparison on a hit.
   std::unordered_map<std::vector<FrameInfo>, uint32_t, FramesHash, FramesEqual> callstack_ids_;
   std::vector<CallstackSample> totals_;  // by callstack id
-  std::unordered_map<uint64_t, Live> live_;
+  LiveAllocations live_;
   uint64_t live_bytes_ = 0;
 };
 

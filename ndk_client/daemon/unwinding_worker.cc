@@ -169,6 +169,14 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
 
 bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
   if (client->buffer_corrupted) return true;
+  // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
+  const uint64_t begin_us = MonotonicUs();
+  const bool empty = DrainRecords(client, max_records);
+  client->unwinding_time_us += MonotonicUs() - begin_us;
+  return empty;
+}
+
+bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records) {
   for (size_t i = 0; i < max_records; ++i) {
     uint32_t type = 0;
     size_t size = 0;
@@ -203,14 +211,13 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
       record.sample_size == 0) {
     return;
   }
-  uint64_t begin_us = MonotonicUs();
   const uint8_t* stack = body + sizeof(AllocRecord);
   // A copy shorter than the limit reached the top of the thread's stack.
   uint64_t stack_top = (record.stack_size > 0 && record.stack_size < config_.max_stack_bytes)
                            ? record.stack_pointer + record.stack_size
                            : 0;
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
-  UnwindResult unwound;
+  UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
   unwinder_.Unwind(record.regs, stack_top, memory, &client->maps, client->maps_fd, kMaxFrames,
                    &unwound);
   if (unwound.maps_reloaded) ++client->map_reparses;
@@ -255,7 +262,6 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
   client->tracker.RecordAlloc(record.address, record.sequence, callstack, record.sample_size,
                               count);
   ++client->heap_samples;
-  client->unwinding_time_us += MonotonicUs() - begin_us;
 }
 
 // Frames of one mapping are booked by the thousand: the mapping's identity is worked out (strings

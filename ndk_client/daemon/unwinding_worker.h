@@ -49,6 +49,7 @@ class UnwindingWorker {
   void ReadSocket(ClientConnection* client);
   // Handles at most max_records records; true when the buffer is (for now) empty.
   bool Drain(ClientConnection* client, size_t max_records);
+  bool DrainRecords(ClientConnection* client, size_t max_records);
   void HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size);
   // The tracker's mapping index for `map` (ClientConnection::kProfilerMapping for our own).
   uint32_t MappingId(ClientConnection* client, const MapEntry& map);
@@ -71,7 +72,9 @@ class UnwindingWorker {
   DwarfUnwinder unwinder_{&elf_cache_};
   int stack_log_fd_ = -1;
   std::vector<uint8_t> record_buffer_;
-  std::vector<FrameInfo> frames_;  // HandleAlloc's scratch: kept to keep its capacity
+  // HandleAlloc's scratch, kept across samples to keep their capacity.
+  UnwindResult unwound_;
+  std::vector<FrameInfo> frames_;
   bool stopping_ = false;
 };
 

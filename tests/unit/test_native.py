@@ -3,8 +3,9 @@ import subprocess
 
 import pytest
 
-NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "trace_writer_test",
-                "sampled_addresses_test",                 "dwarf_cfi_test", "dwarf_cfi_own_binary_test", "dwarf_expression_test"]
+NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "live_allocations_test",
+                "trace_writer_test", "sampled_addresses_test", "dwarf_cfi_test",
+                "dwarf_cfi_own_binary_test", "dwarf_expression_test"]
 
 
 @pytest.mark.parametrize("name", NATIVE_TESTS)
