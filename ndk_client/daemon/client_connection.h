@@ -8,7 +8,7 @@
 
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "daemon/heap_tracker.h"
 #include "protocol/ring_buffer.h"
@@ -37,10 +37,12 @@ struct ClientConnection {
   bool buffer_corrupted = false;
   ProcessMaps maps;
   HeapTracker tracker;
-  // What each map entry seen so far books as: the tracker's mapping index, or kProfilerMapping
-  // for the profiler's own libraries. Valid while maps.generation() == mapping_ids_generation.
+  // What each map entry books as, by its index in maps.entries(): the tracker's mapping index,
+  // kProfilerMapping for the profiler's own libraries, kNotYetSeen. Valid while
+  // maps.generation() == mapping_ids_generation.
   static constexpr uint32_t kProfilerMapping = UINT32_MAX;
-  std::unordered_map<const MapEntry*, uint32_t> mapping_ids;
+  static constexpr uint32_t kNotYetSeen = UINT32_MAX - 1;
+  std::vector<uint32_t> mapping_ids;
   uint64_t mapping_ids_generation = 0;
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;

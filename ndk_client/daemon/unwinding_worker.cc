@@ -67,7 +67,6 @@ UnwindingWorker::~UnwindingWorker() {
 
 bool UnwindingWorker::Start() {
   if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-  record_buffer_.resize(config_.shmem_size / 2);
   thread_ = std::thread(&UnwindingWorker::Run, this);
   return true;
 }
@@ -178,9 +177,8 @@ bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
 
 bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records) {
   for (size_t i = 0; i < max_records; ++i) {
-    uint32_t type = 0;
-    size_t size = 0;
-    switch (client->buffer->ReadNext(&type, record_buffer_.data(), record_buffer_.size(), &size)) {
+    SharedRingBuffer::RecordView record;
+    switch (client->buffer->Peek(&record)) {
       case SharedRingBuffer::ReadResult::kEmpty:
         return true;
       case SharedRingBuffer::ReadResult::kCorrupt:
@@ -192,13 +190,14 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       case SharedRingBuffer::ReadResult::kRecord:
         break;
     }
-    if (type == kRecordAlloc) {
-      HandleAlloc(client, record_buffer_.data(), size);
-    } else if (type == kRecordFree && size >= sizeof(FreeRecord)) {
-      FreeRecord record;
-      memcpy(&record, record_buffer_.data(), sizeof(record));
-      client->tracker.RecordFree(record.address, record.sequence);
+    if (record.type == kRecordAlloc) {
+      HandleAlloc(client, record.body, record.body_size);
+    } else if (record.type == kRecordFree && record.body_size >= sizeof(FreeRecord)) {
+      FreeRecord free_record;
+      memcpy(&free_record, record.body, sizeof(free_record));
+      client->tracker.RecordFree(free_record.address, free_record.sequence);
     }
+    client->buffer->Consume(record);
   }
   return false;
 }
@@ -267,15 +266,16 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
 // Frames of one mapping are booked by the thousand: the mapping's identity is worked out (strings
 // copied and compared) once per map entry, not once per frame.
 uint32_t UnwindingWorker::MappingId(ClientConnection* client, const MapEntry& map) {
+  const std::vector<MapEntry>& entries = client->maps.entries();
   if (client->mapping_ids_generation != client->maps.generation()) {
-    client->mapping_ids.clear();
+    client->mapping_ids.assign(entries.size(), ClientConnection::kNotYetSeen);
     client->mapping_ids_generation = client->maps.generation();
   }
-  auto found = client->mapping_ids.find(&map);
-  if (found != client->mapping_ids.end()) return found->second;
-  const uint32_t id = IsProfilerLibrary(map.path) ? ClientConnection::kProfilerMapping
-                                                  : client->tracker.InternMapping(ToMappingInfo(map));
-  client->mapping_ids.emplace(&map, id);
+  uint32_t& id = client->mapping_ids[static_cast<size_t>(&map - entries.data())];
+  if (id == ClientConnection::kNotYetSeen) {
+    id = IsProfilerLibrary(map.path) ? ClientConnection::kProfilerMapping
+                                     : client->tracker.InternMapping(ToMappingInfo(map));
+  }
   return id;
 }
 

@@ -71,7 +71,6 @@ class UnwindingWorker {
   ElfCache elf_cache_;
   DwarfUnwinder unwinder_{&elf_cache_};
   int stack_log_fd_ = -1;
-  std::vector<uint8_t> record_buffer_;
   // HandleAlloc's scratch, kept across samples to keep their capacity.
   UnwindResult unwound_;
   std::vector<FrameInfo> frames_;

@@ -165,8 +165,7 @@ uint64_t SharedRingBuffer::bytes_pending() const {
          meta_->read_pos.load(std::memory_order_relaxed);
 }
 
-SharedRingBuffer::ReadResult SharedRingBuffer::ReadNext(uint32_t* type, uint8_t* out,
-                                                        size_t out_capacity, size_t* body_size) {
+SharedRingBuffer::ReadResult SharedRingBuffer::Peek(RecordView* view) const {
   // Local copies: the client may change the shared values at any time.
   const uint64_t read_pos = meta_->read_pos.load(std::memory_order_relaxed);
   const uint64_t write_pos = meta_->write_pos.load(std::memory_order_acquire);
@@ -178,15 +177,19 @@ SharedRingBuffer::ReadResult SharedRingBuffer::ReadNext(uint32_t* type, uint8_t*
   if (size == 0) return ReadResult::kEmpty;  // reserved, not committed yet
   const uint32_t record_type = header->type;
   if (size < sizeof(RecordHeader) || size % 8 != 0 || size > available ||
-      size > max_record_size() || size - sizeof(RecordHeader) > out_capacity) {
+      size > max_record_size()) {
     return ReadResult::kCorrupt;
   }
-  const size_t body = size - sizeof(RecordHeader);
-  memcpy(out, header + 1, body);
-  *type = record_type;
-  *body_size = body;
-  meta_->read_pos.store(read_pos + size, std::memory_order_release);
+  view->type = record_type;
+  view->body = reinterpret_cast<const uint8_t*>(header + 1);  // contiguous: the data is mapped twice
+  view->body_size = size - sizeof(RecordHeader);
+  view->next_read_pos = read_pos + size;
   return ReadResult::kRecord;
+}
+
+void SharedRingBuffer::Consume(const RecordView& view) {
+  // Release: the writer that sees the space free again sees that we are done reading it.
+  meta_->read_pos.store(view.next_read_pos, std::memory_order_release);
 }
 
 }  // namespace droidheap

@@ -11,8 +11,11 @@
 // reader's acquire load of `size` pairs with it. Writers reserve space under a spinlock that lives
 // in the metadata page; the reader never takes it, it only advances read_pos.
 //
-// The daemon treats everything in the shared memory as hostile: positions are copied locally
-// before they are checked, and records are copied out before they are parsed.
+// The daemon treats everything in the shared memory as hostile: positions and record headers are
+// copied locally before they are checked. Record bodies are read in place (a sample's stack copy
+// is most of its bytes, and copying it again cost the daemon a fifth of its time): the reader
+// copies out any field before checking it and bounds every other read by the checked size, so a
+// peer that rewrites a record under it can only spoil that record.
 #pragma once
 
 #include <stddef.h>
@@ -90,10 +93,17 @@ class SharedRingBuffer {
   // Publishes a reserved record (release store of its size).
   static void Commit(const Reservation& r);
 
-  // Reader side, one thread. Copies the next committed record (header excluded) into `out` (which
-  // must hold max_record_size() bytes) and advances the read position.
+  // Reader side, one thread. The next committed record, in place: its body stays in the buffer,
+  // not handed back to writers, until Consume(view). See the top of the file for how to read it.
   enum class ReadResult { kRecord, kEmpty, kCorrupt };
-  ReadResult ReadNext(uint32_t* type, uint8_t* out, size_t out_capacity, size_t* body_size);
+  struct RecordView {
+    uint32_t type = 0;
+    const uint8_t* body = nullptr;
+    size_t body_size = 0;
+    uint64_t next_read_pos = 0;
+  };
+  ReadResult Peek(RecordView* view) const;
+  void Consume(const RecordView& view);
   size_t max_record_size() const { return data_size_ / 2; }
   uint64_t bytes_pending() const;
 

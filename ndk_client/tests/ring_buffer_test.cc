@@ -17,6 +17,20 @@ using Buffer = std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter>;
 
 namespace {
 
+// What the daemon does with a record: look at it in place, copy it out, hand the space back.
+SharedRingBuffer::ReadResult ReadNext(SharedRingBuffer* rb, uint32_t* type, uint8_t* out,
+                                      size_t out_capacity, size_t* size) {
+  SharedRingBuffer::RecordView view;
+  const SharedRingBuffer::ReadResult result = rb->Peek(&view);
+  if (result != SharedRingBuffer::ReadResult::kRecord) return result;
+  CHECK(view.body_size <= out_capacity);
+  memcpy(out, view.body, view.body_size);
+  *type = view.type;
+  *size = view.body_size;
+  rb->Consume(view);
+  return result;
+}
+
 bool Write(SharedRingBuffer* rb, uint32_t type, const void* data, size_t size) {
   SharedRingBuffer::Reservation r;
   if (rb->Reserve(type, size, 1000, &r) != SharedRingBuffer::ReserveResult::kOk) return false;
@@ -33,7 +47,7 @@ void TestRoundTripInOrder() {
   for (uint64_t i = 0; i < 100; ++i) {
     uint32_t type;
     size_t size;
-    CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) ==
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kRecord);
     uint64_t value;
     memcpy(&value, out.data(), sizeof(value));
@@ -41,7 +55,7 @@ void TestRoundTripInOrder() {
   }
   uint32_t type;
   size_t size;
-  CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
 }
 
 void TestFullBufferRefusesAndRecovers() {
@@ -57,7 +71,7 @@ void TestFullBufferRefusesAndRecovers() {
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
-  CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
   CHECK(Write(rb.get(), 1, payload.data(), payload.size()));
 }
 
@@ -70,7 +84,7 @@ void TestRecordsAcrossTheEndStayContiguous() {
     std::vector<uint8_t> payload(1500);
     for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7 + round);
     CHECK(Write(rb.get(), 2, payload.data(), payload.size()));
-    CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) ==
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kRecord);
     CHECK(size >= payload.size() && memcmp(out.data(), payload.data(), payload.size()) == 0);
   }
@@ -83,9 +97,9 @@ void TestUncommittedRecordIsNotRead() {
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
-  CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
   SharedRingBuffer::Commit(r);
-  CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
 }
 
 void TestHostileMetadataIsReportedCorrupt() {
@@ -95,7 +109,7 @@ void TestHostileMetadataIsReportedCorrupt() {
   {  // write position far beyond the read position
     Buffer rb(SharedRingBuffer::Create(1 << 12));
     rb->metadata()->write_pos.store(1 << 20);
-    CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) ==
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
   {  // a record claiming more bytes than were written
@@ -104,7 +118,7 @@ void TestHostileMetadataIsReportedCorrupt() {
     CHECK(rb->Reserve(1, 8, 1000, &r) == SharedRingBuffer::ReserveResult::kOk);
     r.total_size = 4000;
     SharedRingBuffer::Commit(r);
-    CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) ==
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
   {  // a size that is not a multiple of 8
@@ -113,7 +127,7 @@ void TestHostileMetadataIsReportedCorrupt() {
     CHECK(rb->Reserve(1, 8, 1000, &r) == SharedRingBuffer::ReserveResult::kOk);
     r.total_size = 13;
     SharedRingBuffer::Commit(r);
-    CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) ==
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
 }
@@ -130,7 +144,7 @@ void TestAttachChecksSizeAndSeals() {
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
-  CHECK(rb->ReadNext(&type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
   CHECK(type == 3);
 }
 
@@ -155,7 +169,7 @@ void TestConcurrentWritersLoseNothing() {
   while (total < kThreads * kPerThread) {
     uint32_t type;
     size_t size;
-    auto result = rb->ReadNext(&type, out.data(), out.size(), &size);
+    auto result = ReadNext(rb.get(), &type, out.data(), out.size(), &size);
     CHECK(result != SharedRingBuffer::ReadResult::kCorrupt);
     if (result != SharedRingBuffer::ReadResult::kRecord) continue;
     uint64_t v;
