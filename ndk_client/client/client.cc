@@ -224,7 +224,6 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
 void Client::Publish(const SharedRingBuffer::Reservation& r) {
   SharedRingBuffer::Commit(r);
   RingBufferMetadata* meta = buffer_->metadata();
-  meta->records_written.fetch_add(1, std::memory_order_relaxed);
   if (meta->reader_sleeping.load(std::memory_order_relaxed) &&
       meta->reader_sleeping.exchange(0, std::memory_order_acq_rel)) {
     if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&

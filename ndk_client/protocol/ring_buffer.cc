@@ -138,10 +138,17 @@ SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t 
     sched_yield();
   }
   uint64_t write_pos = meta_->write_pos.load(std::memory_order_relaxed);
-  uint64_t read_pos = meta_->read_pos.load(std::memory_order_acquire);
+  // A stale read_pos only understates the free space. Every cached value came from the acquire
+  // load below, by a writer holding the lock that we now hold: what the reader had finished with
+  // then is finished with for us too.
+  uint64_t read_pos = meta_->cached_read_pos.load(std::memory_order_relaxed);
   if (write_pos - read_pos + total > data_size_) {
-    meta_->lock.store(0, std::memory_order_release);
-    return ReserveResult::kFull;
+    read_pos = meta_->read_pos.load(std::memory_order_acquire);
+    meta_->cached_read_pos.store(read_pos, std::memory_order_relaxed);
+    if (write_pos - read_pos + total > data_size_) {
+      meta_->lock.store(0, std::memory_order_release);
+      return ReserveResult::kFull;
+    }
   }
   auto* header = reinterpret_cast<RecordHeader*>(data_ + (write_pos & (data_size_ - 1)));
   header->size.store(0, std::memory_order_relaxed);

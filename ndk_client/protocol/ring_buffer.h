@@ -25,7 +25,8 @@
 
 namespace droidheap {
 
-constexpr uint32_t kRingBufferVersion = 1;
+// 2: the metadata's fields grouped by writer, one cache line each; records_written dropped.
+constexpr uint32_t kRingBufferVersion = 2;
 
 struct RecordHeader {
   std::atomic<uint32_t> size;  // 0 = not yet committed; else total record bytes incl. header
@@ -40,21 +41,29 @@ enum ClientStopReason : uint32_t {
   kClientDisconnected = 2,
 };
 
+// Fields are grouped by who writes them, a cache line per group: the reader advancing read_pos
+// for every record must not keep taking the writers' line away from them, and back.
 struct RingBufferMetadata {
+  // Set once by the daemon.
   uint32_t version;
   uint32_t reserved;
   uint64_t data_size;
-  std::atomic<uint64_t> write_pos;  // written by clients under `lock`
-  std::atomic<uint64_t> read_pos;   // written by the daemon only
-  std::atomic<uint32_t> lock;
-  std::atomic<uint32_t> reader_sleeping;  // daemon sets it before sleeping; a writer that sees it
-                                          // clears it and sends a wake-up byte on the socket
-  std::atomic<uint32_t> stop_reason;      // ClientStopReason
-  uint32_t reserved2;
-  std::atomic<uint64_t> records_written;
+  // The writers', under `lock` (the spinlock itself is here too).
+  alignas(64) std::atomic<uint32_t> lock;
+  std::atomic<uint32_t> stop_reason;  // ClientStopReason
+  std::atomic<uint64_t> write_pos;
+  // A read_pos seen by some writer: enough to tell that a record fits without touching the
+  // reader's line; read_pos itself is read only when this says the buffer is full.
+  std::atomic<uint64_t> cached_read_pos;
   std::atomic<uint64_t> records_dropped;
   std::atomic<uint64_t> blocked_us;  // time writers spent waiting for space
+  // The reader's.
+  alignas(64) std::atomic<uint64_t> read_pos;
+  // Set by the daemon before it sleeps; a writer that sees it clears it and sends a wake-up byte
+  // on the socket. Read by every writer after every record, so not on the read_pos line.
+  alignas(64) std::atomic<uint32_t> reader_sleeping;
 };
+static_assert(sizeof(RingBufferMetadata) == 4 * 64, "shared layout");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
 
