@@ -5,16 +5,18 @@
 // never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free, no
 // allocation, no syscall.
 //
-// Layout: 2^13 buckets of one cache line each: 7 address slots (0 = empty) and a count of the
-// addresses whose home is this bucket but which had to be placed in one of the kMaxSpill buckets
-// after it. A lookup reads those only when the count is non-zero: at the loads seen in practice a
-// free reads one cache line.
+// Layout: 2^13 buckets of one cache line each: 7 address slots (0 = empty) and one word of counts
+// about the addresses whose home is this bucket: how many are in the set (low half), and how many
+// of those had to be placed in one of the kMaxSpill buckets after it (high half). A free of an
+// unsampled block -- the common case -- mostly finds its home's count at zero and reads nothing
+// else; otherwise it scans the home bucket, and the ones after it only when some spilled.
 //
-//   Insert(a)  home bucket: CAS an empty slot 0 -> a
-//              else: home.spilled++, then CAS an empty slot in the next kMaxSpill buckets
-//              else: home.spilled--, and the set overflows for good
-//   Remove(a)  home bucket holding a: slot -> 0
-//              else, if home.spilled: the next kMaxSpill buckets, slot -> 0, then home.spilled--
+//   Insert(a)  home.counts += 1, then CAS an empty slot 0 -> a in the home bucket
+//              else: home.counts += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
+//              else: both undone, and the set overflows for good
+//   Remove(a)  home.counts == 0: not there
+//              home bucket holding a: slot -> 0, home.counts -= 1
+//              else, if any spilled: the next kMaxSpill buckets, slot -> 0, home.counts -= 1 + 1
 //
 // An address is in the set at most once: the hooks insert it right after the allocator handed it
 // out and remove it before handing it back (heapprofd_entry_points.cc). The accesses are relaxed:
@@ -47,14 +49,15 @@ class SampledAddresses {
   // the same).
   bool Insert(uint64_t address) {
     if (overflowed()) return false;
-    const size_t home = Home(address);
-    if (Claim(&buckets_[home], address)) return true;
+    Bucket& home = buckets_[Home(address)];
     // Counted first, so that a Remove of this address never misses it.
-    buckets_[home].spilled.fetch_add(1, std::memory_order_relaxed);
+    home.counts.fetch_add(kOne, std::memory_order_relaxed);
+    if (Claim(&home, address)) return true;
+    home.counts.fetch_add(kOneSpilled, std::memory_order_relaxed);
     for (size_t i = 1; i <= kMaxSpill; ++i) {
-      if (Claim(&buckets_[(home + i) % kBuckets], address)) return true;
+      if (Claim(&buckets_[(Home(address) + i) % kBuckets], address)) return true;
     }
-    buckets_[home].spilled.fetch_sub(1, std::memory_order_relaxed);
+    home.counts.fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
     ReportEveryFree();
     return false;
   }
@@ -64,12 +67,17 @@ class SampledAddresses {
   bool Remove(uint64_t address) {
     // An overflowed table is never read again: what it still holds does not matter.
     if (overflowed()) return true;
-    const size_t home = Home(address);
-    if (Release(&buckets_[home], address)) return true;
-    if (buckets_[home].spilled.load(std::memory_order_relaxed) != 0) {
+    Bucket& home = buckets_[Home(address)];
+    const uint64_t counts = home.counts.load(std::memory_order_relaxed);
+    if (counts == 0) return false;
+    if (Release(&home, address)) {
+      home.counts.fetch_sub(kOne, std::memory_order_relaxed);
+      return true;
+    }
+    if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
-        if (Release(&buckets_[(home + i) % kBuckets], address)) {
-          buckets_[home].spilled.fetch_sub(1, std::memory_order_relaxed);
+        if (Release(&buckets_[(Home(address) + i) % kBuckets], address)) {
+          home.counts.fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
           return true;
         }
       }
@@ -80,8 +88,10 @@ class SampledAddresses {
  private:
   struct alignas(64) Bucket {
     std::atomic<uint64_t> slots[kSlotsPerBucket];
-    std::atomic<uint64_t> spilled;
+    std::atomic<uint64_t> counts;  // see the top of the file
   };
+  static constexpr uint64_t kOne = 1;
+  static constexpr uint64_t kOneSpilled = uint64_t{1} << 32;
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "the hooks cannot take locks");
 
