@@ -5,12 +5,15 @@ import collections
 import gzip
 import pathlib
 import subprocess
+import time
 from typing import Dict, List, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.pprof import Profile
 from tests.trace_processor import LoadedTrace, SiteTotals, sum_totals, totals_by_site_in_pprof
+
+_CLOCK_MONOTONIC_COARSE = 6  # Linux's id; Python's time module does not name it
 
 
 def _symbols(binary: pathlib.Path) -> List[Tuple[int, int, str]]:
@@ -119,9 +122,14 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
             assert trace.problems() == [], name
             assert trace.allocation_count() > 0, name
             # Dumps land between the session's first and last packets (BOOTTIME, written when
-            # the daemon started and when it wrote its last dump).
+            # the daemon started and when it wrote its last dump), give or take a tick of
+            # MONOTONIC_COARSE, the dumps' own clock: converting through a snapshot read a tick
+            # earlier or later is off by less than one.
             stamps = [p.timestamp for p in pb.Trace.FromString((out / name).read_bytes()).packet]
-            assert all(min(stamps) <= t <= max(stamps) for t in trace.dump_times()), name
+            tick = 2 * int(time.clock_getres(_CLOCK_MONOTONIC_COARSE) * 1e9)
+            assert all(min(stamps) - tick <= t <= max(stamps) + tick
+                       for t in trace.dump_times()), (name, trace.dump_times(), min(stamps),
+                                                      max(stamps))
             per_site = trace.totals_by_site(prefix)
             processes[name] = {pid: sum_totals(sites.values()) for pid, sites in per_site.items()}
             if name != "symbolized-trace":
