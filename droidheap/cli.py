@@ -17,8 +17,8 @@ from droidheap.commands import profile, shell
 from droidheap.errors import DroidheapError
 
 # Device selection: accepted anywhere before `--` and handed to the group.
-_DEVICE_FLAGS = {"--local"}
-_DEVICE_OPTIONS = {"--abi", "--device-root", "-s", "--serial"}
+_DEVICE_FLAGS = {"--local", "--disable-selinux"}
+_DEVICE_OPTIONS = {"--abi", "--device-root", "-s", "--serial", "--mode"}
 
 
 class DroidheapGroup(click.Group):
@@ -53,10 +53,17 @@ class DroidheapGroup(click.Group):
                    "~/.cache/droidheap/device).")
 @click.option("-s", "--serial", default=None,
               help="The adb device to use (default: $ANDROID_SERIAL, else the only one).")
+@click.option("--mode", type=click.Choice(["auto", "root", "preload"]), default="auto",
+              help="How the profiler gets into processes on an adb device: root (bionic's own "
+                   "routes), preload (LD_PRELOAD, programs droidheap starts), auto (root when "
+                   "the device has it).")
+@click.option("--disable-selinux", is_flag=True,
+              help="Root mode: SELinux permissive for the session (restored at the end).")
 @click.pass_context
-def cli(ctx, local, abi, device_root, serial):
+def cli(ctx, local, abi, device_root, serial, mode, disable_selinux):
     """droidheap: a native heap profiler for Android."""
-    ctx.obj = {"local": local, "abi": abi, "device_root": device_root, "serial": serial}
+    ctx.obj = {"local": local, "abi": abi, "device_root": device_root, "serial": serial,
+               "mode": mode, "disable_selinux": disable_selinux}
 
 
 cli.add_command(profile.command)

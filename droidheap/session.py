@@ -7,7 +7,6 @@ import signal
 import time
 from typing import Iterable, Optional, Set
 
-from droidheap import native
 from droidheap.device.base import DaemonProcess, Device
 from droidheap.errors import DroidheapError
 
@@ -36,7 +35,7 @@ class Session:
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
               exit_when_clients_gone: bool = False) -> None:
-        self.device.install_profiler(native.binary_dir(self.device.abi))
+        self.device.install_profiler()
         args = ["--socket", self.device.layout.socket_path, "--output", self.trace_path,
                 "--interval", str(self.options.sampling_interval),
                 "--shmem-size", str(self.options.shmem_size)]

@@ -2,6 +2,8 @@
 device over adb (-s/--serial, $ANDROID_SERIAL, or the only one connected)."""
 import pathlib
 
+import click
+
 from droidheap.device import Device, LocalDevice
 from droidheap.errors import DroidheapError
 
@@ -10,10 +12,15 @@ def open_device(obj) -> Device:
     if obj["local"]:
         if obj["serial"]:
             raise DroidheapError("-s/--serial chooses an adb device: it cannot go with --local")
+        if obj["mode"] != "auto" or obj["disable_selinux"]:
+            raise DroidheapError("--mode and --disable-selinux apply to adb devices, not --local")
         root = pathlib.Path(obj["device_root"]) if obj["device_root"] else None
         return LocalDevice(root=root, abi=obj["abi"])
     if obj["abi"] or obj["device_root"]:
         raise DroidheapError("--abi and --device-root apply to the emulator device: add --local")
     # adbutils takes a fifth of a second to import: only adb devices pay for it.
     from droidheap.device.adb import AdbDevice
-    return AdbDevice(serial=obj["serial"])
+    device = AdbDevice(serial=obj["serial"], mode=obj["mode"],
+                       disable_selinux=obj["disable_selinux"])
+    click.echo(f"droidheap: {device.describe()}, {device.route.name} mode", err=True)
+    return device

@@ -93,7 +93,8 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     else:
         pid_list = _resolve_targets(device, name_list, pid_list)
     out = _prepare_output(output)
-    device.lock()
+    for note in device.lock():
+        _note(note)
     try:
         with _sigterm_as_interrupt():
             session = Session(device, options)
@@ -124,10 +125,9 @@ def _resolve_targets(device, names, pids):
 
 def _run_spawned(device, session, argv):
     name = program_name(argv)
-    properties = {"heapprofd.enable": "1", f"heapprofd.enable.{name}": "1"}
     try:
         session.start(names=[name])
-        device.set_properties(properties)
+        device.enable_at_start(name)
         profiling = True
     except DroidheapError as e:
         # As ddprof's wrapper does: the program runs even when profiling cannot.
@@ -138,7 +138,7 @@ def _run_spawned(device, session, argv):
         code = _wait_for_program(process)
     finally:
         if profiling:
-            device.set_properties({key: "" for key in properties})
+            device.disable_at_start(name)
     if code != 0:
         _note(f"{argv[0]} exited with status {code}")
     if not profiling:

@@ -1,9 +1,11 @@
 """A phone (or any Android device) over adb: the Device interface through the adb server, with
 adbutils for the server protocol and shell v2 (exit codes), and our own sync client.
 
-What a session needs to know about the device is read once, when it is opened (DeviceFacts).
-Profiling over adb (pushing the daemon, the root / preload / platform routes of issue 7) is not
-done yet: the methods only a session uses say so in one line instead of pretending.
+What a session needs to know about the device is read once, when it is opened (DeviceFacts). How
+our client gets into processes there -- as root through bionic's own routes, or through
+LD_PRELOAD without root -- is its Route (adb_routes.py), chosen then; the changes a session makes
+are journaled on the device (adb_journal.py), and droidheapd and profiled programs run in streams
+this process holds (adb_processes.py).
 
 An AdbDevice is created by the CLI command that uses it and used from that thread only.
 """
@@ -14,7 +16,11 @@ import shlex
 import subprocess
 from typing import Dict, List, Optional, Sequence
 
+from droidheap import native
 from droidheap.device.adb_connection import adb_errors, adb_executable, ensure_server, select_serial
+from droidheap.device.adb_journal import PROFILER_DIR, TRACE_DIR, DeviceJournal
+from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
+from droidheap.device.adb_routes import PreloadRoute, RootRoute
 from droidheap.device.adb_sync import SyncClient
 from droidheap.device.base import DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
@@ -22,8 +28,8 @@ from droidheap.errors import DroidheapError
 _SHELL_TIMEOUT_S = 30.0
 _SU_TIMEOUT_S = 10.0
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
-_NOT_DONE = ("profiling over adb is not done yet (issue 7: device selection, files and shell "
-             "work; sessions do not): use --local for the emulator device")
+MODES = ("auto", "root", "preload")
+_64_BIT_ABIS = ("arm64-v8a", "x86_64")
 
 
 @dataclasses.dataclass
@@ -42,27 +48,42 @@ class DeviceFacts:
     sdk: int
     build_type: str         # user, userdebug, eng
     root: Optional[str]     # "adbd" (adb root), "su", or None
+    su_command: str         # what runs a command line as root through su ("" without su)
     selinux: str            # Enforcing, Permissive, Disabled (or "unknown")
 
 
 class AdbDevice(Device):
-    def __init__(self, serial: Optional[str] = None):
+    def __init__(self, serial: Optional[str] = None, mode: str = "auto",
+                 disable_selinux: bool = False):
         client = ensure_server()
         self.serial = select_serial(client, serial)
-        self._adb = client.device(serial=self.serial)
+        self.adb = client.device(serial=self.serial)
         with adb_errors(f"cannot talk to adb device {self.serial}"):
-            features = set(self._adb.get_features().split(","))
+            features = set(self.adb.get_features().split(","))
         if "shell_v2" not in features:
             raise DroidheapError(f"adb device {self.serial} has no shell v2 protocol (Android 7 "
                                  f"or later is needed)")
-        self._sync = SyncClient(self._adb)
+        self._sync = SyncClient(self.adb)
         self.facts = self._read_facts()
         self.abi = self.facts.abi
-        # Where a non-rooted session will keep its files (the shell user may write only here).
-        base = "/data/local/tmp/droidheap"
-        self.layout = DeviceLayout(bin_dir=base, lib_dir=base,
-                                   socket_path=f"{base}/droidheapd.socket",
-                                   trace_dir=f"{base}/traces", tmp_dir="/data/local/tmp")
+        self.is_64_bit = self.abi in _64_BIT_ABIS
+        self.journal = DeviceJournal(self)
+        self.route = self._choose_route(mode, disable_selinux)
+        self.layout = DeviceLayout(bin_dir=PROFILER_DIR, lib_dir=PROFILER_DIR,
+                                   socket_path=self.route.socket_path, trace_dir=TRACE_DIR,
+                                   tmp_dir="/data/local/tmp")
+
+    def _choose_route(self, mode: str, disable_selinux: bool):
+        if mode not in MODES:
+            raise DroidheapError(f"unknown mode {mode}: use one of {', '.join(MODES)}")
+        if mode == "root" and self.facts.root is None:
+            raise DroidheapError(f"--mode root needs root on {self.serial}: `adb root` (userdebug "
+                                 f"builds) or su; without root use --mode preload")
+        if disable_selinux and (mode == "preload" or self.facts.root is None):
+            raise DroidheapError("--disable-selinux needs root (and the root mode)")
+        if mode == "root" or (mode == "auto" and self.facts.root is not None):
+            return RootRoute(self, disable_selinux)
+        return PreloadRoute(self)
 
     # Shell ------------------------------------------------------------------------------------
     def run(self, argv: Sequence[str], timeout_s: float = _SHELL_TIMEOUT_S) -> ShellResult:
@@ -72,21 +93,20 @@ class AdbDevice(Device):
     def run_script(self, script: str, timeout_s: float = _SHELL_TIMEOUT_S) -> ShellResult:
         """Runs a command line in the device's sh."""
         with adb_errors(f"adb shell on {self.serial} failed ({script[:60]})"):
-            result = self._adb.shell2(script, timeout=timeout_s, v2=True)
+            result = self.adb.shell2(script, timeout=timeout_s, v2=True)
         return ShellResult(result.returncode, result.stdout, result.stderr)
 
-    def _adb_command(self, argv: Sequence[str]) -> List[str]:
-        return [adb_executable(), "-s", self.serial, "shell", shlex.join(argv)]
-
-    def spawn(self, argv: Sequence[str]) -> subprocess.Popen:
+    def shell(self, argv: Sequence[str]) -> int:
+        """`adb shell` itself, so the terminal, Ctrl-C and the exit code behave as users know;
+        without root the program gets the preload library, so that droidheap can attach to it."""
+        assignments = self.route.program_assignments()
+        if assignments:
+            self.route.install(native.binary_dir(self.abi, required=self.route.files()))
         try:
-            return subprocess.Popen(self._adb_command(argv))
+            process = subprocess.Popen([adb_executable(), "-s", self.serial, "shell",
+                                        exec_script(argv, assignments)])
         except OSError as e:
             raise DroidheapError(f"cannot run adb: {e.strerror}") from None
-
-    def shell(self, argv: Sequence[str]) -> int:
-        # `adb shell` itself, so the terminal, Ctrl-C and the exit code behave as users know.
-        process = self.spawn(argv)
         while True:
             try:
                 return process.wait()
@@ -108,19 +128,29 @@ class AdbDevice(Device):
     def getprop(self, key: str) -> str:
         return self.run(["getprop", key]).stdout.strip()
 
-    def _root_route(self) -> Optional[str]:
+    def _root_route(self) -> tuple:
+        """("adbd" | "su" | None, the su command line prefix)."""
         if self.run(["id", "-u"]).stdout.strip() == "0":
-            return "adbd"
+            return "adbd", ""
         # AOSP's su (userdebug) takes a uid, Magisk's and SuperSU's take -c. A su that waits for
         # a prompt on the phone counts as no su.
-        for probe in ("su 0 id -u", "su -c 'id -u'"):
+        for prefix in ("su 0 sh -c", "su -c"):
             try:
-                result = self.run_script(f"{probe} </dev/null", _SU_TIMEOUT_S)
+                result = self.run_script(f"{prefix} 'id -u' </dev/null", _SU_TIMEOUT_S)
             except DroidheapError:
                 continue
             if result.exit_code == 0 and result.stdout.strip() == "0":
-                return "su"
-        return None
+                return "su", prefix
+        return None, ""
+
+    def privileged_script(self, script: str) -> str:
+        """`script` as root: as it is under `adb root`, through su otherwise."""
+        if self.facts.root == "su":
+            return f"{self.facts.su_command} {shlex.quote(script)}"
+        return script
+
+    def run_privileged(self, script: str) -> ShellResult:
+        return self.run_script(self.privileged_script(script))
 
     def _read_facts(self) -> DeviceFacts:
         props = self.properties()
@@ -135,9 +165,10 @@ class AdbDevice(Device):
                                  f"(ro.build.version.sdk)") from None
         enforce = self.run(["getenforce"])
         selinux = enforce.stdout.strip() if enforce.exit_code == 0 else "unknown"
+        root, su_command = self._root_route()
         return DeviceFacts(serial=self.serial, model=props.get("ro.product.model", "?"), abi=abi,
                            abilist=abilist, sdk=sdk, build_type=props.get("ro.build.type", "?"),
-                           root=self._root_route(), selinux=selinux or "unknown")
+                           root=root, su_command=su_command, selinux=selinux or "unknown")
 
     def describe(self) -> str:
         f = self.facts
@@ -190,18 +221,35 @@ class AdbDevice(Device):
             raise DroidheapError(f"cannot remove {remote} on {self.serial}: "
                                  f"{result.stderr.strip()}")
 
-    # What only a profiling session needs: not done over adb yet --------------------------------
-    def lock(self) -> None:
-        raise DroidheapError(_NOT_DONE)
+    # A profiling session ---------------------------------------------------------------------
+    def lock(self) -> List[str]:
+        self.journal.claim()
+        return self.journal.repairs
 
     def unlock(self) -> None:
-        pass  # never locked: lock() refuses
+        self.journal.release()
 
-    def install_profiler(self, binaries: pathlib.Path) -> None:
-        raise DroidheapError(_NOT_DONE)
+    def install_profiler(self) -> None:
+        self.route.install(native.binary_dir(self.abi, required=self.route.files()))
+
+    def enable_at_start(self, name: str) -> None:
+        self.route.enable_at_start(name)
+
+    def disable_at_start(self, name: str) -> None:
+        self.route.disable_at_start(name)
 
     def check_attachable(self, pid: int) -> None:
-        raise DroidheapError(_NOT_DONE)
+        if not self.process_exists(pid):
+            raise DroidheapError(f"no process with pid {pid} on {self.serial}")
+        self.route.check_attachable(pid)
 
     def start_daemon(self, args: Sequence[str]) -> DaemonProcess:
-        raise DroidheapError(_NOT_DONE)
+        # Its stdin is the stream's: it stops, with a final dump, when this process goes away.
+        command = exec_script([f"{PROFILER_DIR}/{native.DAEMON}", *args, "--stop-when-stdin-closes"])
+        script = pid_announcing(f"{command} 2>&1")
+        if isinstance(self.route, RootRoute):
+            script = self.privileged_script(script)
+        return AdbDaemon(self, script)
+
+    def spawn(self, argv: Sequence[str]) -> AdbProgram:
+        return AdbProgram(self, pid_announcing(exec_script(argv, self.route.program_assignments())))

@@ -3,7 +3,7 @@ emulator device. Paths are device paths; everything is synchronous and raises Dr
 import abc
 import dataclasses
 import pathlib
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 
 @dataclasses.dataclass
@@ -45,20 +45,26 @@ class Device(abc.ABC):
         """A short name for messages ("emulated device at ~/.cache/...")."""
 
     @abc.abstractmethod
-    def lock(self) -> None:
-        """Claims the device for one profiling session; DroidheapError when it cannot be."""
+    def lock(self) -> List[str]:
+        """Claims the device for one profiling session; DroidheapError when it cannot be. Returns
+        notes for the user (what an earlier session had left, and what became of it)."""
 
     @abc.abstractmethod
     def unlock(self) -> None:
+        """Ends the claim, undoing every change the session made to the device."""
+
+    @abc.abstractmethod
+    def install_profiler(self) -> None:
+        """Pushes droidheapd and the client library (and what loads it) for the device's ABI."""
+
+    @abc.abstractmethod
+    def enable_at_start(self, name: str) -> None:
+        """Programs named `name` started from now on load the client at start (bionic's
+        heapprofd.enable.<name>, where the device allows it)."""
+
+    @abc.abstractmethod
+    def disable_at_start(self, name: str) -> None:
         ...
-
-    @abc.abstractmethod
-    def install_profiler(self, binaries: pathlib.Path) -> None:
-        """Pushes droidheapd and the client library from a host directory."""
-
-    @abc.abstractmethod
-    def set_properties(self, properties: Dict[str, str]) -> None:
-        """Sets (value "") or clears (value "") system properties."""
 
     @abc.abstractmethod
     def pidof(self, name: str) -> List[int]:

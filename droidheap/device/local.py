@@ -95,6 +95,11 @@ def write_properties(root: pathlib.Path, updates: Dict[str, str]) -> None:
     os.replace(tmp, root / "properties")
 
 
+def _start_properties(name: str, value: str) -> Dict[str, str]:
+    """What bionic reads at start to load the client into programs named `name`."""
+    return {"heapprofd.enable": value, f"heapprofd.enable.{name}": value}
+
+
 def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
     # A running program may have the old file mapped: replace it, never overwrite it in place.
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +168,7 @@ class LocalDevice(Device):
         return f"the emulated device at {self.root} ({self.abi})"
 
     # Session lock ----------------------------------------------------------------------------
-    def lock(self) -> None:
+    def lock(self) -> List[str]:
         """One profiling session per device root at a time."""
         self._lock_file = open(self.root / "session.lock", "w")
         try:
@@ -172,6 +177,7 @@ class LocalDevice(Device):
             self._lock_file.close()
             self._lock_file = None
             raise DroidheapError(f"another droidheap session is using {self.describe()}")
+        return []
 
     def unlock(self) -> None:
         if self._lock_file is not None:
@@ -190,7 +196,8 @@ class LocalDevice(Device):
                 or target.read_bytes() != source.read_bytes()):
             _copy_atomically(source, target)
 
-    def install_profiler(self, binaries: pathlib.Path) -> None:
+    def install_profiler(self) -> None:
+        binaries = native.binary_dir(self.abi)
         self._install_emulated_libc()
         _copy_atomically(binaries / native.DAEMON, pathlib.Path(self.layout.bin_dir) / native.DAEMON)
         _copy_atomically(binaries / native.CLIENT, pathlib.Path(self.layout.lib_dir) / native.CLIENT)
@@ -210,6 +217,12 @@ class LocalDevice(Device):
 
     def set_properties(self, properties: Dict[str, str]) -> None:
         write_properties(self.root, properties)
+
+    def enable_at_start(self, name: str) -> None:
+        self.set_properties(_start_properties(name, "1"))
+
+    def disable_at_start(self, name: str) -> None:
+        self.set_properties(_start_properties(name, ""))
 
     # Processes -------------------------------------------------------------------------------
     def pidof(self, name: str) -> List[int]:

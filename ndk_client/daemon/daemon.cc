@@ -32,6 +32,14 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
+// Reads what is waiting on standard input (the host sends nothing: anything is discarded); true at
+// end-of-file or on an error that will not pass.
+bool StdinClosed() {
+  char buf[256];
+  ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+  return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
+}
+
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void Log(const char* fmt, ...) {
   va_list args;
@@ -301,6 +309,7 @@ int Daemon::Run() {
   Log("listening socket=%s", config_.socket_path.c_str());
   SignalTargets();
 
+  bool watch_stdin = config_.stop_when_stdin_closes;
   uint64_t next_periodic_ms = config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
   while (!stopped_) {
     int timeout_ms = -1;
@@ -308,9 +317,17 @@ int Daemon::Run() {
       uint64_t now_ms = MonotonicUs() / 1000;
       timeout_ms = now_ms >= next_periodic_ms ? 0 : static_cast<int>(next_periodic_ms - now_ms);
     }
-    pollfd fds[3] = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0}, {inbox_pipe_[0], POLLIN, 0}};
-    poll(fds, 3, timeout_ms);
+    pollfd fds[4] = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0},
+                     {inbox_pipe_[0], POLLIN, 0}, {watch_stdin ? STDIN_FILENO : -1, POLLIN, 0}};
+    poll(fds, 4, timeout_ms);
     if (fds[2].revents & POLLIN) HandleInbox();
+    if (fds[3].revents != 0 && StdinClosed()) {
+      watch_stdin = false;
+      if (!stopping_) {
+        Log("standard input closed: stopping");
+        RequestDump(true);
+      }
+    }
     if (fds[1].revents & POLLIN) {
       char sig;
       while (read(g_signal_pipe[0], &sig, 1) > 0) {

@@ -23,6 +23,9 @@ struct DaemonConfig {
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;
   bool exit_when_clients_gone = false;  // stop once every connected client has gone
+  // Stop (with a final dump) when standard input reaches end-of-file: started over `adb shell`,
+  // the daemon's stdin closes when the host's connection goes, whatever killed the host.
+  bool stop_when_stdin_closes = false;
   // Debugging and benchmarks: every booked stack, one line each (unwinding_worker.cc). From the
   // environment variable DROIDHEAP_STACK_LOG.
   std::string stack_log_path;

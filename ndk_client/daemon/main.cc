@@ -17,7 +17,8 @@ const char kUsage[] =
     "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
     "         --dump-interval-ms MS  --no-block-client  --block-timeout-ms MS (5000)\n"
-    "         --seed N  --workers N (1)  --exit-when-clients-gone\n";
+    "         --seed N  --workers N (1)  --exit-when-clients-gone\n"
+    "         --stop-when-stdin-closes\n";
 
 bool ParseNumber(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
   if (text == nullptr || *text == '\0' || *text == '-') return false;
@@ -52,7 +53,7 @@ int Fail(const char* what, const char* value) {
 int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
-    kNoBlock, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kHelp
+    kNoBlock, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
       {"seed", required_argument, nullptr, kSeed},
       {"workers", required_argument, nullptr, kWorkers},
       {"exit-when-clients-gone", no_argument, nullptr, kExitWhenGone},
+      {"stop-when-stdin-closes", no_argument, nullptr, kStdinLifeline},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
@@ -127,6 +129,7 @@ int main(int argc, char** argv) {
         config.workers = static_cast<int>(n);
         break;
       case kExitWhenGone: config.exit_when_clients_gone = true; break;
+      case kStdinLifeline: config.stop_when_stdin_closes = true; break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return 2;
     }

@@ -16,6 +16,9 @@ from typing import Dict, List
 import adbutils
 import pytest
 
+from droidheap import native
+from droidheap.device.local import host_abi
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADB_BINARIES = {
     "adb36": pathlib.Path(adbutils.__file__).parent / "binaries" / "adb",
@@ -50,8 +53,9 @@ class AdbdProcess:
 
 
 def start_test_adbd(root: bool = False) -> AdbdProcess:
+    libc = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
     process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0",
-                                *(["--root"] if root else [])],
+                                "--libc", str(libc), *(["--root"] if root else [])],
                                stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().strip()
     if not line.startswith("listening on 127.0.0.1:"):

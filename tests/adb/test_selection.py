@@ -77,7 +77,12 @@ def test_cli_errors_are_one_line(adb_env, extra_adbds):
     extra_adbds.append(start_test_adbd())
     serial = adb_env.connect(extra_adbds[0])
     try:
-        assert "not done yet" in _one_line(_cli(["-s", serial, "--", "/system/bin/sh"], adb_env.env))
+        assert "--mode root needs root on" in _one_line(
+            _cli(["-s", serial, "--mode", "root", "--", "/system/bin/sh"], adb_env.env))
+        assert "--disable-selinux needs root" in _one_line(
+            _cli(["-s", serial, "--disable-selinux", "--", "/system/bin/sh"], adb_env.env))
+        assert "apply to adb devices" in _one_line(_cli(["--local", "--mode", "preload", "-n",
+                                                         "x"], adb_env.env))
         assert "apply to the emulator device" in _one_line(_cli(["--abi", "x86_64", "-n", "x"],
                                                                 adb_env.env))
         result = _cli(["-s", serial, "shell", "--", "sh", "-c", "echo hi; exit 5"], adb_env.env)

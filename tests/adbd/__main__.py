@@ -35,6 +35,17 @@ def _properties(as_root: bool) -> dict:
             "ro.product.device": "droidheap_test", "service.adb.root": "1" if as_root else ""}
 
 
+def _installed_libc():
+    from droidheap import native  # stdlib only, as errors.py
+    from droidheap.errors import DroidheapError
+    try:
+        directory = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,))
+    except DroidheapError:  # not built: programs then run without a bionic stand-in
+        _log("no libdroidheap_libc.so found (pass --libc): programs cannot be profiled here")
+        return None
+    return directory / native.EMULATED_LIBC
+
+
 def _log(message: str) -> None:
     print(f"test_adbd: {message}", file=sys.stderr, flush=True)
 
@@ -45,6 +56,9 @@ def main() -> int:
     parser.add_argument("--root", action="store_true", help="adbd and shell commands run as root")
     parser.add_argument("--device-root", type=pathlib.Path,
                         help="the device's root directory (default: a new temporary one)")
+    parser.add_argument("--libc", type=pathlib.Path,
+                        help="the device's bionic: droidheap's emulation layer, "
+                             "libdroidheap_libc.so (default: the installed droidheap's)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         _log("needs root: it runs each command in its own mount namespace, as the shell user "
@@ -56,9 +70,10 @@ def main() -> int:
         else args.device_root
     # SIGTERM ends the server as Ctrl-C does, so the temporary root is removed either way.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    device = None
     try:
         device = DeviceRoot(root_path, as_root=args.root)
-        device.prepare()
+        device.prepare(args.libc or _installed_libc())
         device.check()
         properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
         properties.write(_properties(args.root))
@@ -94,6 +109,8 @@ def main() -> int:
         _log(f"{e}")
         return 1
     finally:
+        if device is not None:
+            device.close()
         if temporary:
             shutil.rmtree(root_path, ignore_errors=True)
 

@@ -1,22 +1,27 @@
 """The test device's file system: a device root directory laid out like the emulator device's
 (droidheap/device/local.py) and seen by every program run through adb as `/`.
 
-Why a chroot in a fresh mount namespace, per command: paths must mean on `adb shell` what they
-mean to `adb push` (/data/local/tmp, /system/bin, /dev/socket), on a Debian host that has none of
-them. Binding the device's directories over the host's own /data or /system would need those
-mount points created on the host; a chroot over the device root needs nothing outside it: the
-host's /usr, /etc, /proc and a few /dev nodes are bound into the root, inside a mount namespace
-made by `unshare --mount` for that one command, so the mounts vanish with it and nothing is left
-to clean up when this adbd is killed. Needs root (we are, here and in CI).
+Why a chroot in a mount namespace of its own: paths must mean on `adb shell` what they mean to
+`adb push` (/data/local/tmp, /system/bin, /dev/socket), on a Debian host that has none of them.
+Binding the device's directories over the host's own /data or /system would need those mount
+points created on the host; a chroot over the device root needs nothing outside it: the host's
+/usr, /etc, /proc and a few /dev nodes are bound into the root, inside one mount namespace made
+by `unshare --mount` when this adbd starts. Every command enters that namespace (nsenter) and the
+chroot, so all of them see the same mounts, as all of a phone's shell commands do -- a mount made
+by one (a root session's bind mount) is seen by the next, and a daemon reads the same paths in a
+program's /proc/PID/maps as the program has. The namespace is held by one `sleep` process, which
+dies with this adbd, taking the mounts with it. Needs root (we are, here and in CI).
 
 Owned by the server; immutable after `prepare()`, so service threads share it freely.
 """
+import ctypes
 import os
 import pathlib
 import platform
 import shutil
+import signal
 import subprocess
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 SHELL_UID = 2000  # AID_SHELL
 SHELL_GROUPS = "2000,3003,3009"  # shell, inet, readproc
@@ -34,14 +39,21 @@ _DEVICE_DIRS = {"system/bin": 0o755, "system/lib64": 0o755, "system/xbin": 0o755
 _SHELL_OWNED = ("data/local/tmp", "sdcard")
 _TOOLS = pathlib.Path(__file__).resolve().parent / "bin"
 
-# Runs in the new mount namespace as root: $1 the device root, $2... the chroot arguments.
-_ENTER = """set -e
-r=$1; shift
+# Runs in a new mount namespace as root, once: binds the host's directories into the device root
+# ($1), says so, and keeps the namespace alive until killed. Every command then enters it.
+_HOLD_NAMESPACE = """set -e
+r=$1
 for d in $DH_BIND_DIRS; do mount --rbind "/$d" "$r/$d"; done
 for n in $DH_BIND_DEV; do mount --bind "/dev/$n" "$r/dev/$n"; done
-unset DH_BIND_DIRS DH_BIND_DEV
-exec chroot "$@"
+echo ready
+exec sleep infinity
 """
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # The namespace's holder must not outlive this adbd, however it ends.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def host_abi() -> str:
@@ -54,8 +66,11 @@ class DeviceRoot:
         self.as_root = as_root
         self._bind_dirs: List[str] = []
         self._host_names: List[str] = []  # top-level names that are the host's own (or links)
+        self._namespace_holder: Optional[subprocess.Popen] = None
 
-    def prepare(self) -> None:
+    def prepare(self, libc: Optional[pathlib.Path]) -> None:
+        """Lays the root out; `libc` (the emulation layer, standing in for bionic) is installed
+        where every program run here gets it, as every program on a phone gets bionic."""
         self.path.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path, 0o755)  # mkdtemp's 0700 would keep the shell user out of `/`
         for name in _HOST_DIRS:
@@ -87,9 +102,31 @@ class DeviceRoot:
         # The device's own tools (getprop, setprop, pidof...) and a /system/bin/sh, as on Android.
         for tool in _TOOLS.iterdir():
             shutil.copy2(tool, self.path / "system" / "bin" / tool.name)
+        if libc is not None:
+            shutil.copy2(libc, self.path / EMULATED_LIBC)
         sh = self.path / "system" / "bin" / "sh"
         if not sh.is_symlink():
             sh.symlink_to("/bin/sh")
+        self._hold_namespace()
+
+    def _hold_namespace(self) -> None:
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+               "DH_BIND_DIRS": " ".join(self._bind_dirs), "DH_BIND_DEV": " ".join(_HOST_DEV_NODES)}
+        self._namespace_holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+             _HOLD_NAMESPACE, "hold", str(self.path)],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent)
+        line = self._namespace_holder.stdout.readline().decode(errors="replace").strip()
+        if line != "ready":
+            self.close()
+            raise OSError(f"cannot make the device's mount namespace (root and `unshare --mount` "
+                          f"are needed): {line or 'no answer'}")
+
+    def close(self) -> None:
+        if self._namespace_holder is not None and self._namespace_holder.poll() is None:
+            self._namespace_holder.kill()
+            self._namespace_holder.wait()
 
     def check(self) -> None:
         """Runs one command as the device would, so a machine where that cannot work (not root,
@@ -115,22 +152,20 @@ class DeviceRoot:
                "HOME": "/", "TMPDIR": "/data/local/tmp", "ANDROID_DATA": "/data",
                "ANDROID_ROOT": "/system", "DROIDHEAP_DEVICE_ROOT": "/",
                "USER": "root" if self.as_root else "shell", "LANG": "C.UTF-8"}
-        # The emulated bionic, once a session has pushed it: every program gets it, as every
-        # program on a phone gets bionic.
-        if (self.path / EMULATED_LIBC).is_file():
-            env["LD_PRELOAD"] = "/" + EMULATED_LIBC
         return env
 
     def command(self, argv: Sequence[str]) -> List[str]:
-        """argv run as a device program (as root with --root, else as the shell user)."""
+        """argv run as a device program (as root with --root, else as the shell user). The
+        emulated bionic is preloaded from inside the chroot (by env, the first program there):
+        the host's nsenter and chroot cannot load it from its device path."""
         identity = [] if self.as_root else [f"--userspec={SHELL_UID}:{SHELL_UID}",
                                             f"--groups={SHELL_GROUPS}"]
-        return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _ENTER,
-                "enter", str(self.path), *identity, str(self.path), *argv]
+        bionic = ["/usr/bin/env", f"LD_PRELOAD=/{EMULATED_LIBC}"] \
+            if (self.path / EMULATED_LIBC).is_file() else []
+        return ["nsenter", f"--mount=/proc/{self._namespace_holder.pid}/ns/mnt", "--",
+                "chroot", *identity, str(self.path), *bionic, *argv]
 
     def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:
-        env = self.environment()
-        env["DH_BIND_DIRS"] = " ".join(self._bind_dirs)
-        env["DH_BIND_DEV"] = " ".join(_HOST_DEV_NODES)
         # Its own process group, so a stream closed by the host can end the whole command.
-        return subprocess.Popen(self.command(argv), env=env, start_new_session=True, **kwargs)
+        return subprocess.Popen(self.command(argv), env=self.environment(),
+                                start_new_session=True, **kwargs)

@@ -128,7 +128,7 @@ class SyncSession:
                 raise SyncFailure(f"{path}: path must be absolute")
             self._check_writable_dir(os.path.dirname(path))
             host = self._device.host_path(path)
-            host.parent.mkdir(parents=True, exist_ok=True)
+            self._make_parents(host.parent)
             # A temporary file renamed over the target: a running program keeps its old copy
             # (writing in place would fail with ETXTBSY, or change code under it).
             fd, tmp = tempfile.mkstemp(dir=host.parent, prefix=f".{host.name}.")
@@ -158,6 +158,15 @@ class SyncSession:
             _fail(self._stream, f"{path}: {message}" if isinstance(e, OSError) else message)
             return
         self._stream.write(_REQUEST.pack(b"OKAY", 0))
+
+    def _make_parents(self, directory) -> None:
+        """Missing directories, owned by whom adbd runs as (the shell user, or root)."""
+        if directory.is_dir():
+            return
+        self._make_parents(directory.parent)
+        directory.mkdir(mode=0o775)
+        if not self._device.as_root:
+            os.lchown(directory, SHELL_UID, SHELL_UID)
 
     def _recv(self, path: str) -> None:
         host = self._device.host_path(path)

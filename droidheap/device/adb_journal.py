@@ -1,0 +1,104 @@
+"""A session's claim on an adb device, and the changes it made there, kept on the device itself so
+that a later run can undo what a run that died left behind.
+
+    /data/local/tmp/droidheap/session.lock   "HOST PID EPOCH" of the session's droidheap
+    /data/local/tmp/droidheap/undo           one line per change: "root|shell COMMAND", written
+                                             before the change is made
+
+`release()` runs the undo lines newest first and removes both files: at the end of every session
+(normal exit, Ctrl-C, SIGTERM, an exception). When droidheap itself is killed, the device keeps
+them; the next run finds the lock stale -- no droidheapd runs, and the droidheap that took it is
+gone (or it is a minute old) -- and repairs the device before it claims it.
+
+Owned by the AdbDevice of one CLI run; not thread-safe.
+"""
+import os
+import shlex
+import socket
+import time
+from typing import List
+
+from droidheap.errors import DroidheapError
+
+PROFILER_DIR = "/data/local/tmp/droidheap"
+TRACE_DIR = f"{PROFILER_DIR}/traces"
+_LOCK = f"{PROFILER_DIR}/session.lock"
+_UNDO = f"{PROFILER_DIR}/undo"
+_STALE_AFTER_S = 60
+
+
+class DeviceJournal:
+    def __init__(self, device):
+        self._device = device
+        self._claimed = False
+        self.repairs: List[str] = []  # what an earlier run had left, now undone or reported
+
+    def claim(self) -> None:
+        self._shell(f"mkdir -p {TRACE_DIR}", "cannot prepare")
+        owner = f"{socket.gethostname()} {os.getpid()} {int(time.time())}"
+        if self._device.run_script(f"set -C; echo {shlex.quote(owner)} > {_LOCK}").exit_code != 0:
+            self._take_over_stale_lock()
+            self._shell(f"echo {shlex.quote(owner)} > {_LOCK}", "cannot lock")
+        self._claimed = True
+
+    def _take_over_stale_lock(self) -> None:
+        holder = self._device.run(["cat", _LOCK]).stdout.split()
+        running = self._device.pidof("droidheapd")
+        if running or not self._lock_abandoned(holder):
+            raise DroidheapError(
+                f"another droidheap session is using {self._device.serial}"
+                + (f" (droidheapd pid {running[0]})" if running else "")
+                + f"; if none is, remove {_LOCK} on the device")
+        self._undo_all()
+        self.repairs.append("undid the changes an earlier session left on the device")
+        traces = self._device.run_script(f"ls {TRACE_DIR}/*.trace 2>/dev/null").stdout.split()
+        for trace in traces:
+            self.repairs.append(f"an earlier session's trace is still on the device: "
+                                f"adb pull {trace}")
+
+    @staticmethod
+    def _lock_abandoned(holder: List[str]) -> bool:
+        if len(holder) != 3 or not holder[1].isdigit() or not holder[2].isdigit():
+            return True  # unreadable: not a live session's
+        host, pid, taken = holder[0], int(holder[1]), int(holder[2])
+        if host == socket.gethostname():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                pass
+        return time.time() - taken > _STALE_AFTER_S
+
+    def record(self, undo_command: str, privileged: bool) -> None:
+        """Notes how to undo a change, before making it."""
+        line = f"{'root' if privileged else 'shell'} {undo_command}"
+        self._shell(f"echo {shlex.quote(line)} >> {_UNDO}", "cannot note a change")
+
+    def release(self) -> None:
+        if not self._claimed:
+            return
+        self._claimed = False
+        try:
+            self._undo_all()
+        finally:
+            self._device.run(["rm", "-f", _LOCK])
+
+    def _undo_all(self) -> None:
+        lines = self._device.run(["cat", _UNDO]).stdout.splitlines()
+        failures = []
+        for line in reversed(lines):
+            who, _, command = line.partition(" ")
+            run = self._device.run_privileged if who == "root" else self._device.run_script
+            result = run(command)
+            if result.exit_code != 0:
+                failures.append(command)
+        self._device.run(["rm", "-f", _UNDO])
+        if failures:
+            raise DroidheapError(f"could not undo on {self._device.serial}: {'; '.join(failures)}")
+
+    def _shell(self, script: str, what: str) -> None:
+        result = self._device.run_script(script)
+        if result.exit_code != 0:
+            reason = (result.stderr.strip().splitlines() or ["failed"])[0]
+            raise DroidheapError(f"{what} {PROFILER_DIR} on {self._device.serial}: {reason}")

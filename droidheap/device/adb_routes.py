@@ -1,0 +1,131 @@
+"""How our client gets into a process on a phone: one Route per way in (issue 7's modes 1 and 2;
+mode 3, the platform's own heapprofd, needs no client of ours).
+
+root     bionic's own routes, as heapprofd uses them. bionic loads <lib>/heapprofd_client.so when
+         heapprofd.enable(.<name>) is set at start, or on the profiling signal; that file becomes
+         ours (a bind mount over the platform's, read-only /system; a copy where there is none), and
+         our daemon answers on /dev/socket/heapprofd, where that client connects, with the
+         platform's heapprofd stopped. Every change is journaled first (adb_journal.py).
+preload  no root: bionic will not load anything for us, so programs droidheap starts get
+         libdroidheap_preload.so through LD_PRELOAD (`droidheap -- PROG`, `droidheap shell --
+         PROG` for a later attach). It loads the heapprofd_client.so beside it, which connects to
+         the droidheapd.socket beside it (ndk_client/preload/preload_routes.cc); the daemon runs as
+         the shell user.
+
+A Route is chosen once per AdbDevice and used from its thread.
+"""
+import pathlib
+import shlex
+
+from droidheap import native
+from droidheap.device.adb_journal import PROFILER_DIR
+from droidheap.errors import DroidheapError
+
+PRELOAD_LIBRARY = "libdroidheap_preload.so"
+_PLATFORM_SOCKET = "/dev/socket/heapprofd"
+_PLATFORM_CLIENT_DIRS = {True: "/system/lib64", False: "/system/lib"}  # by 64-bitness
+_SYSTEM_LIB_LABEL = "u:object_r:system_lib_file:s0"
+
+
+def _check(result, what: str) -> None:
+    if result.exit_code != 0:
+        reason = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines()
+                  or [f"exit status {result.exit_code}"])[0]
+        raise DroidheapError(f"{what}: {reason}")
+
+
+class Route:
+    name = ""
+    socket_path = ""
+
+    def __init__(self, device):
+        self.device = device
+        self._start_name = None
+
+    def files(self):
+        return [native.DAEMON, native.CLIENT]
+
+    def install(self, binaries: pathlib.Path) -> None:
+        for name in self.files():
+            self.device.push(binaries / name, f"{PROFILER_DIR}/{name}",
+                             mode=0o755 if name == native.DAEMON else 0o644)
+
+    def enable_at_start(self, name: str) -> None:
+        self._start_name = name
+
+    def disable_at_start(self, name: str) -> None:
+        self._start_name = None
+
+    def program_assignments(self) -> str:
+        """Environment assignments (shell words) for programs droidheap starts on the device."""
+        return ""
+
+    def check_attachable(self, pid: int) -> None:
+        pass
+
+
+class PreloadRoute(Route):
+    name = "preload"
+    socket_path = f"{PROFILER_DIR}/droidheapd.socket"
+
+    def files(self):
+        return [*super().files(), PRELOAD_LIBRARY]
+
+    def program_assignments(self) -> str:
+        # In front of any LD_PRELOAD the user set (bionic splits the list on spaces and colons).
+        words = [f'LD_PRELOAD="{PROFILER_DIR}/{PRELOAD_LIBRARY}${{LD_PRELOAD:+ $LD_PRELOAD}}"']
+        if self._start_name:
+            words.append(f"DROIDHEAP_PROFILE={shlex.quote(self._start_name)}")
+        return " ".join(words)
+
+    def check_attachable(self, pid: int) -> None:
+        if self.device.run(["grep", "-q", PRELOAD_LIBRARY, f"/proc/{pid}/maps"]).exit_code != 0:
+            raise DroidheapError(
+                f"pid {pid} was not started with droidheap's preload library, and without root "
+                f"nothing else can load the profiler into it: start it with `droidheap shell -- "
+                f"COMMAND` (or root the device, or use --mode platform for a profileable app)")
+
+
+class RootRoute(Route):
+    name = "root"
+    socket_path = _PLATFORM_SOCKET
+
+    def __init__(self, device, disable_selinux: bool):
+        super().__init__(device)
+        self._disable_selinux = disable_selinux
+
+    def _change(self, command: str, undo: str, what: str) -> None:
+        self.device.journal.record(undo, privileged=True)
+        _check(self.device.run_privileged(command), what)
+
+    def install(self, binaries: pathlib.Path) -> None:
+        super().install(binaries)
+        device = self.device
+        if self._disable_selinux and device.facts.selinux == "Enforcing":
+            self._change("setenforce 0", "setenforce 1", "cannot set SELinux permissive")
+        if device.getprop("init.svc.heapprofd") == "running":
+            self._change("stop heapprofd", "start heapprofd", "cannot stop the platform's heapprofd")
+        saved = f"{_PLATFORM_SOCKET}.droidheap-saved"
+        if device.run(["test", "-e", _PLATFORM_SOCKET]).exit_code == 0:
+            self._change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
+                         f"cannot move {_PLATFORM_SOCKET} aside")
+        source = f"{PROFILER_DIR}/{native.CLIENT}"
+        target = f"{_PLATFORM_CLIENT_DIRS[device.is_64_bit]}/{native.CLIENT}"
+        device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
+        if device.run(["test", "-e", target]).exit_code == 0:
+            self._change(f"mount -o bind {source} {target}", f"umount {target}",
+                         f"cannot mount droidheap's client over {target}")
+        else:
+            self._change(f"cp {source} {target} && chmod 644 {target}", f"rm -f {target}",
+                         f"cannot install droidheap's client as {target}")
+
+    def enable_at_start(self, name: str) -> None:
+        properties = ["heapprofd.enable", f"heapprofd.enable.{name}"]
+        for key in properties:
+            self._change(f"setprop {key} 1", f"setprop {key} ''", f"cannot set {key}")
+        super().enable_at_start(name)
+
+    def disable_at_start(self, name: str) -> None:
+        for key in ["heapprofd.enable", f"heapprofd.enable.{name}"]:
+            _check(self.device.run_privileged(f"setprop {key} ''"), f"cannot clear {key}")
+        super().disable_at_start(name)

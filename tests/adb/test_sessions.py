@@ -1,0 +1,189 @@
+"""Whole profiling sessions through a real adb server (both adb binaries) and the test adbd: the
+preload mode on a device whose adbd runs as the shell user, the root mode on one that runs as
+root; the site bytes as exact as on --local, and the device left as it was on every exit path."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import compile_program, kill_all
+from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
+from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
+
+from .conftest import ROOT, start_test_adbd
+
+DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
+PROFILER_DIR = "/data/local/tmp/droidheap"
+
+
+@pytest.fixture(scope="module")
+def root_device(adb_server):
+    """A test device whose adbd runs as root (a userdebug build after `adb root`)."""
+    adbd = start_test_adbd(root=True)
+    try:
+        adb_server.connect(adbd)
+        yield adbd
+    finally:
+        adbd.stop()
+
+
+@pytest.fixture(scope="module")
+def local_program(tmp_path_factory):
+    from droidheap.device.local import host_abi
+    return compile_program(ROOT / "tests" / "programs" / "alloc_sites.c",
+                           tmp_path_factory.mktemp("adb-programs") / "alloc_sites", host_abi())
+
+
+@pytest.fixture(params=["preload", "root"])
+def device(request, adb_server, local_program):
+    """(serial, mode) of a device with the test program pushed to /data/local/tmp."""
+    adbd = request.getfixturevalue("shell_device" if request.param == "preload" else "root_device")
+    adb_server.adb("-s", adbd.serial, "push", str(local_program), DEVICE_PROGRAM)
+    return adbd.serial, request.param
+
+
+class AdbCli:
+    def __init__(self, adb_server, serial):
+        self.serial = serial
+        self.adb_server = adb_server
+        self.env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+        self.env.update(adb_server.env)
+
+    def command(self, *args):
+        return [sys.executable, "-m", "droidheap.cli", "-s", self.serial, *map(str, args)]
+
+    def run(self, *args, timeout=180):
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
+                              timeout=timeout, cwd=ROOT)
+
+    def start(self, *args):
+        return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env, cwd=ROOT,
+                                start_new_session=True)
+
+    def shell(self, script: str) -> str:
+        return self.adb_server.adb("-s", self.serial, "shell", script, check=False).stdout
+
+    def assert_left_as_it_was(self):
+        deadline = time.monotonic() + 15
+        while self.shell("pidof droidheapd").strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self.shell("pidof droidheapd").strip() == ""
+        # The pushed binaries stay (droidheap shell needs them); the session's state does not.
+        ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces").split()
+        assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
+        assert not [name for name in ours if name.endswith(".trace")], ours
+        assert "heapprofd" not in self.shell("ls /dev/socket").split()
+        assert "heapprofd_client.so" not in self.shell("ls /system/lib64").split()
+        assert self.shell("getprop heapprofd.enable").strip() == ""
+
+
+@pytest.fixture
+def cli(adb_server, device):
+    return AdbCli(adb_server, device[0])
+
+
+def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program, tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
+    assert result.returncode == 0, result.stderr
+    assert f"{device[1]} mode" in result.stderr
+    assert "done" in result.stdout
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.assert_left_as_it_was()
+
+
+def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path):
+    out = tmp_path / "out"
+    session = cli.start("-o", out, "-i", "1", "-c", "300", "--", DEVICE_PROGRAM,
+                        "--linger", "2500")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        cli.shell("killall -USR1 droidheapd")
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+    (dumps,) = read_dumps(out / "raw-trace").values()
+    assert len(dumps) >= 4  # the periodic ones, the one asked for, and the last
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.assert_left_as_it_was()
+
+
+def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, local_program,
+                                                                   tmp_path):
+    out = tmp_path / "out"
+    go = "/data/local/tmp/go"
+    cli.shell(f"rm -f {go}")
+    program = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
+    session = None
+    try:
+        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
+        session = cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
+        read_line_containing(session.stderr, f"attached to pid {pid}", 30)
+        time.sleep(0.2)
+        cli.shell(f"touch {go}")
+        assert program.wait(timeout=60) == 0
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(program, session)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.assert_left_as_it_was()
+
+
+def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
+    go = "/data/local/tmp/go-killed"
+    cli.shell(f"rm -f {go}")
+    session = cli.start("-o", tmp_path / "first", "-i", "1", "--", DEVICE_PROGRAM,
+                        "--wait-file", go)
+    try:
+        read_line_containing(session.stdout, "waiting pid=", 30)
+        session.send_signal(signal.SIGKILL)  # droidheap alone: its streams to adb close
+        session.wait()
+        # The daemon's stream closed with it: the daemon stops, as on a phone.
+        deadline = time.monotonic() + 15
+        while cli.shell("pidof droidheapd").strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cli.shell("pidof droidheapd").strip() == ""
+    finally:
+        cli.shell(f"touch {go}")
+        kill_all(session)
+    result = cli.run("-o", tmp_path / "second", "--", DEVICE_PROGRAM)
+    assert result.returncode == 0, result.stderr
+    assert "undid the changes an earlier session left" in result.stderr
+    assert "an earlier session's trace is still on the device" in result.stderr
+    cli.shell(f"rm -f {PROFILER_DIR}/traces/*.trace")
+    cli.assert_left_as_it_was()
+
+
+def test_bad_targets_are_one_line(cli, device):
+    result = cli.run("-n", "no_such_program")
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "droidheap: no process named no_such_program on adb device")
+    assert "Traceback" not in result.stderr
+
+
+def test_without_root_only_preloaded_programs_can_be_attached(adb_server, shell_device):
+    cli = AdbCli(adb_server, shell_device.serial)
+    sleeper = cli.start("shell", "--", "sh", "-c", "echo started; exec sleep 30")
+    plain = None
+    try:
+        read_line_containing(sleeper.stdout, "started", 30)
+        # `droidheap shell` preloads our library: attachable. A plain `adb shell` program is not.
+        plain = subprocess.Popen([str(adb_server.binary), "-s", shell_device.serial, "shell",
+                                  "exec sleep 31"], env=cli.env)
+        time.sleep(1)
+        result = cli.run("-n", "sleep", "-d", "500")
+        assert result.returncode != 0
+        assert "was not started with droidheap's preload library" in result.stderr
+        assert "Traceback" not in result.stderr
+    finally:
+        cli.shell("pkill sleep")
+        kill_all(sleeper)
+        if plain is not None:
+            plain.kill()
