@@ -9,11 +9,14 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap import platform_heapprofd
+from droidheap.convert import convert_trace
 from droidheap.device.adb import DeviceFacts, ShellResult
 from droidheap.errors import DroidheapError
 from droidheap.platform_heapprofd import (Eligibility, build_trace_config, check_profileable,
                                           package_flags, run_platform_session)
 from droidheap.session import ProfileOptions
+from droidheap.trace.heap_dumps import rebuild_dumps
+from droidheap.trace.reader import parse_trace
 from fixtures_dumpsys import missing_package_dump, package_dump
 from fixtures_trace import TraceBuilder, two_process_trace
 
@@ -331,6 +334,68 @@ def test_a_trace_without_dumps_names_the_targets_and_keeps_the_trace(tmp_path):
     with pytest.raises(DroidheapError, match=f"no heap dump of {APP}, pid 77 .*raw-trace holds"):
         run_platform_session(device, ProfileOptions(), [APP], [77], 0, tmp_path, _stop_after(1))
     assert (tmp_path / "raw-trace").read_bytes() == trace
+
+
+# ---- the trace the platform writes ---------------------------------------------------------
+
+def _android10_trace() -> bytes:
+    """As an Android 10 phone writes it: the tracing service's packets, process_stats' process
+    tree, and heapprofd's dumps with their string, mapping, frame and call stack tables inside the
+    ProfilePacket (interned_data came with Android 11) and no heap name; the second dump is split
+    over two packets and reuses the first one's tables."""
+    service, processes, heapprofd = 1, 2, 3
+    packets = [pb.TracePacket(trusted_packet_sequence_id=service, trace_config=_config()),
+               pb.TracePacket(trusted_packet_sequence_id=service)]
+    for clock, ns in ((pb.BUILTIN_CLOCK_BOOTTIME, 9_000_000_000),
+                      (pb.BUILTIN_CLOCK_MONOTONIC_COARSE, 8_000_000_000),
+                      (pb.BUILTIN_CLOCK_REALTIME, 1_600_000_000_000_000_000)):
+        packets[-1].clock_snapshot.clocks.add(clock_id=clock, timestamp=ns)
+    tree = pb.TracePacket(trusted_packet_sequence_id=processes)
+    tree.process_tree.processes.add(pid=4321, ppid=600, cmdline=[APP])
+    packets.append(tree)
+
+    first = pb.TracePacket(trusted_packet_sequence_id=heapprofd, sequence_flags=1)
+    profile = first.profile_packet
+    for iid, text in enumerate([b"system", b"lib64", b"libc.so", b"data", b"app", b"libapp.so",
+                                b"malloc", b"make_widget", b"\x12\x34\x56\x78"], start=1):
+        profile.strings.add(iid=iid, str=text)
+    profile.mappings.add(iid=1, path_string_ids=[1, 2, 3], start=0x7000_0000, end=0x7010_0000)
+    profile.mappings.add(iid=2, path_string_ids=[4, 5, 6], build_id=9, start=0x5500_0000,
+                         end=0x5502_0000)
+    profile.frames.add(iid=1, mapping_id=2, rel_pc=0x1234, function_name_id=8)
+    profile.frames.add(iid=2, mapping_id=1, rel_pc=0x4444, function_name_id=7)
+    profile.callstacks.add(iid=1, frame_ids=[1, 2])
+    dump = profile.process_dumps.add(pid=4321, timestamp=8_500_000_000)
+    dump.samples.add(callstack_id=1, self_allocated=8192, self_freed=4096, alloc_count=2,
+                     free_count=1)
+    packets.append(first)
+    for index, (allocated, continued) in enumerate([(16384, True), (0, False)], start=1):
+        later = pb.TracePacket(trusted_packet_sequence_id=heapprofd)
+        later.profile_packet.index, later.profile_packet.continued = index, continued
+        dump = later.profile_packet.process_dumps.add(pid=4321, timestamp=9_500_000_000)
+        if allocated:
+            dump.samples.add(callstack_id=1, self_allocated=allocated, alloc_count=4)
+        packets.append(later)
+    packets.append(pb.TracePacket(trusted_packet_sequence_id=service,
+                                  trace_stats=pb.TraceStats(producers_connected=2)))
+    return pb.Trace(packet=packets).SerializeToString()
+
+
+def test_an_android_10_heapprofd_trace_converts_like_droidheapds(tmp_path):
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(_android10_trace())
+    result = convert_trace(raw, tmp_path / "out")
+    assert [p.name for p in result.pprof_paths] == ["heap_dump.0.4321.libc.malloc.pb.gz",
+                                                    "heap_dump.1.4321.libc.malloc.pb.gz"]
+    (process,) = result.processes
+    assert (process.cmdline, process.dumps, process.allocated) == (APP, 2, 16384)
+    assert f"pid 4321 ({APP})" in result.summary_text
+    # Frames resolve through the ProfilePacket's own tables, root first as heapprofd writes them.
+    dumps = rebuild_dumps(parse_trace(raw.read_bytes()).packets)
+    (frames,) = {s.frames for d in dumps.dumps[4321] for s in d.samples}
+    assert [(f.mapping.path, f.function_name) for f in frames] == [
+        ("/data/app/libapp.so", "make_widget"), ("/system/lib64/libc.so", "malloc")]
+    assert frames[0].mapping.build_id == "12345678"
 
 
 def test_lacks_lists_on_demand_dumps_and_what_replaces_them():
