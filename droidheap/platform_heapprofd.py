@@ -22,7 +22,7 @@ API (the CLI's `--mode platform` calls these; nothing here prints):
         Starts perfetto on the device, waits for -d, `stop_requested()`, Ctrl-C or SIGTERM (as
         KeyboardInterrupt), stops perfetto so heapprofd writes its final dumps, pulls the trace to
         out_dir/raw-trace, removes it from the device and returns the local path. `note` receives
-        warnings that do not end the session.
+        warnings that do not end the session ("warning: ...").
     LACKS
         What this mode lacks compared with droidheap's own daemon, one line each.
 
@@ -257,8 +257,8 @@ class PlatformSession:
             while not (stop_requested and stop_requested()):
                 now = time.monotonic()
                 if deadline is not None and now > deadline:
-                    self._note(f"perfetto had not ended {_STOP_TIMEOUT_S:.0f} s after -d; "
-                               "stopping it")
+                    self._note(f"warning: perfetto had not ended {_STOP_TIMEOUT_S:.0f} s "
+                               "after -d; stopping it")
                     return
                 if now >= next_poll:
                     if not self.running():
@@ -278,8 +278,8 @@ class PlatformSession:
         while self.running():
             if time.monotonic() > deadline:
                 self.device.run(["kill", "-KILL", str(self.pid)])
-                self._note(f"perfetto did not stop within {_STOP_TIMEOUT_S:.0f} s and was "
-                           "killed; the trace holds what it had written")
+                self._note(f"warning: perfetto did not stop within {_STOP_TIMEOUT_S:.0f} s and "
+                           "was killed; the trace holds what it had written")
                 return
             time.sleep(_POLL_S)
 

@@ -211,6 +211,7 @@ class SimulatedDevice:
         self.trace = trace
         self.lives_for_polls = lives_for_polls
         self.start = start or ShellResult(0, f"{PID}\n", "")
+        self.dies_on = "TERM"
         self.alive = False
         self.config = b""
         self.commands: List[str] = []
@@ -234,7 +235,7 @@ class SimulatedDevice:
             if self.alive:
                 return ShellResult(0, f"{PID} (perfetto) S 1 {PID} {PID} 0 -1 4194560\n", "")
             return ShellResult(1, "", f"cat: /proc/{PID}/stat: No such file or directory\n")
-        if script == f"kill -TERM {PID}":
+        if script == f"kill -{self.dies_on} {PID}":
             self.alive = False
         return ShellResult(0, "", "")
 
@@ -300,6 +301,19 @@ def test_a_failure_on_the_host_leaves_no_perfetto_running(tmp_path):
     with pytest.raises(RuntimeError):
         run_platform_session(device, ProfileOptions(), [APP], [], 0, tmp_path, broken)
     assert device.commands[-1] == f"kill -TERM {PID}" and not device.alive
+
+
+def test_a_perfetto_that_ignores_sigterm_is_killed_and_its_trace_still_pulled(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(platform_heapprofd, "_STOP_TIMEOUT_S", 0.1)
+    device = SimulatedDevice(trace=two_process_trace().to_bytes())
+    device.dies_on = "KILL"
+    notes = []
+    raw = run_platform_session(device, ProfileOptions(), [APP], [], 0, tmp_path, _stop_after(1),
+                               notes.append)
+    assert raw.is_file() and f"kill -KILL {PID}" in device.commands
+    assert notes == ["warning: perfetto did not stop within 0 s and was killed; the trace holds "
+                     "what it had written"]
 
 
 def test_perfetto_ending_at_its_duration_is_not_signalled(tmp_path):
