@@ -1,0 +1,127 @@
+"""The platform-heapprofd mode through a real adb server and the test adbd, whose perfetto,
+dumpsys and simpleperf_app_runner are stand-ins (tests/adbd/bin) reading and writing files in
+/data/local/tmp/fake-android: the device commands in order, the config perfetto receives, the
+trace pulled, converted and removed, and the profileable check's answers."""
+import json
+import pathlib
+import re
+from typing import List
+
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from droidheap.convert import convert_trace
+from droidheap.device.adb import AdbDevice
+from droidheap.errors import DroidheapError
+from droidheap.platform_heapprofd import check_profileable, run_platform_session
+from droidheap.session import ProfileOptions
+from unit.fixtures_dumpsys import package_dump
+from unit.fixtures_trace import two_process_trace
+
+FAKE_DIR = "/data/local/tmp/fake-android"
+APP = "com.example.app"
+
+
+class RecordingAdbDevice(AdbDevice):
+    """An AdbDevice that notes each shell command and pull, in order, after it has opened."""
+
+    def __init__(self, serial: str):
+        self.commands: List[str] = []
+        super().__init__(serial=serial)
+        self.commands.clear()  # what reading the device's facts ran
+
+    def run_script(self, script, timeout_s=30.0):
+        self.commands.append(script)
+        return super().run_script(script, timeout_s)
+
+    def pull(self, remote, local):
+        self.commands.append(f"pull {remote}")
+        super().pull(remote, local)
+
+    def put(self, tmp_path: pathlib.Path, name: str, data: bytes) -> None:
+        """Leaves a file for the stand-in tools."""
+        local = tmp_path / f"fake-{name}"
+        local.write_bytes(data)
+        self.push(local, f"{FAKE_DIR}/{name}", mode=0o644)
+
+
+@pytest.fixture
+def device(adb_env, shell_device, tmp_path):
+    device = RecordingAdbDevice(shell_device.serial)
+    device.run_script(f"rm -rf {FAKE_DIR} && mkdir -p {FAKE_DIR}")
+    device.put(tmp_path, "perfetto.trace", two_process_trace().to_bytes())
+    device.commands.clear()
+    return device
+
+
+def _perfetto_log(device) -> List[dict]:
+    text = device.run(["cat", f"{FAKE_DIR}/perfetto.log"]).stdout
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _without_repeats(commands: List[str]) -> List[str]:
+    return [c for i, c in enumerate(commands) if i == 0 or commands[i - 1] != c]
+
+
+def test_session_runs_perfetto_then_stops_pulls_and_removes_its_trace(device, tmp_path):
+    options = ProfileOptions(sampling_interval=512, dump_interval_ms=100, block_client=False,
+                             shmem_size=1 << 20)
+    polls = []
+    raw = run_platform_session(device, options, [APP], [4321], 0, tmp_path / "out",
+                               stop_requested=lambda: len(polls.append(1) or polls) > 20)
+
+    start, *rest = _without_repeats(device.commands)
+    path = re.search(r" -o (\S+)$", start).group(1)
+    assert path.startswith("/data/misc/perfetto-traces/droidheap-")
+    log = _perfetto_log(device)
+    pid = int(re.search(r"/proc/(\d+)/stat", rest[0]).group(1))
+    assert rest == [f"cat /proc/{pid}/stat", f"kill -TERM {pid}", f"cat /proc/{pid}/stat",
+                    f"pull {path}", f"rm -f {path}"]
+
+    assert [e["event"] for e in log] == ["start", "stop", "wrote"]
+    assert log[0]["argv"] == ["--background", "-c", "-", "-o", path] and log[0]["uid"] == 2000
+    assert log[1]["by"] == "SIGTERM"
+    config = pb.TraceConfig.FromString(bytes.fromhex(log[0]["config"]))
+    heap = config.data_sources[0].config.heapprofd_config
+    assert (list(heap.process_cmdline), list(heap.pid)) == ([APP], [4321])
+    assert (heap.sampling_interval_bytes, heap.shmem_size_bytes, heap.block_client) == \
+        (512, 1 << 20, False)
+    assert heap.continuous_dump_config.dump_interval_ms == 100 and config.duration_ms == 0
+
+    assert raw.read_bytes() == two_process_trace().to_bytes()
+    assert log[2]["bytes"] == raw.stat().st_size
+    result = convert_trace(raw, tmp_path / "out")
+    assert sorted({p.name.split(".")[2] for p in result.pprof_paths}) == ["100", "200"]
+    assert device.run(["test", "-e", path]).exit_code == 1
+
+
+def test_perfetto_that_ends_at_its_duration_is_left_to_end(device, tmp_path):
+    run_platform_session(device, ProfileOptions(), [], [4321], 300, tmp_path)
+    assert [e.get("by") for e in _perfetto_log(device)] == [None, "duration", None]
+    assert not any(c.startswith("kill") for c in device.commands)
+
+
+def test_a_trace_without_dumps_is_one_line_naming_the_targets(device, tmp_path):
+    device.put(tmp_path, "perfetto.trace", pb.Trace(packet=[pb.TracePacket(
+        trusted_packet_sequence_id=1)]).SerializeToString())
+    with pytest.raises(DroidheapError, match=f"recorded no heap dump of {APP}"):
+        run_platform_session(device, ProfileOptions(), [APP], [], 200, tmp_path)
+
+
+@pytest.mark.parametrize("app_type", ["profileable", "debuggable"])
+def test_check_profileable_accepts_what_the_platform_profiles(device, tmp_path, app_type):
+    device.put(tmp_path, f"dumpsys-package-{APP}",
+               package_dump(14, APP, app_type == "debuggable").encode())
+    device.put(tmp_path, "app-types", f"{APP} {app_type}\n".encode())
+    eligibility = check_profileable(device, APP)
+    assert (eligibility.reason, eligibility.verified) == (app_type, True)
+
+
+def test_check_profileable_refuses_a_non_profileable_app_on_a_user_build(device, tmp_path):
+    device.put(tmp_path, f"dumpsys-package-{APP}", package_dump(14, APP, False).encode())
+    device.put(tmp_path, "app-types", f"{APP} non_profileable\n".encode())
+    with pytest.raises(DroidheapError, match=f"^{APP} is neither profileable nor debuggable, "
+                                             f"and adb device {device.serial} .* is a user build"):
+        check_profileable(device, APP)
+    with pytest.raises(DroidheapError, match="com.example.absent is not an installed app"):
+        check_profileable(device, "com.example.absent")
