@@ -53,10 +53,12 @@ class DroidheapGroup(click.Group):
                    "~/.cache/droidheap/device).")
 @click.option("-s", "--serial", default=None,
               help="The adb device to use (default: $ANDROID_SERIAL, else the only one).")
-@click.option("--mode", type=click.Choice(["auto", "root", "preload"]), default="auto",
-              help="How the profiler gets into processes on an adb device: root (bionic's own "
-                   "routes), preload (LD_PRELOAD, programs droidheap starts), auto (root when "
-                   "the device has it).")
+@click.option("--mode", type=click.Choice(["auto", "root", "preload", "platform"]),
+              default="auto",
+              help="How an adb device is profiled: root (bionic's own routes), preload "
+                   "(LD_PRELOAD, programs started by droidheap), platform (Android's own heapprofd, "
+                   "profileable or debuggable apps), auto (root when the device has it, else "
+                   "preload).")
 @click.option("--disable-selinux", is_flag=True,
               help="Root mode: SELinux permissive for the session (restored at the end).")
 @click.pass_context

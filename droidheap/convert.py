@@ -5,12 +5,12 @@ The one entry point is `convert_trace`, called by the CLI after the trace is pul
 """
 import dataclasses
 import pathlib
-from typing import List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from droidheap.errors import DroidheapError
 from droidheap.pprof import PprofFile, write_pprof
 from droidheap.report import ProcessSummary, format_summary, summarize
-from droidheap.symbolizer import Symbolizer, symbolize_dumps
+from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import write_symbolized_trace
@@ -32,10 +32,14 @@ class ConversionResult:
 
 
 def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
-                  search_dirs: Sequence[pathlib.Path] = ()) -> ConversionResult:
+                  search_dirs: Sequence[pathlib.Path] = (),
+                  fetch_files: Optional[Callable[[List[str]], Optional[pathlib.Path]]] = None
+                  ) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
-    the outputs into `out_dir` (created if needed). Raises DroidheapError when the trace cannot be
-    read at all; damage after the first good packet only adds warnings."""
+    the outputs into `out_dir` (created if needed). `fetch_files(device paths)`, when given, is
+    asked for the files found nowhere here (the device's, pulled) and returns a directory that
+    mirrors the device's paths. Raises DroidheapError when the trace cannot be read at all;
+    damage after the first good packet only adds warnings."""
     try:
         data = pathlib.Path(raw_trace).read_bytes()
     except OSError as e:
@@ -50,6 +54,14 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     warnings += dumps.warnings
 
     symbolizer = Symbolizer(search_dirs)
+    if fetch_files is not None:
+        missing = sorted({path for path, build_id in reached_modules(dumps)
+                          if symbolizer.find_elf(path, build_id) is None})
+        fetched = fetch_files(missing) if missing else None
+        if fetched is not None:
+            # Looked for again below, the device's copies first: what this probe said is moot.
+            symbolizer.warnings.clear()
+            symbolizer.search_dirs.insert(0, fetched)
     symbols = symbolize_dumps(dumps, symbolizer)
     warnings += symbolizer.warnings
     unresolved = sorted(m.path for m in symbols.modules.values() if m.elf is None)

@@ -301,8 +301,8 @@ class SymbolTable:
         return (SourceLine(frame.function_name or f"{name}+{frame.rel_pc:#x}"),)
 
 
-def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
-    """Symbolizes every rel_pc of every real mapping that the dumps' samples reach."""
+def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], set]:
+    """{(device path, build id): rel_pcs} of every real mapping that the dumps' samples reach."""
     wanted: Dict[Tuple[str, str], set] = {}
     for process_dumps in dumps.dumps.values():
         for dump in process_dumps:
@@ -311,5 +311,10 @@ def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
                     if not frame.mapping.is_pseudo and frame.mapping.path:
                         key = (frame.mapping.path, frame.mapping.build_id)
                         wanted.setdefault(key, set()).add(frame.rel_pc)
+    return wanted
+
+
+def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
+    """Symbolizes every rel_pc of every real mapping that the dumps' samples reach."""
     return SymbolTable({key: symbolizer.symbolize(key[0], key[1], pcs)
-                        for key, pcs in sorted(wanted.items())})
+                        for key, pcs in sorted(reached_modules(dumps).items())})

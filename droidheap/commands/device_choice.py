@@ -22,5 +22,5 @@ def open_device(obj) -> Device:
     from droidheap.device.adb import AdbDevice
     device = AdbDevice(serial=obj["serial"], mode=obj["mode"],
                        disable_selinux=obj["disable_selinux"])
-    click.echo(f"droidheap: {device.describe()}, {device.route.name} mode", err=True)
+    click.echo(f"droidheap: {device.describe()}, {device.mode} mode", err=True)
     return device

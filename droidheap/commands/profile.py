@@ -87,6 +87,9 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     device = open_device(obj)
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              block_client=not no_block_client, shmem_size=shmem_size, seed=seed)
+    if device.platform_profiler:
+        _run_platform(device, options, argv, name_list, pid_list, duration_ms, output)
+        return
     if argv:
         # Check the program before anything else, so a typo costs nothing.
         device.check_program(argv)
@@ -180,16 +183,40 @@ def _run_attached(session, pids, duration_ms):
     session.stop()
 
 
+def _run_platform(device, options, argv, names, pids, duration_ms, output):
+    from droidheap import platform_heapprofd as platform
+    if argv:
+        raise DroidheapError("--mode platform profiles running apps (-n/-p); the platform's "
+                             "heapprofd cannot start a program")
+    for name in names:
+        if not platform.check_profileable(device, name).verified:
+            _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "
+                  f"if it is not profileable the trace will hold no dump")
+    for lack in platform.LACKS:
+        _note(f"platform mode lacks {lack}")
+    out = _prepare_output(output)
+    with _sigterm_as_interrupt():
+        raw = platform.run_platform_session(device, options, names, pids, duration_ms, out,
+                                            note=_note)
+    _convert(raw, out, device)
+
+
 def _collect(session, out):
-    from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     try:
         raw = session.pull_trace(out)
-        result = convert_trace(raw, out)
+        _convert(raw, out, session.device)
     except DroidheapError as e:
         if session.failure:
             raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None
         raise
-    click.echo(result.summary_text)
-    click.echo(f"Wrote profiles to {out}")
     if session.failure:
         raise DroidheapError(f"{session.failure}; {out} holds what it had written before")
+
+
+def _convert(raw, out, device):
+    from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
+    # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
+    result = convert_trace(raw, out, fetch_files=lambda paths: device.fetch_files(
+        paths, out / "device-files"))
+    click.echo(result.summary_text)
+    click.echo(f"Wrote profiles to {out}")

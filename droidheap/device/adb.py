@@ -28,7 +28,7 @@ from droidheap.errors import DroidheapError
 _SHELL_TIMEOUT_S = 30.0
 _SU_TIMEOUT_S = 10.0
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
-MODES = ("auto", "root", "preload")
+MODES = ("auto", "root", "preload", "platform")
 _64_BIT_ABIS = ("arm64-v8a", "x86_64")
 
 
@@ -68,7 +68,12 @@ class AdbDevice(Device):
         self.abi = self.facts.abi
         self.is_64_bit = self.abi in _64_BIT_ABIS
         self.journal = DeviceJournal(self)
-        self.route = self._choose_route(mode, disable_selinux)
+        # The platform's own heapprofd, driven by the profile command (platform_heapprofd.py):
+        # no client, daemon or route of ours. Only files and the shell are used then.
+        self.platform_profiler = mode == "platform"
+        self.route = self._choose_route("preload" if self.platform_profiler else mode,
+                                        disable_selinux)
+        self.mode = "platform" if self.platform_profiler else self.route.name
         self.layout = DeviceLayout(bin_dir=PROFILER_DIR, lib_dir=PROFILER_DIR,
                                    socket_path=self.route.socket_path, trace_dir=TRACE_DIR,
                                    tmp_dir="/data/local/tmp")
@@ -214,6 +219,19 @@ class AdbDevice(Device):
 
     def pull(self, remote: str, local: pathlib.Path) -> None:
         self._sync.pull(remote, local)
+
+    def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
+            -> Optional[pathlib.Path]:
+        for remote in remotes:
+            if not remote.startswith("/") or "!" in remote:
+                continue  # not a plain file (a library inside an APK is found by its APK path)
+            local = local_dir / remote.lstrip("/")
+            try:
+                local.parent.mkdir(parents=True, exist_ok=True)
+                self.pull(remote, local)
+            except (DroidheapError, OSError):
+                continue  # unreadable to the shell user: that module stays unsymbolized
+        return local_dir
 
     def remove(self, remote: str) -> None:
         result = self.run(["rm", "-f", remote])

@@ -39,6 +39,9 @@ class DaemonProcess(abc.ABC):
 class Device(abc.ABC):
     abi: str
     layout: DeviceLayout
+    # True when the device's own profiler (Android's heapprofd, through perfetto) does the work
+    # instead of droidheapd: the profile command then drives it (platform_heapprofd.py).
+    platform_profiler = False
 
     @abc.abstractmethod
     def describe(self) -> str:
@@ -97,6 +100,12 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def pull(self, remote: str, local: pathlib.Path) -> None:
         ...
+
+    def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
+            -> Optional[pathlib.Path]:
+        """Copies what it can of `remotes` (ELF files to symbolize with) under `local_dir`, at their
+        device paths; returns `local_dir`, or None when the device's files are this machine's."""
+        return None
 
     @abc.abstractmethod
     def remove(self, remote: str) -> None:

@@ -3,8 +3,11 @@ dumpsys and simpleperf_app_runner are stand-ins (tests/adbd/bin) reading and wri
 /data/local/tmp/fake-android: the device commands in order, the config perfetto receives, the
 trace pulled, converted and removed, and the profileable check's answers."""
 import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 from typing import List
 
 import pytest
@@ -17,6 +20,8 @@ from droidheap.platform_heapprofd import check_profileable, run_platform_session
 from droidheap.session import ProfileOptions
 from unit.fixtures_dumpsys import package_dump
 from unit.fixtures_trace import two_process_trace
+
+from .conftest import ROOT
 
 FAKE_DIR = "/data/local/tmp/fake-android"
 APP = "com.example.app"
@@ -125,3 +130,21 @@ def test_check_profileable_refuses_a_non_profileable_app_on_a_user_build(device,
         check_profileable(device, APP)
     with pytest.raises(DroidheapError, match="com.example.absent is not an installed app"):
         check_profileable(device, "com.example.absent")
+
+
+def test_cli_platform_mode_profiles_an_app_and_writes_the_outputs(device, tmp_path):
+    device.put(tmp_path, f"dumpsys-package-{APP}", package_dump(14, APP, False).encode())
+    device.put(tmp_path, "app-types", f"{APP} profileable\n".encode())
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+    result = subprocess.run([sys.executable, "-m", "droidheap.cli", "-s", device.serial,
+                             "--mode", "platform", "-n", APP, "-d", "300", "-o", str(out)],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "platform mode" in result.stderr and "platform mode lacks" in result.stderr
+    assert "Wrote profiles to" in result.stdout
+    assert list(out.glob("heap_dump.*.pb.gz")) and (out / "symbolized-trace").is_file()
+    refused = subprocess.run([sys.executable, "-m", "droidheap.cli", "-s", device.serial,
+                              "--mode", "platform", "--", "/system/bin/sh"],
+                             capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert refused.returncode != 0 and "cannot start a program" in refused.stderr

@@ -93,6 +93,9 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     assert f"{device[1]} mode" in result.stderr
     assert "done" in result.stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    # The program is only on the device: pulled beside the outputs, it names the sites.
+    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert (out / "device-files" / DEVICE_PROGRAM.lstrip("/")).is_file()
     cli.assert_left_as_it_was()
 
 

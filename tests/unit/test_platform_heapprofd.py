@@ -110,14 +110,20 @@ def test_package_flags_match_the_whole_package_name():
     assert package_flags(missing_package_dump(APP), APP) is None
 
 
+
+def _facts(serial: str, sdk: int, build_type: str) -> DeviceFacts:
+    """A non-rooted arm64 phone's facts."""
+    return DeviceFacts(serial=serial, model="Pixel", abi="arm64-v8a", abilist=["arm64-v8a"],
+                       sdk=sdk, build_type=build_type, root=None, su_command="",
+                       selinux="Enforcing")
+
 class StubDevice:
     """Answers `dumpsys package` and `simpleperf_app_runner` as a phone of `sdk` would."""
 
     def __init__(self, sdk=34, build_type="user", dumpsys="",
                  app_type: Optional[ShellResult] = None):
         self.serial = "stub"
-        self.facts = DeviceFacts("stub", "Pixel", "arm64-v8a", ["arm64-v8a"], sdk, build_type,
-                                 None, "Enforcing")
+        self.facts = _facts("stub", sdk, build_type)
         self.answers = {"dumpsys": ShellResult(0, dumpsys, ""),
                         "simpleperf_app_runner": app_type or ShellResult(
                             127, "", "/system/bin/sh: simpleperf_app_runner: not found")}
@@ -206,8 +212,7 @@ class SimulatedDevice:
     def __init__(self, sdk=34, trace: bytes = b"", lives_for_polls: Optional[int] = None,
                  start: Optional[ShellResult] = None):
         self.serial = "sim"
-        self.facts = DeviceFacts("sim", "Pixel", "arm64-v8a", ["arm64-v8a"], sdk, "user", None,
-                                 "Enforcing")
+        self.facts = _facts("sim", sdk, "user")
         self.trace = trace
         self.lives_for_polls = lives_for_polls
         self.start = start or ShellResult(0, f"{PID}\n", "")
