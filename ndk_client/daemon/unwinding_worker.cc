@@ -217,8 +217,8 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                            : 0;
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
   UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
-  unwinder_.Unwind(record.regs, stack_top, memory, &client->maps, client->maps_fd, kMaxFrames,
-                   &unwound);
+  unwinder_.Unwind(*client->layout, record.regs, stack_top, memory, &client->maps,
+                   client->maps_fd, kMaxFrames, &unwound);
   if (unwound.maps_reloaded) ++client->map_reparses;
 
   std::vector<FrameInfo>& frames = frames_;  // innermost first while building

@@ -47,7 +47,7 @@ uint64_t ThreadStackTop() {
   CHECK(pthread_getattr_np(pthread_self(), &attr) == 0);
   CHECK(pthread_attr_getstack(&attr, &low, &size) == 0);
   pthread_attr_destroy(&attr);
-  return reinterpret_cast<uint64_t>(low) + size;
+  return reinterpret_cast<uintptr_t>(low) + size;
 }
 
 NOINLINE void CaptureHere(Capture* out) {
@@ -56,7 +56,8 @@ NOINLINE void CaptureHere(Capture* out) {
   uint64_t top = ThreadStackTop();
   uint64_t size = std::min<uint64_t>(top - sp, kMaxStackCopy);
   if (size < kMaxStackCopy) out->stack_top = top;
-  out->stack.assign(reinterpret_cast<const uint8_t*>(sp), reinterpret_cast<const uint8_t*>(sp) + size);
+  const uint8_t* stack = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(sp));
+  out->stack.assign(stack, stack + size);
   _Unwind_Backtrace(CollectIp, &out->reference);
   // Both start in this function; from its caller on they must agree. libgcc also reports the
   // outermost frame's undefined return address as a last frame at 0, which is no frame.
@@ -99,7 +100,8 @@ std::vector<uint64_t> UnwindCapture(DwarfUnwinder* unwinder, ProcessMaps* maps, 
                                     int mem_fd, const Capture& capture, UnwindError* error) {
   StackMemory memory(capture.regs[kRegSp], capture.stack.data(), capture.stack.size(), mem_fd);
   UnwindResult result;
-  unwinder->Unwind(capture.regs, capture.stack_top, memory, maps, maps_fd, 512, &result);
+  unwinder->Unwind(kNativeLayout, capture.regs, capture.stack_top, memory, maps, maps_fd, 512,
+                   &result);
   *error = result.error;
   // Drop the capturing frame, as the reference does.
   result.pcs.erase(result.pcs.begin());
