@@ -43,7 +43,8 @@ uint64_t NowUs() {
 }
 
 bool SendHello(int sock) {
-  ClientHello hello{kHelloMagic, kProtocolVersion, sizeof(ClientHello), getpid(), 0};
+  ClientHello hello{kHelloMagic,   kProtocolVersion, sizeof(ClientHello),
+                    getpid(),      0,                static_cast<uint32_t>(kNativeAbi), 0};
   int fds[2] = {open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
                 open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
   bool ok = false;
