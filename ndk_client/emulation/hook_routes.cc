@@ -3,8 +3,9 @@
 //     and either equals "all" or heapprofd.enable.<program name> is non-empty;
 //  2. at run time: signal 36 sent with sigqueue (SI_QUEUE) and value 0 installs an ephemeral hook;
 //     the next malloc restores the previous table, then starts a thread that loads the client.
-// The client is <device root>/system/lib64/heapprofd_client.so; its heapprofd_* entry points fill
-// the dispatch table that is swapped in once heapprofd_initialize succeeds.
+// The client is <device root>/system/lib64/heapprofd_client.so (lib/ in a 32-bit build, as on a
+// phone); its heapprofd_* entry points fill the dispatch table that is swapped in once
+// heapprofd_initialize succeeds.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +75,11 @@ void LoadClient() {
   const char* root = DeviceRoot();
   if (root == nullptr) return;
   char path[4096];
+#if defined(__LP64__)
   snprintf(path, sizeof(path), "%s/system/lib64/heapprofd_client.so", root);
+#else
+  snprintf(path, sizeof(path), "%s/system/lib/heapprofd_client.so", root);
+#endif
   if (g_client_handle == nullptr) {
     void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) return;
@@ -93,6 +98,10 @@ void LoadClient() {
                     Resolve(handle, "malloc_usable_size", &d.malloc_usable_size) &&
                     Resolve(handle, "memalign", &d.memalign) &&
                     Resolve(handle, "posix_memalign", &d.posix_memalign) &&
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+                    Resolve(handle, "pvalloc", &d.pvalloc) &&
+                    Resolve(handle, "valloc", &d.valloc) &&
+#endif
                     Resolve(handle, "realloc", &d.realloc) &&
                     Resolve(handle, "malloc_iterate", &d.malloc_iterate) &&
                     Resolve(handle, "malloc_disable", &d.malloc_disable) &&

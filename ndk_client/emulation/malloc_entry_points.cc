@@ -14,6 +14,8 @@ void __libc_free(void*);
 void* __libc_calloc(size_t, size_t);
 void* __libc_realloc(void*, size_t);
 void* __libc_memalign(size_t, size_t);
+void* __libc_valloc(size_t);
+void* __libc_pvalloc(size_t);
 }
 
 namespace droidheap {
@@ -60,7 +62,15 @@ droidheap_mallinfo LibcMallinfo() { return ::mallinfo(); }
 // Constant-initialised: ld.so and other libraries' constructors allocate before ours run.
 const MallocDispatch kLibcDispatch = {
     __libc_calloc,     __libc_free,       LibcMallinfo,      __libc_malloc, LibcMallocUsableSize,
-    __libc_memalign,   LibcPosixMemalign, __libc_realloc,    LibcMallocIterate,
+    __libc_memalign,   LibcPosixMemalign,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    __libc_pvalloc,
+#endif
+    __libc_realloc,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    __libc_valloc,
+#endif
+    LibcMallocIterate,
     LibcMallocDisable, LibcMallocEnable,  ::mallopt,         LibcAlignedAlloc, ::malloc_info,
 };
 
@@ -108,6 +118,17 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, siz
   return CurrentDispatch()->aligned_alloc(alignment, size);
 }
 
+// 32-bit bionic has slots for these two; 64-bit bionic does not have the functions at all, and
+// here they become memalign calls.
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+__attribute__((visibility("default"))) void* valloc(size_t size) {
+  return CurrentDispatch()->valloc(size);
+}
+
+__attribute__((visibility("default"))) void* pvalloc(size_t size) {
+  return CurrentDispatch()->pvalloc(size);
+}
+#else
 __attribute__((visibility("default"))) void* valloc(size_t size) {
   return CurrentDispatch()->memalign(static_cast<size_t>(getpagesize()), size);
 }
@@ -121,5 +142,6 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
   }
   return CurrentDispatch()->memalign(page, rounded & ~(page - 1));
 }
+#endif
 
 }  // extern "C"
