@@ -6,8 +6,9 @@
 
 // Thread-locals of the code loaded into the profiled process. glibc allocates a dlopened library's
 // dynamic TLS block with malloc, on first touch -- re-entering our own hooks -- so the static
-// (initial-exec) model is used there; bionic refuses that model in dlopened libraries and never
-// allocates TLS through malloc.
+// (initial-exec) model is used there; bionic refuses that model in dlopened libraries and its ELF
+// TLS (API 29 and later) never allocates through malloc. Below API 29 the NDK emulates TLS with
+// malloc: CMakeLists.txt refuses to build for it.
 #if defined(__BIONIC__)
 #define DROIDHEAP_TLS thread_local
 #else
