@@ -2,7 +2,11 @@
 stand-in NDK whose toolchain file sets ANDROID as the NDK's does but compiles with the host's g++,
 so that the tree configures, builds and installs under ANDROID (no emulation layer)."""
 import pathlib
+import platform
+import shutil
 import subprocess
+import sys
+import zipfile
 
 import pytest
 
@@ -109,3 +113,25 @@ def test_starts_afresh_a_build_tree_configured_with_another_ndk(fake_ndk, tmp_pa
     result = run("--dest", tmp_path / "bin", "--build", tmp_path / "build", fake_ndk, "x86_64")
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (build / "stale").exists()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="checks an x86_64 host's wheel")
+def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
+    """What a release relies on (README, "ABIs"): binaries left in droidheap/bin/<abi>/ go into the
+    wheel although git ignores them; for the host's ABI, CMake's own build is what ships."""
+    tree = tmp_path / "tree"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for name in files:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
+    for abi in ("armeabi-v7a", "x86_64"):
+        (tree / "droidheap" / "bin" / abi).mkdir(parents=True)
+        (tree / "droidheap" / "bin" / abi / "droidheapd").write_text(f"NDK {abi}\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(tmp_path / "wheel"), str(tree)], check=True, capture_output=True,
+                   timeout=900)
+    (wheel,) = (tmp_path / "wheel").glob("droidheap-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("droidheap/bin/armeabi-v7a/droidheapd") == b"NDK armeabi-v7a\n"
+        assert archive.read("droidheap/bin/x86_64/droidheapd").startswith(b"\x7fELF")
