@@ -1,12 +1,17 @@
 #include "client/register_capture.h"
 
 // Written in assembly so that the compiler cannot spill or reuse any of the captured registers.
+// Each architecture's body sits between the directives all of them share; TYPE is how its
+// assembler spells a function symbol.
+#define DROIDHEAP_CAPTURE_SYMBOL(TYPE)     \
+  ".text\n"                                \
+  ".globl DroidheapCaptureRegisters\n"     \
+  ".hidden DroidheapCaptureRegisters\n"    \
+  ".type DroidheapCaptureRegisters, " TYPE "\n"
+#define DROIDHEAP_CAPTURE_SIZE ".size DroidheapCaptureRegisters, .-DroidheapCaptureRegisters\n"
+
 #if defined(__x86_64__)
-asm(R"(
-  .text
-  .globl DroidheapCaptureRegisters
-  .hidden DroidheapCaptureRegisters
-  .type DroidheapCaptureRegisters, @function
+asm(DROIDHEAP_CAPTURE_SYMBOL("@function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
   movq %rbx, 3*8(%rdi)
@@ -21,14 +26,9 @@ DroidheapCaptureRegisters:
   movq %rax, 16*8(%rdi)
   ret
   .cfi_endproc
-  .size DroidheapCaptureRegisters, .-DroidheapCaptureRegisters
-)");
+)" DROIDHEAP_CAPTURE_SIZE);
 #elif defined(__aarch64__)
-asm(R"(
-  .text
-  .globl DroidheapCaptureRegisters
-  .hidden DroidheapCaptureRegisters
-  .type DroidheapCaptureRegisters, %function
+asm(DROIDHEAP_CAPTURE_SYMBOL("%function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
   stp x19, x20, [x0, #19*8]
@@ -42,16 +42,11 @@ DroidheapCaptureRegisters:
   str x30, [x0, #32*8]
   ret
   .cfi_endproc
-  .size DroidheapCaptureRegisters, .-DroidheapCaptureRegisters
-)");
+)" DROIDHEAP_CAPTURE_SIZE);
 #elif defined(__i386__)
 // cdecl: the argument is on the stack above the return address. Each 32-bit register goes into
 // the low half of its 64-bit slot, the high half is zeroed.
-asm(R"(
-  .text
-  .globl DroidheapCaptureRegisters
-  .hidden DroidheapCaptureRegisters
-  .type DroidheapCaptureRegisters, @function
+asm(DROIDHEAP_CAPTURE_SYMBOL("@function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
   movl 4(%esp), %eax
@@ -71,21 +66,16 @@ DroidheapCaptureRegisters:
   movl $0, 8*8+4(%eax)
   ret
   .cfi_endproc
-  .size DroidheapCaptureRegisters, .-DroidheapCaptureRegisters
-)");
+)" DROIDHEAP_CAPTURE_SIZE);
 #elif defined(__arm__)
 // AAPCS: r4..r11 are callee-saved, sp is unchanged by the call, lr holds the return address (bit 0
 // set when the caller is Thumb code; the unwinder clears it). Assembled as ARM code whatever the
 // caller's mode: the linker turns the caller's bl into blx. Not built or run here (no NDK): see
 // the README.
-asm(R"(
-  .text
+asm(DROIDHEAP_CAPTURE_SYMBOL("%function") R"(
   .syntax unified
   .arm
   .p2align 2
-  .globl DroidheapCaptureRegisters
-  .hidden DroidheapCaptureRegisters
-  .type DroidheapCaptureRegisters, %function
   .macro droidheap_save reg, slot
   str \reg, [r0, #\slot*8]
   str r1, [r0, #\slot*8+4]
@@ -106,9 +96,8 @@ DroidheapCaptureRegisters:
   droidheap_save lr, 15
   bx lr
   .cfi_endproc
-  .size DroidheapCaptureRegisters, .-DroidheapCaptureRegisters
   .purgem droidheap_save
-)");
+)" DROIDHEAP_CAPTURE_SIZE);
 #else
 #error "unsupported architecture"
 #endif

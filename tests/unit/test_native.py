@@ -57,7 +57,8 @@ def test_armeabi_v7a_register_capture_assembles(tmp_path):
         pytest.skip("llvm-mc or llvm-objdump is not installed (Debian: apt-get install llvm)")
     source = REGISTER_CAPTURE.read_text()
     arm = source[source.index("#elif defined(__arm__)"):]
-    assembly = arm[arm.index('asm(R"(') + len('asm(R"('):arm.index(')");')]
+    body = arm.index('R"(') + len('R"(')  # the shared .text/.globl/.type directives come before
+    assembly = arm[body:arm.index(')"', body)]
     (tmp_path / "capture.s").write_text(assembly)
     subprocess.run(["llvm-mc", "-triple=armv7a-linux-androideabi", "-filetype=obj",
                     str(tmp_path / "capture.s"), "-o", str(tmp_path / "capture.o")], check=True)
