@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "client/register_capture.h"
@@ -109,27 +110,23 @@ struct alignas(8) CaptureHeader {
 };
 static_assert(sizeof(CaptureHeader) == 32 + 8 * kMaxRegisters, "one layout in every build");
 
+// All `size` bytes through read() or write() (`transfer`), however a pipe splits them.
+template <typename Pointer, typename Transfer>
+bool TransferAll(int fd, Pointer data, size_t size, Transfer transfer) {
+  auto* p = reinterpret_cast<std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>,
+                                                const char*, char*>>(data);
+  while (size > 0) {
+    ssize_t n = transfer(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
 inline bool WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+  return TransferAll(fd, data, size, write);
 }
-
-inline bool ReadAll(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    ssize_t n = read(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
+inline bool ReadAll(int fd, void* data, size_t size) { return TransferAll(fd, data, size, read); }
 
 inline bool WriteCapture(int fd, const Capture& capture) {
   CaptureHeader header{};
