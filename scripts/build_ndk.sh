@@ -1,26 +1,80 @@
 #!/usr/bin/env bash
-# Builds droidheapd and heapprofd_client.so for Android with the NDK, for every ABI droidheap
-# supports on phones, into the installed droidheap package (or DEST).
-#   scripts/build_ndk.sh NDK_PATH [DEST] [MIN_API]
-# NDK_PATH is an unpacked Android NDK (r23 or newer). MIN_API defaults to 29 (Android 10, the
-# first release whose bionic loads heapprofd_client.so).
+# Builds droidheap's device binaries for Android with the NDK: heapprofd_client.so, droidheapd and
+# every other target ndk_client/ installs (cmake --install; the emulation layer is Linux-only and
+# left out under ANDROID), for each ABI given (default: all four), into DEST/<abi>/.
+#   scripts/build_ndk.sh [--dest DEST] [--build BUILD] NDK_DIR [ABI...]
+# NDK_DIR is an unpacked Android NDK (r23 or newer); ABI is arm64-v8a, armeabi-v7a, x86_64 or x86.
+# The build trees are BUILD/ndk-<abi> (default: build/ of this source tree).
+# DEST defaults to droidheap/bin of this source tree, the package data a release wheel ships
+# (README.md, "ABIs"). A DEST/<abi> holding the Linux emulator's binaries for that ABI is refused:
+# the two builds cannot share a directory.
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
-ndk=${1:?usage: scripts/build_ndk.sh NDK_PATH [DEST] [MIN_API]}
-toolchain="$ndk/build/cmake/android.toolchain.cmake"
-[ -f "$toolchain" ] || { echo "build_ndk.sh: no NDK at $ndk ($toolchain missing)" >&2; exit 1; }
-python=.venv/bin/python
-[ -x "$python" ] || python=python3
-dest=${2:-$("$python" -c 'import droidheap, os; print(os.path.join(os.path.dirname(droidheap.__file__), "bin"))')}
-api=${3:-29}
-for abi in arm64-v8a x86_64; do
-  build="build/ndk-$abi"
+# Paths on the command line are the caller's, relative to where the script was started.
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
+
+# API 29 (Android 10), not lower: the code loaded into apps keeps its per-thread state in
+# thread_local (common/platform.h), and below API 29 the NDK emulates thread_local with a malloc on
+# each thread's first use -- inside our own malloc hooks, which it would re-enter without end
+# (CMakeLists.txt refuses such a build). Nothing else needs more than API 23 (sigqueue; 64-bit file
+# offsets in 32-bit builds need 21), and memfd_create is called through syscall(), not bionic's
+# API 30 wrapper. 29 is also where bionic's own heapprofd hooks appear. Android 8-9 (API 26-28,
+# for the LD_PRELOAD route) would first need that state kept without emulated TLS.
+api=29
+all_abis=(arm64-v8a armeabi-v7a x86_64 x86)
+usage="usage: scripts/build_ndk.sh [--dest DEST] [--build BUILD] NDK_DIR [ABI...]"
+usage+="   (ABI: ${all_abis[*]})"
+
+die() { echo "build_ndk.sh: $*" >&2; exit 1; }
+
+dest=$PWD/droidheap/bin
+build_root=build
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dest|--build)
+      [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+      if [ "$1" = --dest ]; then dest=$(absolute "$2"); else build_root=$(absolute "$2"); fi
+      shift 2 ;;
+    --dest=*) dest=$(absolute "${1#--dest=}"); shift ;;
+    --build=*) build_root=$(absolute "${1#--build=}"); shift ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    -*) echo "$usage" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+ndk=$(absolute "$1")
+shift
+[ -d "$ndk" ] || die "no NDK at $ndk (not a directory)"
+toolchain=$ndk/build/cmake/android.toolchain.cmake
+[ -f "$toolchain" ] || die "no NDK at $ndk: $toolchain is missing"
+
+abis=("$@")
+[ ${#abis[@]} -gt 0 ] || abis=("${all_abis[@]}")
+for abi in "${abis[@]}"; do
+  [[ " ${all_abis[*]} " == *" $abi "* ]] || die "unknown ABI $abi (known: ${all_abis[*]})"
+  [ ! -e "$dest/$abi/libdroidheap_libc.so" ] ||
+    die "$dest/$abi holds the Linux emulator's binaries; pass --dest DIR for the NDK's"
+done
+
+for abi in "${abis[@]}"; do
+  build=$build_root/ndk-$abi
+  # CMake keeps the toolchain file a build tree was configured with: one configured with another
+  # NDK starts afresh.
+  if [ -f "$build/CMakeCache.txt" ] &&
+     ! grep -qx "CMAKE_TOOLCHAIN_FILE:[A-Z]*=$toolchain" "$build/CMakeCache.txt"; then
+    rm -rf "$build"
+  fi
+  # c++_static: droidheapd runs from /data/local/tmp, where no libc++_shared.so is. Thumb-2 for
+  # armeabi-v7a (the NDK's default, stated): the frame-pointer fallback follows r7, Thumb's.
   cmake -S ndk_client -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DANDROID_ABI="$abi" -DANDROID_PLATFORM="android-$api" \
-    -DDROIDHEAP_INSTALL_DIR="droidheap/bin/android-$abi" >/dev/null
+    -DANDROID_STL=c++_static -DANDROID_ARM_MODE=thumb >/dev/null
   cmake --build "$build" -j "$(nproc)"
+  rm -rf "$build/install"
   cmake --install "$build" --prefix "$build/install" >/dev/null
-  mkdir -p "$dest/android-$abi"
-  cp "$build/install/droidheap/bin/android-$abi"/* "$dest/android-$abi/"
-  echo "$abi: $dest/android-$abi"
+  mkdir -p "$dest/$abi"
+  cp "$build/install/droidheap/bin/$abi"/* "$dest/$abi/"
+  echo "$abi: $dest/$abi"
 done

@@ -1,22 +1,57 @@
-"""Shared fixtures: the native tree built once per test session (with its unit tests)."""
+"""Shared fixtures: the native tree built once per test session (with its unit tests), for the
+host and, on an x86_64 host, for 32-bit x86 with -m32."""
 import os
 import pathlib
+import platform
 import subprocess
+import tempfile
+from typing import Optional
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 
 
-@pytest.fixture(scope="session")
-def native_build() -> pathlib.Path:
-    """Configures and builds ndk_client/ with the native tests; returns the build directory."""
-    build = ROOT / "build" / "native-tests"
+def _build_native(build: pathlib.Path, *cmake_args: str) -> pathlib.Path:
+    """Configures and builds ndk_client/ with the native tests into `build`."""
     build.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build), "-DDROIDHEAP_BUILD_TESTS=ON",
-         "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+         "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *cmake_args],
         check=True, capture_output=True, text=True)
     subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)],
                    check=True, capture_output=True, text=True)
     return build
+
+
+def _why_no_m32() -> Optional[str]:
+    """Why this machine cannot build and run 32-bit x86 C++ programs; None when it can."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return f"32-bit x86 builds need an x86_64 host, not {platform.machine()}"
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = subprocess.run(["g++", "-m32", "-x", "c++", "-", "-o", os.path.join(tmp, "probe")],
+                               input="#include <atomic>\nint main() { return 0; }\n",
+                               capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "g++ -m32 cannot build (Debian: apt-get install g++-N-multilib for g++ N)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def native_build() -> pathlib.Path:
+    """The host's build of ndk_client/ with the native tests; returns the build directory."""
+    return _build_native(ROOT / "build" / "native-tests")
+
+
+@pytest.fixture(scope="session")
+def native_build_i386() -> pathlib.Path:
+    """The 32-bit x86 build (-m32) of ndk_client/ with the native tests. Skipped, saying why, when
+    this machine cannot build it (failed in CI, where CI is set)."""
+    reason = _why_no_m32()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return _build_native(ROOT / "build" / "native-tests-i386",
+                         f"-DCMAKE_TOOLCHAIN_FILE={I386_TOOLCHAIN}")

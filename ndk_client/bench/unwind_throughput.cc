@@ -113,7 +113,8 @@ struct DroidheapSide {
   size_t Unwind(const Sample& s, std::vector<uint64_t>* pcs) {
     droidheap::StackMemory memory(s.sp, s.stack.data(), s.stack.size(), mem_fd);
     droidheap::UnwindResult result;
-    unwinder.Unwind(s.regs, s.stack_top, memory, &maps, maps_fd, kMaxFrames, &result);
+    unwinder.Unwind(droidheap::kNativeLayout, s.regs, s.stack_top, memory, &maps, maps_fd,
+                    kMaxFrames, &result);
     if (pcs != nullptr) *pcs = result.pcs;
     return result.pcs.size();
   }

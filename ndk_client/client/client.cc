@@ -43,7 +43,8 @@ uint64_t NowUs() {
 }
 
 bool SendHello(int sock) {
-  ClientHello hello{kHelloMagic, kProtocolVersion, sizeof(ClientHello), getpid(), 0};
+  ClientHello hello{kHelloMagic,   kProtocolVersion, sizeof(ClientHello),
+                    getpid(),      0,                static_cast<uint32_t>(kNativeAbi), 0};
   int fds[2] = {open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
                 open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
   bool ok = false;
@@ -159,7 +160,7 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
       void* addr = nullptr;
       size_t size = 0;
       if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        t_stack_low = reinterpret_cast<uint64_t>(addr);
+        t_stack_low = reinterpret_cast<uintptr_t>(addr);
         t_stack_high = t_stack_low + size;
       }
       pthread_attr_destroy(&attr);
@@ -172,7 +173,7 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
   // A signal handler running on an alternate stack.
   stack_t alt;
   if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_ONSTACK)) {
-    uint64_t low = reinterpret_cast<uint64_t>(alt.ss_sp);
+    uint64_t low = reinterpret_cast<uintptr_t>(alt.ss_sp);
     if (sp >= low && sp < low + alt.ss_size) {
       *top = low + alt.ss_size;
       return true;
@@ -263,7 +264,8 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   record.stack_size = static_cast<uint32_t>(stack_size);
   memcpy(record.regs, regs, sizeof(regs));
   memcpy(r.body, &record, sizeof(record));
-  memcpy(r.body + sizeof(record), reinterpret_cast<const void*>(sp), stack_size);
+  memcpy(r.body + sizeof(record), reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
+         static_cast<size_t>(stack_size));
   Publish(r);
 #ifdef DROIDHEAP_REFERENCE_UNWIND
   DroidheapReferenceUnwind(pid_, sequence);  // test builds: client/reference_unwind.cc

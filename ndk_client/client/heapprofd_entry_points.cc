@@ -181,6 +181,21 @@ EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
   return p;
 }
 
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+// 32-bit bionic's two extra slots. The sample is the size asked for, as for memalign.
+EXPORT void* heapprofd_pvalloc(size_t size) {
+  void* p = g_previous->pvalloc(size);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+
+EXPORT void* heapprofd_valloc(size_t size) {
+  void* p = g_previous->valloc(size);
+  MaybeRecordAlloc(p, size);
+  return p;
+}
+#endif
+
 EXPORT size_t heapprofd_malloc_usable_size(const void* ptr) {
   return g_previous->malloc_usable_size(ptr);
 }

@@ -1,7 +1,8 @@
-// bionic's MallocDispatch table (LP64 field order), shared by the emulation layer (which owns the
-// table a process allocates through) and the client library (which receives the previous table in
+// bionic's MallocDispatch table, shared by the emulation layer (which owns the table a process
+// allocates through) and the client library (which receives the previous table in
 // heapprofd_initialize and exports one replacement function per slot). One definition for both, so
-// the layout cannot drift.
+// the layout cannot drift. 32-bit bionic (HAVE_DEPRECATED_MALLOC_FUNCS, set when !__LP64__) has
+// two more slots, pvalloc and valloc, and refuses a client that does not export them.
 #pragma once
 
 #include <stddef.h>
@@ -30,6 +31,11 @@ typedef void (*MallocMallocEnable)();
 typedef int (*MallocMallopt)(int, int);
 typedef void* (*MallocAlignedAlloc)(size_t, size_t);
 typedef int (*MallocMallocInfo)(int, FILE*);
+#if !defined(__LP64__)
+#define DROIDHEAP_DEPRECATED_MALLOC_SLOTS 1
+typedef void* (*MallocPvalloc)(size_t);
+typedef void* (*MallocValloc)(size_t);
+#endif
 
 struct MallocDispatch {
   MallocCalloc calloc;
@@ -39,7 +45,13 @@ struct MallocDispatch {
   MallocMallocUsableSize malloc_usable_size;
   MallocMemalign memalign;
   MallocPosixMemalign posix_memalign;
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+  MallocPvalloc pvalloc;
+#endif
   MallocRealloc realloc;
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+  MallocValloc valloc;
+#endif
   MallocIterate malloc_iterate;
   MallocMallocDisable malloc_disable;
   MallocMallocEnable malloc_enable;
@@ -47,6 +59,11 @@ struct MallocDispatch {
   MallocAlignedAlloc aligned_alloc;
   MallocMallocInfo malloc_info;
 } __attribute__((aligned(32)));
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+static_assert(offsetof(MallocDispatch, malloc_info) == 15 * sizeof(void*), "bionic's LP32 order");
+#else
+static_assert(offsetof(MallocDispatch, malloc_info) == 13 * sizeof(void*), "bionic's LP64 order");
+#endif
 
 // The client library's entry points, as bionic resolves them by name ("heapprofd_" + suffix).
 typedef bool (*HeapprofdInitialize)(const MallocDispatch*, bool* zygote_child, const char* options);

@@ -13,6 +13,7 @@
 #include "daemon/heap_tracker.h"
 #include "protocol/ring_buffer.h"
 #include "unwinder/process_maps.h"
+#include "unwinder/registers.h"
 
 namespace droidheap {
 
@@ -25,6 +26,8 @@ struct ClientConnection {
 
   int pid = 0;
   std::string cmdline;
+  // The ABI the process runs (its ClientHello's): how to read its records' registers and stack.
+  const RegisterLayout* layout = &kNativeLayout;
   int sock = -1;
   int maps_fd = -1;
   int mem_fd = -1;

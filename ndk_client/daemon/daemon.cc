@@ -59,10 +59,17 @@ std::string JoinArguments(const std::vector<std::string>& args) {
   return out;
 }
 
-// Receives the hello and the two fds; closes anything unexpected. False on a bad handshake.
+// Longer hellos than this are not believed.
+constexpr uint32_t kMaxHelloSize = 4096;
+
+// Receives the hello and the two fds; closes anything unexpected. False on a bad handshake. The
+// version 1 part comes first: it says how long the whole hello is, so that an older client's
+// shorter hello and a newer one's longer hello are both read exactly. Fields the client did not
+// send stay zero.
 bool ReceiveHello(int sock, ClientHello* hello, int* maps_fd, int* mem_fd) {
   *maps_fd = *mem_fd = -1;
-  iovec iov{hello, sizeof(*hello)};
+  memset(hello, 0, sizeof(*hello));
+  iovec iov{hello, kClientHelloV1Size};
   alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -80,9 +87,20 @@ bool ReceiveHello(int sock, ClientHello* hello, int* maps_fd, int* mem_fd) {
       fds.push_back(fd);
     }
   }
-  bool ok = n == static_cast<ssize_t>(sizeof(*hello)) && !(msg.msg_flags & MSG_CTRUNC) &&
+  bool ok = n == static_cast<ssize_t>(kClientHelloV1Size) && !(msg.msg_flags & MSG_CTRUNC) &&
             fds.size() == 2 && hello->magic == kHelloMagic &&
-            hello->version >= kMinProtocolVersion && hello->size >= sizeof(ClientHello);
+            hello->version >= kMinProtocolVersion && hello->size >= kClientHelloV1Size &&
+            hello->size <= kMaxHelloSize;
+  if (ok && hello->size > kClientHelloV1Size) {
+    // The rest: what this daemon knows of it into the struct, anything newer read and dropped.
+    char rest[kMaxHelloSize];
+    size_t want = hello->size - kClientHelloV1Size;
+    ok = recv(sock, rest, want, MSG_WAITALL) == static_cast<ssize_t>(want);
+    if (ok) {
+      memcpy(reinterpret_cast<char*>(hello) + kClientHelloV1Size, rest,
+             std::min(want, sizeof(*hello) - kClientHelloV1Size));
+    }
+  }
   if (ok) {
     *maps_fd = fds[0];
     *mem_fd = fds[1];
@@ -90,6 +108,14 @@ bool ReceiveHello(int sock, ClientHello* hello, int* maps_fd, int* mem_fd) {
     for (int fd : fds) close(fd);
   }
   return ok;
+}
+
+// The register layout of the client's records: the ABI its hello names (every ABI in registers.h
+// can be unwound here, whatever this daemon's own), the daemon's own for a version 1 hello;
+// nullptr for an ABI this build does not know.
+const RegisterLayout* ClientLayout(const ClientHello& hello) {
+  if (hello.size < offsetof(ClientHello, abi) + sizeof(hello.abi)) return &kNativeLayout;
+  return LayoutOf(static_cast<Abi>(hello.abi));
 }
 
 // The mem fd must be the connecting process's own /proc/<pid>/mem.
@@ -161,13 +187,20 @@ void Daemon::AcceptClient() {
   reply.magic = kReplyMagic;
   reply.version = kProtocolVersion;
   reply.size = sizeof(reply);
-  if (!ReceiveHello(sock, &hello, &client->maps_fd, &client->mem_fd) ||
-      getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
-      !IsMemOf(client->mem_fd, cred.pid)) {
+  const bool hello_ok = ReceiveHello(sock, &hello, &client->maps_fd, &client->mem_fd) &&
+                        getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 &&
+                        IsMemOf(client->mem_fd, cred.pid);
+  const RegisterLayout* layout = hello_ok ? ClientLayout(hello) : nullptr;
+  if (!hello_ok) {
     reply.status = kReplyBadHello;
   } else if (!matcher_.IsTarget(cred.pid)) {
     reply.status = kReplyNotATarget;
+  } else if (layout == nullptr) {
+    reply.status = kReplyUnsupportedAbi;
+    Log("pid=%d runs an ABI unknown to this droidheapd (%s): number %u", cred.pid,
+        kNativeLayout.name, hello.abi);
   } else {
+    client->layout = layout;
     client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
     if (!client->buffer) reply.status = kReplyDaemonBusy;
     // Read the maps now, while the client waits for this reply: a short-lived process may be gone
@@ -209,7 +242,12 @@ void Daemon::AcceptClient() {
   client->start_timestamp_ns = MonotonicCoarseNs();
   client->from_startup = std::find(signalled_pids_.begin(), signalled_pids_.end(), client->pid) ==
                          signalled_pids_.end();
-  Log("connected pid=%d cmdline=%s", client->pid, client->cmdline.c_str());
+  Log("connected pid=%d abi=%s cmdline=%s", client->pid, client->layout->name,
+      client->cmdline.c_str());
+  if (client->layout->has_ehabi) {
+    Log("pid=%d: %s stacks are unwound with DWARF CFI and frame pointers (r7) only; code "
+        "described by .ARM.exidx alone ends a stack early", client->pid, client->layout->name);
+  }
   ++clients_connected_;
   workers_[next_worker_++ % workers_.size()]->PostAddClient(std::move(client));
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 
 #include "daemon/daemon.h"
@@ -107,7 +108,10 @@ int main(int argc, char** argv) {
         config.max_stack_bytes = static_cast<uint32_t>(n);
         break;
       case kShmemSize:
-        if (!ParseNumber(optarg, 4096, uint64_t{1} << 32, &n) || (n & (n - 1)) != 0) {
+        // Mapped twice over (ring_buffer.h): a 32-bit daemon's address space caps it at 1 GiB.
+        if (!ParseNumber(optarg, 4096, std::min(uint64_t{1} << 32, uint64_t{SIZE_MAX / 4} + 1),
+                         &n) ||
+            (n & (n - 1)) != 0) {
           return Fail("--shmem-size (a power of two)", optarg);
         }
         config.shmem_size = n;

@@ -217,8 +217,8 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                            : 0;
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
   UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
-  unwinder_.Unwind(record.regs, stack_top, memory, &client->maps, client->maps_fd, kMaxFrames,
-                   &unwound);
+  unwinder_.Unwind(*client->layout, record.regs, stack_top, memory, &client->maps,
+                   client->maps_fd, kMaxFrames, &unwound);
   if (unwound.maps_reloaded) ++client->map_reparses;
 
   std::vector<FrameInfo>& frames = frames_;  // innermost first while building
@@ -246,7 +246,12 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
   }
   if (unwound.error != UnwindError::kNone) {
     ++client->unwinding_errors;
-    frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unwind error]")),
+    // Where the profile shows it: an armeabi-v7a stack that ran out of CFI and frame pointers most
+    // likely went through code only .ARM.exidx describes, which the unwinder does not read.
+    const char* name = client->layout->has_ehabi && unwound.error == UnwindError::kNoUnwindInfo
+                           ? "[droidheap: unwind error: .ARM.exidx not read]"
+                           : "[droidheap: unwind error]";
+    frames.push_back({client->tracker.InternMapping(PseudoMapping(name)),
                       static_cast<uint64_t>(unwound.error)});
   }
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);

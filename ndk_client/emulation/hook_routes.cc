@@ -2,8 +2,8 @@
 // init (this library's constructor) when the property heapprofd.enable is non-empty and either
 // equals "all" or heapprofd.enable.<program name> is non-empty; at run time through the profiling
 // signal (interposer/client_loader.h). The client is <device root>/system/lib64/
-// heapprofd_client.so, and it connects to <device root>/dev/socket/heapprofd, where bionic's
-// connects on a phone.
+// heapprofd_client.so (lib/ in a 32-bit build, as on a phone), and it connects to <device root>/
+// dev/socket/heapprofd, where bionic's connects on a phone.
 #include <stdio.h>
 #include <string.h>
 
@@ -29,7 +29,11 @@ __attribute__((constructor)) void InitEmulatedLibc() {
   const char* root = DeviceRoot();
   if (root == nullptr) return;
   char library[4096], socket[4096];
+#if defined(__LP64__)
   snprintf(library, sizeof(library), "%s/system/lib64/heapprofd_client.so", root);
+#else
+  snprintf(library, sizeof(library), "%s/system/lib/heapprofd_client.so", root);
+#endif
   snprintf(socket, sizeof(socket), "%s/dev/socket/heapprofd", root);
   if (!SetClientLocation(library, socket)) return;
   if (ProfilingEnabledAtStartup()) LoadClient();

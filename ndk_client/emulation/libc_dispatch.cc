@@ -13,6 +13,8 @@ void __libc_free(void*);
 void* __libc_calloc(size_t, size_t);
 void* __libc_realloc(void*, size_t);
 void* __libc_memalign(size_t, size_t);
+void* __libc_valloc(size_t);
+void* __libc_pvalloc(size_t);
 }
 
 namespace droidheap {
@@ -56,7 +58,15 @@ droidheap_mallinfo LibcMallinfo() { return ::mallinfo(); }
 
 const MallocDispatch kLibcDispatch = {
     __libc_calloc,     __libc_free,       LibcMallinfo,      __libc_malloc, LibcMallocUsableSize,
-    __libc_memalign,   LibcPosixMemalign, __libc_realloc,    LibcMallocIterate,
+    __libc_memalign,   LibcPosixMemalign,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    __libc_pvalloc,
+#endif
+    __libc_realloc,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    __libc_valloc,
+#endif
+    LibcMallocIterate,
     LibcMallocDisable, LibcMallocEnable,  ::mallopt,         LibcAlignedAlloc, ::malloc_info,
 };
 

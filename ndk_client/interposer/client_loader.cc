@@ -58,6 +58,9 @@ bool OpenClient() {
                   Resolve(handle, "malloc_usable_size", &d.malloc_usable_size) &&
                   Resolve(handle, "memalign", &d.memalign) &&
                   Resolve(handle, "posix_memalign", &d.posix_memalign) &&
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+                  Resolve(handle, "pvalloc", &d.pvalloc) && Resolve(handle, "valloc", &d.valloc) &&
+#endif
                   Resolve(handle, "realloc", &d.realloc) &&
                   Resolve(handle, "malloc_iterate", &d.malloc_iterate) &&
                   Resolve(handle, "malloc_disable", &d.malloc_disable) &&

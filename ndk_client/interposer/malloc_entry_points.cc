@@ -49,6 +49,17 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, siz
   return CurrentDispatch()->aligned_alloc(alignment, size);
 }
 
+// 32-bit bionic has slots for these two; 64-bit bionic does not have the functions at all, and
+// here they become memalign calls.
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+__attribute__((visibility("default"))) void* valloc(size_t size) {
+  return CurrentDispatch()->valloc(size);
+}
+
+__attribute__((visibility("default"))) void* pvalloc(size_t size) {
+  return CurrentDispatch()->pvalloc(size);
+}
+#else
 __attribute__((visibility("default"))) void* valloc(size_t size) {
   return CurrentDispatch()->memalign(static_cast<size_t>(getpagesize()), size);
 }
@@ -62,5 +73,7 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
   }
   return CurrentDispatch()->memalign(page, rounded & ~(page - 1));
 }
+
+#endif
 
 }  // extern "C"

@@ -40,6 +40,13 @@ MallocRealloc g_next_realloc;
 MallocMallocUsableSize g_next_usable_size;
 
 void* NextAlignedAlloc(size_t alignment, size_t size) { return g_next.memalign(alignment, size); }
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+void* NextValloc(size_t size) { return g_next.memalign(static_cast<size_t>(getpagesize()), size); }
+void* NextPvalloc(size_t size) {
+  size_t page = static_cast<size_t>(getpagesize());
+  return g_next.memalign(page, (size + page - 1) & ~(page - 1));
+}
+#endif
 
 // The arena: 16-byte header (the block's size), then the block.
 constexpr size_t kArenaSize = 64 * 1024;
@@ -114,6 +121,10 @@ const MallocDispatch* Next() {
     Find("malloc_usable_size", &g_next_usable_size, static_cast<MallocMallocUsableSize>(nullptr));
     Find("memalign", &d.memalign, static_cast<MallocMemalign>(nullptr));
     Find("posix_memalign", &d.posix_memalign, static_cast<MallocPosixMemalign>(nullptr));
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    Find("pvalloc", &d.pvalloc, NextPvalloc);
+    Find("valloc", &d.valloc, NextValloc);
+#endif
     Find("realloc", &g_next_realloc, static_cast<MallocRealloc>(nullptr));
     Find("malloc_iterate", &d.malloc_iterate, UnsupportedIterate);
     Find("malloc_disable", &d.malloc_disable, NoOp);
@@ -183,6 +194,17 @@ void* FirstAlignedAlloc(size_t alignment, size_t size) {
   const MallocDispatch* next = Next();
   return next ? next->aligned_alloc(alignment, size) : ArenaAlloc(size, alignment);
 }
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+void* FirstPvalloc(size_t size) {
+  const MallocDispatch* next = Next();
+  size_t page = static_cast<size_t>(getpagesize());
+  return next ? next->pvalloc(size) : ArenaAlloc((size + page - 1) & ~(page - 1), page);
+}
+void* FirstValloc(size_t size) {
+  const MallocDispatch* next = Next();
+  return next ? next->valloc(size) : ArenaAlloc(size, static_cast<size_t>(getpagesize()));
+}
+#endif
 size_t FirstUsableSize(const void* p) {
   if (InArena(p)) return ArenaBlockSize(p);
   return Next()->malloc_usable_size(p);
@@ -204,9 +226,17 @@ int FirstMallocInfo(int options, FILE* fp) {
 
 // Constant-initialised, so it is in force before any code of ours has run.
 const MallocDispatch kFirstUseDispatch = {
-    FirstCalloc,  FirstFree,          FirstMallinfo, FirstMalloc,  FirstUsableSize,
-    FirstMemalign, FirstPosixMemalign, FirstRealloc, FirstIterate, FirstDisable,
-    FirstEnable,  FirstMallopt,       FirstAlignedAlloc, FirstMallocInfo,
+    FirstCalloc,   FirstFree,          FirstMallinfo, FirstMalloc, FirstUsableSize,
+    FirstMemalign, FirstPosixMemalign,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    FirstPvalloc,
+#endif
+    FirstRealloc,
+#if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
+    FirstValloc,
+#endif
+    FirstIterate,  FirstDisable,       FirstEnable,   FirstMallopt, FirstAlignedAlloc,
+    FirstMallocInfo,
 };
 
 }  // namespace

@@ -111,6 +111,8 @@ SharedRingBuffer* SharedRingBuffer::Attach(int fd, uint64_t expected_total_size)
       expected_total_size <= page_size || !IsPowerOfTwo(expected_total_size - page_size)) {
     return nullptr;
   }
+  // A 64-bit daemon may offer more than a 32-bit process can map twice over.
+  if (expected_total_size - page_size > (SIZE_MAX - page_size) / 2) return nullptr;
   // Without these seals the daemon's mapping could be truncated under it (SIGBUS).
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals) return nullptr;

@@ -28,7 +28,11 @@ namespace droidheap {
 // 2: the metadata's fields grouped by writer, one cache line each; records_written dropped.
 constexpr uint32_t kRingBufferVersion = 2;
 
-struct RecordHeader {
+// Shared between a 32-bit client and a 64-bit daemon too: one layout on every ABI, as in
+// wire_protocol.h (alignas(8) and the offsetof checks; wire_layout_test compares builds). The
+// 64-bit atomics must be lock-free on both sides (i386: cmpxchg8b; armeabi-v7a: ldrexd/strexd), or
+// the two processes would each take a lock of their own.
+struct alignas(8) RecordHeader {
   std::atomic<uint32_t> size;  // 0 = not yet committed; else total record bytes incl. header
   uint32_t type;               // RecordType
 };
@@ -43,7 +47,7 @@ enum ClientStopReason : uint32_t {
 
 // Fields are grouped by who writes them, a cache line per group: the reader advancing read_pos
 // for every record must not keep taking the writers' line away from them, and back.
-struct RingBufferMetadata {
+struct alignas(64) RingBufferMetadata {
   // Set once by the daemon.
   uint32_t version;
   uint32_t reserved;
@@ -64,6 +68,16 @@ struct RingBufferMetadata {
   alignas(64) std::atomic<uint32_t> reader_sleeping;
 };
 static_assert(sizeof(RingBufferMetadata) == 4 * 64, "shared layout");
+static_assert(offsetof(RingBufferMetadata, data_size) == 8 &&
+                  offsetof(RingBufferMetadata, lock) == 64 &&
+                  offsetof(RingBufferMetadata, stop_reason) == 68 &&
+                  offsetof(RingBufferMetadata, write_pos) == 72 &&
+                  offsetof(RingBufferMetadata, cached_read_pos) == 80 &&
+                  offsetof(RingBufferMetadata, records_dropped) == 88 &&
+                  offsetof(RingBufferMetadata, blocked_us) == 96 &&
+                  offsetof(RingBufferMetadata, read_pos) == 128 &&
+                  offsetof(RingBufferMetadata, reader_sleeping) == 192,
+              "shared layout");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
 

@@ -9,6 +9,14 @@
 // bodies below follow. All structs are fixed-size, little-endian as the machine, and only ever
 // grow at the end: a reader accepts any `size` >= the size of the version it knows and ignores the
 // rest, so an older client keeps working with a newer daemon.
+//
+// 32- and 64-bit processes talk to each other (a 32-bit app to a 64-bit daemon on a phone), so
+// every struct has one layout on every ABI: only fixed-width fields, each 8-byte field at an
+// offset that is a multiple of 8, no padding, and alignas(8) so that i386 (which aligns uint64_t
+// to 4 inside structs) agrees too. The offsetof checks below hold in every build, and
+// wire_layout_test prints the layouts so that the tests compare a 32-bit build's with a 64-bit
+// one's. Pointers and sizes from the client travel as uint64_t; a 32-bit client's registers sit
+// zero-extended in AllocRecord::regs, numbered for the ABI its ClientHello names.
 #pragma once
 
 #include <stddef.h>
@@ -20,26 +28,36 @@ namespace droidheap {
 
 constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
 constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
-constexpr uint32_t kProtocolVersion = 1;
+// 2: ClientHello::abi.
+constexpr uint32_t kProtocolVersion = 2;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
 // AllocRecord::regs is indexed by DWARF register number: unwinder/registers.h.
 
-struct ClientHello {
+struct alignas(8) ClientHello {
   uint32_t magic;
   uint32_t version;
   uint32_t size;  // sizeof(ClientHello) as the client knows it
   int32_t pid;
   uint64_t flags;  // reserved, 0
+  // Version 2. The ABI the process runs (registers.h's Abi): the register layout of its
+  // AllocRecords and the word size of its stacks. A version 1 hello stops before it; its process
+  // runs the daemon's own ABI.
+  uint32_t abi;
+  uint32_t reserved;
 };
-static_assert(sizeof(ClientHello) == 24, "wire layout");
+constexpr uint32_t kClientHelloV1Size = 24;
+static_assert(sizeof(ClientHello) == 32, "wire layout");
+static_assert(offsetof(ClientHello, flags) == 16 && offsetof(ClientHello, abi) == 24,
+              "wire layout");
 
 enum ReplyStatus : uint32_t {
   kReplyAccepted = 0,
   kReplyNotATarget = 1,
   kReplyBadHello = 2,
   kReplyDaemonBusy = 3,
+  kReplyUnsupportedAbi = 4,  // the hello names an ABI this daemon cannot unwind
 };
 
 enum ClientFlags : uint32_t {
@@ -47,7 +65,7 @@ enum ClientFlags : uint32_t {
   kFlagBlockClient = 1u << 0,
 };
 
-struct DaemonReply {
+struct alignas(8) DaemonReply {
   uint32_t magic;
   uint32_t version;
   uint32_t size;
@@ -61,13 +79,18 @@ struct DaemonReply {
   uint64_t random_seed;  // sampler seed; 0 = seed from the clock (tests pin it)
 };
 static_assert(sizeof(DaemonReply) == 56, "wire layout");
+static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
+                  offsetof(DaemonReply, max_stack_bytes) == 24 &&
+                  offsetof(DaemonReply, shmem_size) == 40 &&
+                  offsetof(DaemonReply, random_seed) == 48,
+              "wire layout");
 
 enum RecordType : uint32_t {
   kRecordAlloc = 1,
   kRecordFree = 2,
 };
 
-struct AllocRecord {
+struct alignas(8) AllocRecord {
   uint64_t sequence;     // taken after the real allocation returned
   uint64_t address;
   uint64_t sample_size;  // bytes this sample stands for (see sampler.h)
@@ -79,8 +102,11 @@ struct AllocRecord {
   // uint8_t stack[stack_size] follows.
 };
 static_assert(sizeof(AllocRecord) == 48 + 8 * kMaxRegisters, "wire layout");
+static_assert(offsetof(AllocRecord, stack_pointer) == 32 && offsetof(AllocRecord, tid) == 40 &&
+                  offsetof(AllocRecord, regs) == 48,
+              "wire layout");
 
-struct FreeRecord {
+struct alignas(8) FreeRecord {
   uint64_t sequence;  // taken before the real free
   uint64_t address;
 };

@@ -1,6 +1,7 @@
 // CfiTable over the test binary's own .eh_frame and .eh_frame_hdr, as the compiler and linker
 // wrote them: rows of known functions match the ABI's prologue conventions, the hdr table's
-// binary search agrees with a plain scan, and (x86_64) the PLT's CFA expression evaluates.
+// binary search agrees with a plain scan, and (x86_64, x86) the PLT's CFA expression evaluates.
+// Built for each ABI the tests build: a 32-bit build reads a 32-bit ELF file.
 #include <elf.h>
 #include <link.h>
 #include <stdio.h>
@@ -17,6 +18,12 @@ using droidheap::CfiRow;
 using droidheap::CfiSectionView;
 using droidheap::CfiTable;
 using droidheap::RuleKind;
+
+// This binary's ELF structures (link.h's ElfW: Elf32_* or Elf64_*).
+using Ehdr = ElfW(Ehdr);
+using Shdr = ElfW(Shdr);
+using Sym = ElfW(Sym);
+constexpr unsigned char kElfClass = sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32;
 
 // Functions whose CFI is checked (extern "C": found by name in the symbol table).
 extern "C" __attribute__((noinline)) int CfiSampleLeaf(int x) {
@@ -48,6 +55,7 @@ bool Rule(const CfiRow& row, int reg, RuleKind kind, int64_t value = 0) {
 // Registers for the PLT expression; no memory.
 struct RegisterContext : droidheap::ExpressionContext {
   uint64_t regs[droidheap::kMaxRegisters] = {};
+  uint32_t AddressSize() const override { return sizeof(void*); }
   bool ReadRegister(uint32_t reg, uint64_t* value) const override {
     if (reg >= droidheap::kMaxRegisters) return false;
     *value = regs[reg];
@@ -60,7 +68,7 @@ struct SelfElf {
   std::vector<uint8_t> file;
   CfiSectionView eh_frame, eh_frame_hdr, debug_frame;
   uint64_t plt_vaddr = 0, plt_size = 0;
-  std::vector<Elf64_Sym> functions;
+  std::vector<Sym> functions;
   std::vector<std::string> names;
 };
 
@@ -75,25 +83,26 @@ bool LoadSelf(SelfElf* self) {
   }
   fclose(f);
   const std::vector<uint8_t>& file = self->file;
-  Elf64_Ehdr ehdr;
+  Ehdr ehdr;
   if (file.size() < sizeof(ehdr)) return false;
   memcpy(&ehdr, file.data(), sizeof(ehdr));
-  if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
-      ehdr.e_shentsize != sizeof(Elf64_Shdr) ||
-      ehdr.e_shoff + uint64_t{ehdr.e_shnum} * sizeof(Elf64_Shdr) > file.size() ||
+  if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != kElfClass ||
+      ehdr.e_shentsize != sizeof(Shdr) ||
+      ehdr.e_shoff + uint64_t{ehdr.e_shnum} * sizeof(Shdr) > file.size() ||
       ehdr.e_shstrndx >= ehdr.e_shnum) {
     return false;
   }
-  std::vector<Elf64_Shdr> sections(ehdr.e_shnum);
-  memcpy(sections.data(), file.data() + ehdr.e_shoff, sections.size() * sizeof(Elf64_Shdr));
-  for (const Elf64_Shdr& sh : sections) {
+  std::vector<Shdr> sections(ehdr.e_shnum);
+  memcpy(sections.data(), file.data() + ehdr.e_shoff, sections.size() * sizeof(Shdr));
+  for (const Shdr& sh : sections) {
     if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > file.size()) return false;
   }
   auto chars = [&](uint64_t offset) { return reinterpret_cast<const char*>(file.data() + offset); };
   const char* names = chars(sections[ehdr.e_shstrndx].sh_offset);
-  for (const Elf64_Shdr& sh : sections) {
+  for (const Shdr& sh : sections) {
     std::string name = names + sh.sh_name;
-    CfiSectionView view{file.data() + sh.sh_offset, sh.sh_size, sh.sh_addr};
+    CfiSectionView view{file.data() + sh.sh_offset, static_cast<size_t>(sh.sh_size), sh.sh_addr,
+                        sizeof(void*)};
     if (name == ".eh_frame") self->eh_frame = view;
     if (name == ".eh_frame_hdr") self->eh_frame_hdr = view;
     if (name == ".debug_frame") self->debug_frame = view;
@@ -103,10 +112,11 @@ bool LoadSelf(SelfElf* self) {
     }
     if (sh.sh_type == SHT_SYMTAB && sh.sh_link < sections.size()) {
       const char* strings = chars(sections[sh.sh_link].sh_offset);
-      for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= sh.sh_size; off += sizeof(Elf64_Sym)) {
-        Elf64_Sym sym;
+      for (uint64_t off = 0; off + sizeof(Sym) <= sh.sh_size; off += sizeof(Sym)) {
+        Sym sym;
         memcpy(&sym, file.data() + sh.sh_offset + off, sizeof(sym));
-        if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_size > 0 && sym.st_value != 0) {
+        // The type is the low nibble of st_info in both classes.
+        if ((sym.st_info & 0xf) == STT_FUNC && sym.st_size > 0 && sym.st_value != 0) {
           self->functions.push_back(sym);
           self->names.push_back(strings + sym.st_name);
         }
@@ -146,6 +156,7 @@ bool SameRow(const CfiRow& a, const CfiRow& b) {
 void TestOwnEhFrame() {
   using droidheap::kRegFp;
   using droidheap::kRegSp;
+  [[maybe_unused]] constexpr int64_t kWord = sizeof(void*);
   SelfElf self;
   CHECK(LoadSelf(&self));
   CHECK(self.eh_frame.size > 0 && self.eh_frame_hdr.size > 0);
@@ -167,8 +178,8 @@ void TestOwnEhFrame() {
     CHECK(size > 0);
     CfiRow r = Row(table, entry);
     CHECK(r.pc_begin == entry && !r.signal_frame && !r.cfa.is_expression);
-#if defined(__x86_64__)
-    CHECK(Cfa(r, kRegSp, 8) && r.return_address_register == 16);
+#if defined(__x86_64__) || defined(__i386__)
+    CHECK(Cfa(r, kRegSp, kWord) && r.return_address_register == droidheap::kRegPc);
 #else
     CHECK(Cfa(r, kRegSp, 0) && r.return_address_register == 30);
     CHECK(r.regs[30].kind == RuleKind::kUnspecified || r.regs[30].kind == RuleKind::kSameValue);
@@ -182,9 +193,11 @@ void TestOwnEhFrame() {
       CHECK(SameRow(r, Row(scanned, pc)));
       CHECK(!r.cfa.is_expression && (r.cfa.reg == kRegSp || r.cfa.reg == kRegFp));
       CHECK(r.cfa.offset >= 0);
-#if defined(__x86_64__)
-      CHECK(Rule(r, 16, RuleKind::kOffset, -8));
-      if (Cfa(r, kRegFp, 16) && Rule(r, kRegFp, RuleKind::kOffset, -16)) saw_frame_record = true;
+#if defined(__x86_64__) || defined(__i386__)
+      CHECK(Rule(r, droidheap::kRegPc, RuleKind::kOffset, -kWord));
+      if (Cfa(r, kRegFp, 2 * kWord) && Rule(r, kRegFp, RuleKind::kOffset, -2 * kWord)) {
+        saw_frame_record = true;
+      }
 #else
       // stp x29, x30, [sp, #-n]!: the frame record at the bottom of the frame.
       if (r.regs[29].kind == RuleKind::kOffset &&
@@ -199,7 +212,7 @@ void TestOwnEhFrame() {
   }
   // Everything with a symbol: the hdr table and the scan agree, and nearly all is covered.
   size_t covered = 0;
-  for (const Elf64_Sym& fn : self.functions) {
+  for (const Sym& fn : self.functions) {
     CfiRow a, b;
     bool found = table.FindRow(fn.st_value + fn.st_size / 2, &a);
     CHECK(found == scanned.FindRow(fn.st_value + fn.st_size / 2, &b));
@@ -208,19 +221,19 @@ void TestOwnEhFrame() {
   }
   CHECK(covered * 10 >= self.functions.size() * 9);
   printf("own .eh_frame: %zu of %zu functions covered\n", covered, self.functions.size());
-#if defined(__x86_64__)
-  // The linker's CFI for lazy-binding PLT entries: CFA = rsp + 8, or + 16 once the entry has
-  // pushed its relocation index (offset 11 on).
+#if defined(__x86_64__) || defined(__i386__)
+  // The linker's CFI for lazy-binding PLT entries: CFA = sp + one word, or + two once the entry
+  // has pushed its relocation index (offset 11 on).
   CfiRow plt;
   if (self.plt_size >= 32 && table.FindRow(self.plt_vaddr + 16, &plt) && plt.cfa.is_expression) {
     RegisterContext context;
-    context.regs[7] = 0x7000;
+    context.regs[kRegSp] = 0x7000;
     uint64_t cfa;
     for (uint64_t offset : {0, 6, 11, 15}) {
-      context.regs[16] = self.plt_vaddr + 16 + offset;
+      context.regs[droidheap::kRegPc] = self.plt_vaddr + 16 + offset;
       CHECK(droidheap::EvaluateExpression(plt.cfa.expression, plt.cfa.expression_size, context,
                                           false, 0, &cfa));
-      CHECK(cfa == (offset >= 11 ? 0x7010u : 0x7008u));
+      CHECK(cfa == 0x7000u + (offset >= 11 ? 2 : 1) * kWord);
     }
     printf("own .plt: CFA expression checked\n");
   }
@@ -230,6 +243,11 @@ void TestOwnEhFrame() {
 }  // namespace
 
 int main() {
+#if defined(__arm__)
+  // armeabi-v7a code is described by .ARM.exidx; its .eh_frame, when there is one, is not this.
+  printf("dwarf_cfi_own_binary_test: skipped on armeabi-v7a\n");
+  return 0;
+#endif
   TestOwnEhFrame();
   printf("dwarf_cfi_own_binary_test: ok\n");
   return 0;

@@ -1,6 +1,7 @@
 // EvaluateExpression: arithmetic and stack operations, branches and loops, register and memory
-// reads through the context, the x86_64 PLT's CFA expression, and the failures that must come
-// back as false (underflow, overflow, unknown or location operations, runaway loops).
+// reads through the context, the x86_64 and x86 PLTs' CFA expressions, a 32-bit target's generic
+// type, and the failures that must come back as false (underflow, overflow, unknown or location
+// operations, runaway loops).
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@ using droidheap::EvaluateExpression;
 namespace {
 
 struct FakeContext : droidheap::ExpressionContext {
+  uint32_t address_size = 8;
   uint64_t regs[droidheap::kMaxRegisters] = {};
+  uint32_t AddressSize() const override { return address_size; }
   std::map<uint64_t, uint64_t> memory;
   bool ReadRegister(uint32_t reg, uint64_t* value) const override {
     if (reg >= droidheap::kMaxRegisters) return false;
@@ -157,6 +160,37 @@ void TestPltExpression() {
   }
 }
 
+// A 32-bit target (x86, armeabi-v7a, read by a 64-bit daemon): the generic type is 32 bits wide,
+// values wrap and compare as 32-bit numbers, DW_OP_addr has 4 bytes.
+void TestAddressSize4() {
+  FakeContext context;
+  context.address_size = 4;
+  CHECK(Value({0x03, 0x78, 0x56, 0x34, 0x12}, context) == 0x12345678);   // DW_OP_addr
+  CHECK(Value({kLit0, kLit0 + 1, 0x1c}, context) == 0xffffffffu);        // 0 - 1 wraps
+  CHECK(Value(Expr({0x11}).sleb(-1), context) == 0xffffffffu);          // consts -1
+  CHECK(Value(Expr({0x11}).sleb(-1).op({kLit0 + 1, 0x2d}), context) == 1);  // -1 < 1
+  CHECK(Value(Expr({0x10}).uleb(0xffffffff).op({kLit0 + 1, 0x2b}), context) == 0);  // -1 > 1
+  CHECK(Value(Expr({0x10}).uleb(0x80000000).op({kLit0 + 4, 0x26}), context) == 0xf8000000u);
+  CHECK(Value(Expr({0x10}).uleb(0x80000000).op({kLit0 + 1, 0x24}), context) == 0);  // shl out
+  CHECK(Value(Expr({0x10}).uleb(0xfffffff0).op({0x23, 0x20}), context) == 0x10);  // plus_uconst
+  CHECK(Value(Expr({0x11}).sleb(-5).op({0x19}), context) == 5);                // abs
+  context.memory[0x1000] = 0x11223344;
+  context.regs[4] = 0x1000;
+  CHECK(Value(Expr({kBreg0 + 4}).sleb(0).op({0x94, 4}), context) == 0x11223344);
+  CHECK(Fails(Expr({kBreg0 + 4}).sleb(0).op({0x94, 8}), context));  // wider than a word
+  // ld's CFI for x86 lazy PLT entries: CFA = esp + 4, + 4 more from offset 11, here with esp in
+  // the upper half of the address space.
+  const Expr plt = {kBreg0 + 4, 4, kBreg0 + 8, 0, kLit0 + 15, 0x1a, kLit0 + 11, 0x2a,
+                    kLit0 + 2, 0x24, 0x22};
+  context.regs[4] = 0xfffc0000u;
+  for (uint64_t offset = 0; offset < 16; ++offset) {
+    context.regs[8] = 0x8049020 + offset;
+    CHECK(Value(plt, context) == (offset >= 11 ? 0xfffc0008u : 0xfffc0004u));
+  }
+  context.address_size = 2;  // no such target
+  CHECK(Fails({kLit0}, context));
+}
+
 void TestFailures() {
   uint64_t out;
   CHECK(!EvaluateExpression(nullptr, 0, kNoContext, false, 0, &out));  // empty: nothing on top
@@ -186,6 +220,7 @@ int main() {
   TestComparisonsAndBranches();
   TestRegistersAndMemory();
   TestPltExpression();
+  TestAddressSize4();
   TestFailures();
   printf("dwarf_expression_test: ok\n");
   return 0;

@@ -6,100 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <unwind.h>
 
-#include <algorithm>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "client/register_capture.h"
+#include "tests/stack_capture.h"
 #include "tests/test_util.h"
 #include "unwinder/dwarf_unwinder.h"
 
 using namespace droidheap;
+using namespace droidheap::stack_capture;
 
 namespace {
-
-#define NOINLINE __attribute__((noinline))
-// The code under test is what Android and distributions ship: no frame pointers.
-#define NO_FRAME_POINTER __attribute__((optimize("omit-frame-pointer")))
-
-constexpr size_t kMaxStackCopy = 64 * 1024;
-
-struct Capture {
-  uint64_t regs[kMaxRegisters] = {};
-  std::vector<uint8_t> stack;
-  uint64_t stack_top = 0;  // set when the copy reached the top of the thread's stack
-  std::vector<uint64_t> reference;  // libgcc's return addresses, from the capturing frame's caller
-};
-
-_Unwind_Reason_Code CollectIp(struct _Unwind_Context* context, void* arg) {
-  auto* ips = static_cast<std::vector<uint64_t>*>(arg);
-  ips->push_back(_Unwind_GetIP(context));
-  return _URC_NO_REASON;
-}
-
-uint64_t ThreadStackTop() {
-  pthread_attr_t attr;
-  void* low = nullptr;
-  size_t size = 0;
-  CHECK(pthread_getattr_np(pthread_self(), &attr) == 0);
-  CHECK(pthread_attr_getstack(&attr, &low, &size) == 0);
-  pthread_attr_destroy(&attr);
-  return reinterpret_cast<uint64_t>(low) + size;
-}
-
-NOINLINE void CaptureHere(Capture* out) {
-  DroidheapCaptureRegisters(out->regs);
-  uint64_t sp = out->regs[kRegSp];
-  uint64_t top = ThreadStackTop();
-  uint64_t size = std::min<uint64_t>(top - sp, kMaxStackCopy);
-  if (size < kMaxStackCopy) out->stack_top = top;
-  out->stack.assign(reinterpret_cast<const uint8_t*>(sp), reinterpret_cast<const uint8_t*>(sp) + size);
-  _Unwind_Backtrace(CollectIp, &out->reference);
-  // Both start in this function; from its caller on they must agree. libgcc also reports the
-  // outermost frame's undefined return address as a last frame at 0, which is no frame.
-  out->reference.erase(out->reference.begin());
-  while (!out->reference.empty() && out->reference.back() == 0) out->reference.pop_back();
-}
-
-NOINLINE NO_FRAME_POINTER int Recurse(int depth, Capture* out) {
-  if (depth == 0) {
-    CaptureHere(out);
-    return 0;
-  }
-  volatile int keep = depth;  // a frame of its own, and no tail call
-  return Recurse(depth - 1, out) + keep;
-}
-
-NOINLINE NO_FRAME_POINTER int CompareAndCapture(const void* a, const void* b);
-Capture* g_qsort_capture = nullptr;
-int CompareAndCapture(const void* a, const void* b) {
-  if (g_qsort_capture != nullptr) {
-    Recurse(3, g_qsort_capture);
-    g_qsort_capture = nullptr;
-  }
-  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
-}
-
-NOINLINE NO_FRAME_POINTER void ThroughQsort(Capture* out) {
-  int values[] = {5, 3, 9, 1, 7};
-  g_qsort_capture = out;
-  qsort(values, 5, sizeof(int), CompareAndCapture);
-}
-
-NOINLINE NO_FRAME_POINTER void ThroughStdFunction(Capture* out) {
-  std::function<void()> call = [out] { Recurse(5, out); };
-  std::vector<std::function<void()>> calls(3, call);
-  std::for_each(calls.begin(), calls.begin() + 1, [](const std::function<void()>& f) { f(); });
-}
 
 std::vector<uint64_t> UnwindCapture(DwarfUnwinder* unwinder, ProcessMaps* maps, int maps_fd,
                                     int mem_fd, const Capture& capture, UnwindError* error) {
   StackMemory memory(capture.regs[kRegSp], capture.stack.data(), capture.stack.size(), mem_fd);
   UnwindResult result;
-  unwinder->Unwind(capture.regs, capture.stack_top, memory, maps, maps_fd, 512, &result);
+  unwinder->Unwind(kNativeLayout, capture.regs, capture.stack_top, memory, maps, maps_fd, 512,
+                   &result);
   *error = result.error;
   // Drop the capturing frame, as the reference does.
   result.pcs.erase(result.pcs.begin());

@@ -156,6 +156,7 @@ bool CfaInterpreter::Step(ByteReader* r, bool in_cie) {
       } else {
         PointerBases bases;
         bases.section_vaddr = section_.vaddr;
+        bases.address_size = section_.address_size;
         bases.has_func_base = true;
         bases.func_base = fde_.pc_begin;
         if (!ReadEncodedPointer(r, cie_.fde_encoding, bases, &location)) return false;

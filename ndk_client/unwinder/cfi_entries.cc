@@ -14,27 +14,29 @@ constexpr uint8_t kPeDatarel = 0x30;
 constexpr uint8_t kPeFuncrel = 0x40;
 constexpr uint8_t kPeAligned = 0x50;
 
-// Both supported targets are 64-bit: DW_EH_PE_absptr and DW_EH_PE_aligned are 8 bytes.
-constexpr size_t kPointerSize = 8;
-
 // The CIE offset of an FDE whose CIE pointer leads outside the section: ParseCie rejects it, and a
 // scan goes on to the next entry, whose framing is still sound.
 constexpr uint64_t kNoCie = ~uint64_t{0};
 
 // DW_EH_PE_aligned pointers start at the next pointer-aligned address (not offset).
-bool AlignForPointer(ByteReader* reader, uint64_t section_vaddr) {
-  uint64_t misalignment = (section_vaddr + reader->pos()) % kPointerSize;
-  return reader->Skip(misalignment ? kPointerSize - misalignment : 0);
+bool AlignForPointer(ByteReader* reader, uint64_t section_vaddr, uint8_t address_size) {
+  uint64_t misalignment = (section_vaddr + reader->pos()) % address_size;
+  return reader->Skip(misalignment ? address_size - misalignment : 0);
+}
+
+uint64_t WrapAddress(uint64_t value, uint8_t address_size) {
+  return address_size == 8 ? value : value & 0xffffffffu;
 }
 
 // The bytes of a pointer in `encoding` without applying it. Used to step over personality
 // pointers, which are usually DW_EH_PE_indirect and which we never need.
-bool SkipEncodedPointer(ByteReader* reader, uint8_t encoding, uint64_t section_vaddr) {
-  if ((encoding & kPeApplicationMask) == kPeAligned && !AlignForPointer(reader, section_vaddr)) {
+bool SkipEncodedPointer(ByteReader* reader, uint8_t encoding, const CfiSectionView& section) {
+  if ((encoding & kPeApplicationMask) == kPeAligned &&
+      !AlignForPointer(reader, section.vaddr, section.address_size)) {
     return false;
   }
   uint64_t ignored;
-  return ReadEncodedValue(reader, encoding, &ignored);
+  return ReadEncodedValue(reader, encoding, section.address_size, &ignored);
 }
 
 }  // namespace
@@ -89,15 +91,20 @@ bool ByteReader::ReadBlock(const uint8_t** bytes, uint32_t* size) {
   return true;
 }
 
-bool ReadEncodedValue(ByteReader* reader, uint8_t encoding, uint64_t* value) {
+bool ReadEncodedValue(ByteReader* reader, uint8_t encoding, uint8_t address_size,
+                      uint64_t* value) {
   auto sign_extend = [](uint64_t v, unsigned bits) {
     uint64_t sign = uint64_t{1} << (bits - 1);
     return (v ^ sign) - sign;
   };
+  if (address_size != 4 && address_size != 8) return false;
   switch (encoding & kPeFormatMask) {
     case 0x00:  // DW_EH_PE_absptr
-    case 0x08:  // DW_EH_PE_signed: a pointer-sized signed value, the same bits at 64-bit
-      return reader->ReadUnsigned(kPointerSize, value);
+      return reader->ReadUnsigned(address_size, value);
+    case 0x08:  // DW_EH_PE_signed: a pointer-sized signed value
+      if (!reader->ReadUnsigned(address_size, value)) return false;
+      *value = sign_extend(*value, 8 * address_size);
+      return true;
     case 0x01: return reader->ReadUleb(value);
     case 0x02: return reader->ReadUnsigned(2, value);
     case 0x03: return reader->ReadUnsigned(4, value);
@@ -125,27 +132,34 @@ bool ReadEncodedPointer(ByteReader* reader, uint8_t encoding, const PointerBases
                         uint64_t* value) {
   if (encoding == kPeOmit || (encoding & kPeIndirect)) return false;
   uint8_t application = encoding & kPeApplicationMask;
-  if (application == kPeAligned && !AlignForPointer(reader, bases.section_vaddr)) return false;
+  if (application == kPeAligned &&
+      !AlignForPointer(reader, bases.section_vaddr, bases.address_size)) {
+    return false;
+  }
   uint64_t field_address = bases.section_vaddr + reader->pos();
   uint64_t raw;
-  if (!ReadEncodedValue(reader, encoding, &raw)) return false;
-  // Unsigned wrap-around is the intended arithmetic for negative relative values.
+  if (!ReadEncodedValue(reader, encoding, bases.address_size, &raw)) return false;
+  // Unsigned wrap-around, at the file's address size, is the intended arithmetic for negative
+  // relative values.
+  uint64_t base;
   switch (application) {
     case 0x00:
-    case kPeAligned: *value = raw; return true;
-    case kPePcrel: *value = field_address + raw; return true;
+    case kPeAligned: base = 0; break;
+    case kPePcrel: base = field_address; break;
     // No text base exists on our targets (libgcc uses 0 there too).
-    case kPeTextrel: *value = raw; return true;
+    case kPeTextrel: base = 0; break;
     case kPeDatarel:
       if (!bases.has_data_base) return false;
-      *value = bases.data_base + raw;
-      return true;
+      base = bases.data_base;
+      break;
     case kPeFuncrel:
       if (!bases.has_func_base) return false;
-      *value = bases.func_base + raw;
-      return true;
+      base = bases.func_base;
+      break;
     default: return false;
   }
+  *value = WrapAddress(base + raw, bases.address_size);
+  return true;
 }
 
 bool ReadEntryHeader(const CfiSectionView& section, bool debug_frame, uint64_t offset,
@@ -206,9 +220,10 @@ bool ParseCie(const CfiSectionView& section, bool debug_frame, uint64_t offset, 
 
   // Pre-'z' GCC: an EH data pointer follows the string directly.
   if (augmentation_length == 2 && memcmp(augmentation, "eh", 2) == 0 &&
-      !reader.Skip(kPointerSize)) {
+      !reader.Skip(section.address_size)) {
     return false;
   }
+  cie->address_size = section.address_size;
   if (cie->version >= 4) {
     if (!reader.ReadU8(&cie->address_size) || !reader.ReadU8(&cie->segment_size)) return false;
     if ((cie->address_size != 4 && cie->address_size != 8) || cie->segment_size > 8) return false;
@@ -237,7 +252,7 @@ bool ParseCie(const CfiSectionView& section, bool debug_frame, uint64_t offset, 
           if (!data.ReadU8(&encoding)) return false;
           break;
         case 'P':
-          if (!data.ReadU8(&encoding) || !SkipEncodedPointer(&data, encoding, section.vaddr)) {
+          if (!data.ReadU8(&encoding) || !SkipEncodedPointer(&data, encoding, section)) {
             return false;
           }
           break;
@@ -275,8 +290,9 @@ bool ParseFdeBody(const CfiSectionView& section, bool debug_frame, const EntryHe
   if (!debug_frame) {
     PointerBases bases;
     bases.section_vaddr = section.vaddr;
+    bases.address_size = section.address_size;
     if (!ReadEncodedPointer(&reader, cie.fde_encoding, bases, &fde->pc_begin) ||
-        !ReadEncodedValue(&reader, cie.fde_encoding, &range)) {
+        !ReadEncodedValue(&reader, cie.fde_encoding, section.address_size, &range)) {
       return false;
     }
     if (cie.has_augmentation_data) {

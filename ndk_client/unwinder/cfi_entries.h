@@ -66,9 +66,10 @@ constexpr uint8_t kPeIndirect = 0x80;
 constexpr uint8_t kPeDatarelSdata4 = 0x3b;
 
 // What the applications of a pointer encoding are relative to. `section_vaddr` is the address of
-// the section being read (DW_EH_PE_pcrel, DW_EH_PE_aligned).
+// the section being read (DW_EH_PE_pcrel, DW_EH_PE_aligned); `address_size` its file's.
 struct PointerBases {
   uint64_t section_vaddr = 0;
+  uint8_t address_size = 8;
   bool has_data_base = false;  // DW_EH_PE_datarel: only .eh_frame_hdr defines one (its start)
   uint64_t data_base = 0;
   bool has_func_base = false;  // DW_EH_PE_funcrel: the FDE's pc_begin, inside its program
@@ -80,7 +81,8 @@ struct PointerBases {
 bool ReadEncodedPointer(ByteReader* reader, uint8_t encoding, const PointerBases& bases,
                         uint64_t* value);
 // Reads only the value's format (no application): FDE address ranges are encoded this way.
-bool ReadEncodedValue(ByteReader* reader, uint8_t encoding, uint64_t* value);
+// DW_EH_PE_absptr and DW_EH_PE_signed values are address_size bytes.
+bool ReadEncodedValue(ByteReader* reader, uint8_t encoding, uint8_t address_size, uint64_t* value);
 
 // One entry's framing. For a zero-length entry `zero_terminator` is set and `end` is just past
 // its length field.
@@ -103,7 +105,7 @@ struct Cie {
   int64_t data_alignment = 0;
   uint64_t return_address_register = 0;
   uint8_t fde_encoding = kPeAbsptr;  // .eh_frame 'R'
-  uint8_t address_size = 8;          // .debug_frame v4
+  uint8_t address_size = 8;          // .debug_frame v4; else the file's
   uint8_t segment_size = 0;          // .debug_frame v4
   bool has_augmentation_data = false;  // 'z': FDEs carry an augmentation length
   bool signal_frame = false;           // 'S'

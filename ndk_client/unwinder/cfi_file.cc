@@ -9,14 +9,24 @@
 
 #include <algorithm>
 
+#include "unwinder/elf_info.h"
+
 namespace droidheap {
 namespace {
 
-#if defined(__x86_64__)
-constexpr uint16_t kMachine = EM_X86_64;
-#elif defined(__aarch64__)
-constexpr uint16_t kMachine = EM_AARCH64;
-#endif
+// The ELF structures of one file class, and its address size.
+struct Elf32 {
+  using Ehdr = Elf32_Ehdr;
+  using Phdr = Elf32_Phdr;
+  using Shdr = Elf32_Shdr;
+  static constexpr uint8_t kAddressSize = 4;
+};
+struct Elf64 {
+  using Ehdr = Elf64_Ehdr;
+  using Phdr = Elf64_Phdr;
+  using Shdr = Elf64_Shdr;
+  static constexpr uint8_t kAddressSize = 8;
+};
 
 // Views of a file's bytes, every one checked to lie inside the file.
 struct FileView {
@@ -40,22 +50,24 @@ struct Sections {
   CfiSectionView debug_frame;
 };
 
+template <typename Elf>
 CfiSectionView ViewOf(const FileView& file, uint64_t offset, uint64_t size, uint64_t vaddr) {
   if (!file.Contains(offset, size)) return {};
-  return {file.data + offset, static_cast<size_t>(size), vaddr};
+  return {file.data + offset, static_cast<size_t>(size), vaddr, Elf::kAddressSize};
 }
 
-void FindSectionsByHeader(const FileView& file, const Elf64_Ehdr& ehdr, Sections* out) {
-  if (ehdr.e_shentsize != sizeof(Elf64_Shdr) || ehdr.e_shnum == 0 ||
-      ehdr.e_shstrndx >= ehdr.e_shnum ||
-      !file.Contains(ehdr.e_shoff, uint64_t{ehdr.e_shnum} * sizeof(Elf64_Shdr))) {
+template <typename Elf>
+void FindSectionsByHeader(const FileView& file, const typename Elf::Ehdr& ehdr, Sections* out) {
+  using Shdr = typename Elf::Shdr;
+  if (ehdr.e_shentsize != sizeof(Shdr) || ehdr.e_shnum == 0 || ehdr.e_shstrndx >= ehdr.e_shnum ||
+      !file.Contains(ehdr.e_shoff, uint64_t{ehdr.e_shnum} * sizeof(Shdr))) {
     return;
   }
-  Elf64_Shdr names;
-  file.Read(ehdr.e_shoff + uint64_t{ehdr.e_shstrndx} * sizeof(Elf64_Shdr), &names);
+  Shdr names;
+  file.Read(ehdr.e_shoff + uint64_t{ehdr.e_shstrndx} * sizeof(Shdr), &names);
   for (uint16_t i = 0; i < ehdr.e_shnum; ++i) {
-    Elf64_Shdr shdr;
-    file.Read(ehdr.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), &shdr);
+    Shdr shdr;
+    file.Read(ehdr.e_shoff + uint64_t{i} * sizeof(Shdr), &shdr);
     if (shdr.sh_type == SHT_NOBITS || shdr.sh_name >= names.sh_size) continue;
     uint64_t name_offset = names.sh_offset + shdr.sh_name;
     if (!file.Contains(name_offset, 1)) continue;
@@ -64,7 +76,7 @@ void FindSectionsByHeader(const FileView& file, const Elf64_Ehdr& ehdr, Sections
         std::min<uint64_t>(file.size - name_offset, names.sh_size - shdr.sh_name));
     size_t length = strnlen(name, max_length);
     if (length == max_length) continue;  // not terminated inside the string table
-    CfiSectionView view = ViewOf(file, shdr.sh_offset, shdr.sh_size, shdr.sh_addr);
+    CfiSectionView view = ViewOf<Elf>(file, shdr.sh_offset, shdr.sh_size, shdr.sh_addr);
     if (strcmp(name, ".eh_frame") == 0) {
       out->eh_frame = view;
     } else if (strcmp(name, ".eh_frame_hdr") == 0) {
@@ -78,23 +90,26 @@ void FindSectionsByHeader(const FileView& file, const Elf64_Ehdr& ehdr, Sections
 // Without section headers (stripped with --strip-section-headers, some vendor files): the loader's
 // PT_GNU_EH_FRAME gives .eh_frame_hdr, whose eh_frame_ptr locates .eh_frame. Its size is unknown;
 // the table then reads up to the end of the containing load segment.
-void FindSectionsBySegment(const FileView& file, const Elf64_Ehdr& ehdr, Sections* out) {
-  if (ehdr.e_phentsize != sizeof(Elf64_Phdr) ||
-      !file.Contains(ehdr.e_phoff, uint64_t{ehdr.e_phnum} * sizeof(Elf64_Phdr))) {
+template <typename Elf>
+void FindSectionsBySegment(const FileView& file, const typename Elf::Ehdr& ehdr, Sections* out) {
+  using Phdr = typename Elf::Phdr;
+  if (ehdr.e_phentsize != sizeof(Phdr) ||
+      !file.Contains(ehdr.e_phoff, uint64_t{ehdr.e_phnum} * sizeof(Phdr))) {
     return;
   }
-  Elf64_Phdr hdr_segment = {};
+  Phdr hdr_segment = {};
   bool found = false;
   for (uint16_t i = 0; i < ehdr.e_phnum; ++i) {
-    Elf64_Phdr p;
-    file.Read(ehdr.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr), &p);
+    Phdr p;
+    file.Read(ehdr.e_phoff + uint64_t{i} * sizeof(Phdr), &p);
     if (p.p_type == PT_GNU_EH_FRAME) {
       hdr_segment = p;
       found = true;
     }
   }
   if (!found) return;
-  out->eh_frame_hdr = ViewOf(file, hdr_segment.p_offset, hdr_segment.p_filesz, hdr_segment.p_vaddr);
+  out->eh_frame_hdr =
+      ViewOf<Elf>(file, hdr_segment.p_offset, hdr_segment.p_filesz, hdr_segment.p_vaddr);
   // eh_frame_ptr: version byte, its encoding (pcrel|sdata4 in every linker's output), then it.
   uint8_t version = 0, encoding = 0;
   int32_t relative = 0;
@@ -104,16 +119,29 @@ void FindSectionsBySegment(const FileView& file, const Elf64_Ehdr& ehdr, Section
     return;
   }
   uint64_t eh_frame_vaddr = hdr_segment.p_vaddr + 4 + static_cast<int64_t>(relative);
+  if (Elf::kAddressSize == 4) eh_frame_vaddr &= 0xffffffffu;
   for (uint16_t i = 0; i < ehdr.e_phnum; ++i) {
-    Elf64_Phdr p;
-    file.Read(ehdr.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr), &p);
+    Phdr p;
+    file.Read(ehdr.e_phoff + uint64_t{i} * sizeof(Phdr), &p);
     if (p.p_type == PT_LOAD && eh_frame_vaddr >= p.p_vaddr &&
         eh_frame_vaddr < p.p_vaddr + p.p_filesz) {
       uint64_t offset = p.p_offset + (eh_frame_vaddr - p.p_vaddr);
-      out->eh_frame = ViewOf(file, offset, p.p_filesz - (eh_frame_vaddr - p.p_vaddr),
-                             eh_frame_vaddr);
+      out->eh_frame = ViewOf<Elf>(file, offset, p.p_filesz - (eh_frame_vaddr - p.p_vaddr),
+                                  eh_frame_vaddr);
     }
   }
+}
+
+template <typename Elf>
+Sections FindSections(const FileView& file) {
+  typename Elf::Ehdr ehdr{};
+  Sections sections;
+  if (!file.Read(0, &ehdr)) return sections;
+  FindSectionsByHeader<Elf>(file, ehdr, &sections);
+  if (sections.eh_frame.size == 0 && sections.debug_frame.size == 0) {
+    FindSectionsBySegment<Elf>(file, ehdr, &sections);
+  }
+  return sections;
 }
 
 }  // namespace
@@ -123,7 +151,9 @@ std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path) {
   if (fd < 0) return nullptr;
   struct stat st;
   void* mapped = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof(Elf64_Ehdr))) {
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size >= static_cast<off_t>(sizeof(Elf64_Ehdr)) &&
+      static_cast<uint64_t>(st.st_size) <= SIZE_MAX) {
     mapped = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   }
   close(fd);
@@ -132,17 +162,12 @@ std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path) {
       new CfiFile(static_cast<const uint8_t*>(mapped), static_cast<size_t>(st.st_size)));
 
   FileView view{file->data_, file->size_};
-  Elf64_Ehdr ehdr;
-  view.Read(0, &ehdr);
-  if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
-      ehdr.e_ident[EI_DATA] != ELFDATA2LSB || ehdr.e_machine != kMachine) {
-    return nullptr;
-  }
-  Sections sections;
-  FindSectionsByHeader(view, ehdr, &sections);
-  if (sections.eh_frame.size == 0 && sections.debug_frame.size == 0) {
-    FindSectionsBySegment(view, ehdr, &sections);
-  }
+  // e_ident and e_machine lie at the same offsets in both classes.
+  Elf32_Ehdr start{};
+  view.Read(0, &start);
+  if (!IsKnownElf(start.e_ident, start.e_machine)) return nullptr;
+  Sections sections = start.e_ident[EI_CLASS] == ELFCLASS64 ? FindSections<Elf64>(view)
+                                                             : FindSections<Elf32>(view);
   file->table_.reset(
       new CfiTable(sections.eh_frame, sections.eh_frame_hdr, sections.debug_frame));
   return file;

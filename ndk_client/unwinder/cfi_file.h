@@ -16,7 +16,8 @@ namespace droidheap {
 
 class CfiFile {
  public:
-  // Nullptr when the file cannot be opened or mapped or is not a 64-bit ELF file of this machine.
+  // Nullptr when the file cannot be opened or mapped or is not an ELF file of a known ABI
+  // (elf_info.h), 32- or 64-bit.
   static std::unique_ptr<CfiFile> Open(const std::string& path);
   ~CfiFile();
   CfiFile(const CfiFile&) = delete;

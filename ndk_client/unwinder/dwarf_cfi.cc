@@ -50,6 +50,7 @@ bool CfiTable::UseHdrTable() {
   cfi::ByteReader reader(hdr, eh_frame_hdr_.size, 4);
   cfi::PointerBases bases;
   bases.section_vaddr = eh_frame_hdr_.vaddr;
+  bases.address_size = eh_frame_hdr_.address_size;
   bases.has_data_base = true;
   bases.data_base = eh_frame_hdr_.vaddr;
   uint64_t eh_frame_ptr, fde_count;

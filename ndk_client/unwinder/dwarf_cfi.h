@@ -55,10 +55,13 @@ struct CfiRow {
 
 // One section's bytes and its address in the ELF's virtual address space (for DW_EH_PE_pcrel and
 // DW_EH_PE_datarel pointers). An empty view (size 0) means the file has no such section.
+// address_size is the file's (4 for ELFCLASS32): the size of DW_EH_PE_absptr pointers and of
+// .debug_frame addresses before version 4, and where addresses wrap.
 struct CfiSectionView {
   const uint8_t* data = nullptr;
   size_t size = 0;
   uint64_t vaddr = 0;
+  uint8_t address_size = 8;
 };
 
 class CfiTable {
@@ -97,11 +100,15 @@ class CfiTable {
   std::vector<FdeIndexEntry> debug_index_;  // .debug_frame
 };
 
-// What a DWARF expression (section 2.5) may read while it is evaluated for a CFA or register rule.
+// What a DWARF expression (section 2.5) may read while it is evaluated for a CFA or register rule,
+// and the target's address size (4 or 8 bytes): the size of the generic type the expression
+// computes with, of DW_OP_addr's operand and of a DW_OP_deref.
 class ExpressionContext {
  public:
   virtual ~ExpressionContext() = default;
+  virtual uint32_t AddressSize() const = 0;
   virtual bool ReadRegister(uint32_t reg, uint64_t* value) const = 0;
+  // Reads one address-sized word, zero-extended.
   virtual bool ReadMemory(uint64_t address, uint64_t* value) const = 0;
 };
 

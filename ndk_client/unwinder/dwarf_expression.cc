@@ -1,6 +1,8 @@
 // EvaluateExpression: the DWARF expression stack machine (DWARF 5 section 2.5) as call-frame
-// information uses it, with the generic (address-sized, 64-bit) type only. Allocation-free and
-// bounded in stack depth and steps, since expressions come from untrusted files.
+// information uses it, with the generic (address-sized) type only: 64 bits, or 32 for a 32-bit
+// target, whose values are kept zero-extended in the 64-bit stack and wrap at 32 bits.
+// Allocation-free and bounded in stack depth and steps, since expressions come from untrusted
+// files.
 #include <stdint.h>
 
 #include "unwinder/cfi_entries.h"
@@ -13,11 +15,23 @@ constexpr int kMaxStack = 64;
 // Branches may loop; real CFI expressions are a dozen operations.
 constexpr int kMaxSteps = 1000;
 
+// The generic type: its width, and its values as unsigned (wrapped) and signed numbers.
+struct Generic {
+  unsigned bits;  // 32 or 64
+  uint64_t Wrap(uint64_t v) const { return bits == 64 ? v : v & 0xffffffffu; }
+  int64_t Signed(uint64_t v) const {
+    return bits == 64 ? static_cast<int64_t>(v) : static_cast<int32_t>(static_cast<uint32_t>(v));
+  }
+};
+
+// Every value on it is a value of the generic type: wrapped on the way in.
 class Stack {
  public:
+  explicit Stack(Generic type) : type_(type) {}
+  const Generic& type() const { return type_; }
   bool Push(uint64_t v) {
     if (size_ == kMaxStack) return false;
-    values_[size_++] = v;
+    values_[size_++] = type_.Wrap(v);
     return true;
   }
   bool Pop(uint64_t* v) {
@@ -32,18 +46,21 @@ class Stack {
     return true;
   }
   int size() const { return size_; }
-  uint64_t* top() { return &values_[size_ - 1]; }
+  uint64_t top() const { return values_[size_ - 1]; }
+  void ReplaceTop(uint64_t v) { values_[size_ - 1] = type_.Wrap(v); }
 
  private:
+  Generic type_;
   uint64_t values_[kMaxStack];
   int size_ = 0;
 };
 
 // Binary operations: pops the top (b) and the one below (a), pushes a op b.
 bool Binary(uint8_t opcode, Stack* stack) {
+  const Generic& type = stack->type();
   uint64_t a, b;
   if (!stack->Pop(&b) || !stack->Pop(&a)) return false;
-  int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+  int64_t sa = type.Signed(a), sb = type.Signed(b);
   uint64_t r;
   switch (opcode) {
     case 0x1a: r = a & b; break;  // DW_OP_and
@@ -60,10 +77,10 @@ bool Binary(uint8_t opcode, Stack* stack) {
     case 0x1e: r = a * b; break;  // DW_OP_mul
     case 0x21: r = a | b; break;  // DW_OP_or
     case 0x22: r = a + b; break;  // DW_OP_plus
-    case 0x24: r = b >= 64 ? 0 : a << b; break;  // DW_OP_shl
-    case 0x25: r = b >= 64 ? 0 : a >> b; break;  // DW_OP_shr
-    case 0x26:                                   // DW_OP_shra
-      r = static_cast<uint64_t>(sa >> (b >= 63 ? 63 : b));
+    case 0x24: r = b >= type.bits ? 0 : a << b; break;  // DW_OP_shl
+    case 0x25: r = b >= type.bits ? 0 : a >> b; break;  // DW_OP_shr
+    case 0x26:                                          // DW_OP_shra
+      r = static_cast<uint64_t>(sa >> (b >= type.bits - 1 ? type.bits - 1 : b));
       break;
     case 0x27: r = a ^ b; break;  // DW_OP_xor
     // Comparisons are signed for the generic type.
@@ -99,7 +116,7 @@ bool Step(cfi::ByteReader* r, const ExpressionContext& context, Stack* stack) {
   }
   switch (opcode) {
     case 0x03:  // DW_OP_addr
-      return r->ReadU64(&value) && stack->Push(value);
+      return r->ReadUnsigned(context.AddressSize(), &value) && stack->Push(value);
     case 0x06:  // DW_OP_deref
       return stack->Pop(&a) && context.ReadMemory(a, &value) && stack->Push(value);
     case 0x08: case 0x0a: case 0x0c: case 0x0e:  // DW_OP_const<1,2,4,8>u
@@ -134,19 +151,19 @@ bool Step(cfi::ByteReader* r, const ExpressionContext& context, Stack* stack) {
              stack->Push(c) && stack->Push(b);
     case 0x19:  // DW_OP_abs
       if (stack->size() == 0) return false;
-      if (static_cast<int64_t>(*stack->top()) < 0) *stack->top() = 0 - *stack->top();
+      if (stack->type().Signed(stack->top()) < 0) stack->ReplaceTop(0 - stack->top());
       return true;
     case 0x1f:  // DW_OP_neg
       if (stack->size() == 0) return false;
-      *stack->top() = 0 - *stack->top();
+      stack->ReplaceTop(0 - stack->top());
       return true;
     case 0x20:  // DW_OP_not
       if (stack->size() == 0) return false;
-      *stack->top() = ~*stack->top();
+      stack->ReplaceTop(~stack->top());
       return true;
     case 0x23:  // DW_OP_plus_uconst
       if (!r->ReadUleb(&value) || stack->size() == 0) return false;
-      *stack->top() += value;
+      stack->ReplaceTop(stack->top() + value);
       return true;
     case 0x1a: case 0x1b: case 0x1c: case 0x1d: case 0x1e: case 0x21: case 0x22: case 0x24:
     case 0x25: case 0x26: case 0x27: case 0x29: case 0x2a: case 0x2b: case 0x2c: case 0x2d:
@@ -166,7 +183,7 @@ bool Step(cfi::ByteReader* r, const ExpressionContext& context, Stack* stack) {
     }
     case 0x94: {  // DW_OP_deref_size: the context reads whole words; keep the low bytes
       uint8_t size;
-      if (!r->ReadU8(&size) || size == 0 || size > 8 || !stack->Pop(&a) ||
+      if (!r->ReadU8(&size) || size == 0 || size > context.AddressSize() || !stack->Pop(&a) ||
           !context.ReadMemory(a, &value)) {
         return false;
       }
@@ -186,7 +203,9 @@ bool Step(cfi::ByteReader* r, const ExpressionContext& context, Stack* stack) {
 bool EvaluateExpression(const uint8_t* expression, size_t size, const ExpressionContext& context,
                         bool push_initial, uint64_t initial, uint64_t* result) {
   if (!expression && size > 0) return false;
-  Stack stack;
+  const uint32_t address_size = context.AddressSize();
+  if (address_size != 4 && address_size != 8) return false;
+  Stack stack(Generic{8 * address_size});
   if (push_initial) stack.Push(initial);
   cfi::ByteReader reader(expression, size, 0);
   for (int steps = 0; !reader.at_end(); ++steps) {

@@ -12,17 +12,20 @@ constexpr size_t kMaxCachedRows = size_t{1} << 15;
 // Expressions read the registers being unwound and the target's memory.
 class FrameContext : public ExpressionContext {
  public:
-  FrameContext(const uint64_t* regs, const StackMemory& memory) : regs_(regs), memory_(memory) {}
+  FrameContext(const RegisterLayout& layout, const uint64_t* regs, const StackMemory& memory)
+      : layout_(layout), regs_(regs), memory_(memory) {}
+  uint32_t AddressSize() const override { return layout_.word_size; }
   bool ReadRegister(uint32_t reg, uint64_t* value) const override {
     if (reg >= static_cast<uint32_t>(kMaxRegisters)) return false;
     *value = regs_[reg];
     return true;
   }
   bool ReadMemory(uint64_t address, uint64_t* value) const override {
-    return memory_.ReadWord(address, value);
+    return memory_.ReadWord(address, layout_.word_size, value);
   }
 
  private:
+  const RegisterLayout& layout_;
   const uint64_t* regs_;
   const StackMemory& memory_;
 };
@@ -59,9 +62,10 @@ const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, ui
   return row_cache_.emplace(key, cached).first->second;
 }
 
-DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const StackMemory& memory,
-                                               uint64_t* regs, UnwindError* error) {
-  FrameContext context(regs, memory);
+DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const RegisterLayout& layout, const CachedRow& row,
+                                               const StackMemory& memory, uint64_t* regs,
+                                               UnwindError* error) {
+  FrameContext context(layout, regs, memory);
   uint64_t cfa = 0;
   if (row.cfa.is_expression) {
     if (!EvaluateExpression(row.cfa.expression, row.cfa.expression_size, context, false, 0, &cfa)) {
@@ -73,7 +77,7 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const Stack
       *error = UnwindError::kInvalidCfi;
       return Step::kFailed;
     }
-    cfa = regs[row.cfa.reg] + static_cast<uint64_t>(row.cfa.offset);
+    cfa = layout.Wrap(regs[row.cfa.reg] + static_cast<uint64_t>(row.cfa.offset));
   }
   if (row.return_address_register >= static_cast<uint32_t>(kMaxRegisters)) {
     *error = UnwindError::kInvalidCfi;
@@ -84,7 +88,7 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const Stack
   // definition. Rules read the callee's values, so they are applied to a copy.
   uint64_t caller[kMaxRegisters];
   memcpy(caller, regs, sizeof(caller));
-  caller[kRegSp] = cfa;
+  caller[layout.sp] = cfa;
   bool return_address_undefined = false;
   for (uint32_t i = row.first_rule; i < row.first_rule + row.rule_count; ++i) {
     uint32_t reg = rule_pool_[i].reg;
@@ -98,11 +102,12 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const Stack
         }
         break;
       case RuleKind::kOffset:
-        ok = memory.ReadWord(cfa + static_cast<uint64_t>(rule.value), &caller[reg]);
+        ok = memory.ReadWord(layout.Wrap(cfa + static_cast<uint64_t>(rule.value)),
+                             layout.word_size, &caller[reg]);
         if (!ok) *error = UnwindError::kMemoryInvalid;
         break;
       case RuleKind::kValOffset:
-        caller[reg] = cfa + static_cast<uint64_t>(rule.value);
+        caller[reg] = layout.Wrap(cfa + static_cast<uint64_t>(rule.value));
         break;
       case RuleKind::kRegister:
         ok = rule.value >= 0 && rule.value < kMaxRegisters;
@@ -111,7 +116,7 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const Stack
       case RuleKind::kExpression:
         ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
                                 &address) &&
-             memory.ReadWord(address, &caller[reg]);
+             memory.ReadWord(address, layout.word_size, &caller[reg]);
         break;
       case RuleKind::kValExpression:
         ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
@@ -128,58 +133,65 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const CachedRow& row, const Stack
   }
   // An undefined return address marks the outermost frame (_start, a thread's start routine).
   if (return_address_undefined) return Step::kEnd;
-  uint64_t return_address = StripPointerAuthentication(caller[row.return_address_register]);
+  uint64_t return_address = NormalizePc(layout, caller[row.return_address_register]);
   if (return_address == 0) return Step::kEnd;
   // Stacks grow down: a caller's frame never lies below its callee's, except across a signal
   // frame (an alternate signal stack may sit anywhere).
-  if (!row.signal_frame && caller[kRegSp] < regs[kRegSp]) {
+  if (!row.signal_frame && caller[layout.sp] < regs[layout.sp]) {
     *error = UnwindError::kBadFrameChain;
     return Step::kFailed;
   }
-  caller[kRegPc] = return_address;
+  caller[layout.pc] = return_address;
   memcpy(regs, caller, sizeof(caller));
   ++stats_.cfi_frames;
   return Step::kNext;
 }
 
-DwarfUnwinder::Step DwarfUnwinder::StepWithFramePointer(uint64_t stack_top,
+// A frame record is two words at the frame pointer, the caller's frame pointer then the return
+// address, on every ABI here: x86's push ebp/rbp after the call, arm64's stp x29, x30, and
+// armeabi-v7a Thumb-2's push {r7, lr} as clang emits them.
+DwarfUnwinder::Step DwarfUnwinder::StepWithFramePointer(const RegisterLayout& layout,
+                                                        uint64_t stack_top,
                                                         const StackMemory& memory, uint64_t* regs,
                                                         UnwindError* error) {
-  uint64_t fp = regs[kRegFp];
+  const uint64_t word = layout.word_size;
+  uint64_t fp = regs[layout.fp];
   // The frame record must lie on the stack above sp; anything else is not a frame pointer (code
   // without one uses the register for data).
-  bool on_stack = fp != 0 && fp % sizeof(uint64_t) == 0 && fp >= regs[kRegSp] &&
-                  (stack_top == 0 || fp + 2 * sizeof(uint64_t) <= stack_top);
+  bool on_stack = fp != 0 && fp % word == 0 && fp >= regs[layout.sp] &&
+                  layout.Wrap(fp + 2 * word) > fp &&
+                  (stack_top == 0 || fp + 2 * word <= stack_top);
   if (!on_stack) {
     *error = UnwindError::kNoUnwindInfo;
     return Step::kFailed;
   }
   uint64_t caller_fp = 0;
   uint64_t return_address = 0;
-  if (!memory.ReadWord(fp, &caller_fp) ||
-      !memory.ReadWord(fp + sizeof(uint64_t), &return_address)) {
+  if (!memory.ReadWord(fp, layout.word_size, &caller_fp) ||
+      !memory.ReadWord(fp + word, layout.word_size, &return_address)) {
     *error = UnwindError::kMemoryInvalid;
     return Step::kFailed;
   }
-  return_address = StripPointerAuthentication(return_address);
+  return_address = NormalizePc(layout, return_address);
   if (return_address == 0) return Step::kEnd;
-  regs[kRegFp] = caller_fp;
-  regs[kRegSp] = fp + 2 * sizeof(uint64_t);
-  regs[kRegPc] = return_address;
+  regs[layout.fp] = caller_fp;
+  regs[layout.sp] = fp + 2 * word;
+  regs[layout.pc] = return_address;
   ++stats_.fp_frames;
   return Step::kNext;
 }
 
-void DwarfUnwinder::Unwind(const uint64_t* initial_regs, uint64_t stack_top,
-                           const StackMemory& memory, ProcessMaps* maps, int maps_fd,
-                           size_t max_frames, UnwindResult* result) {
+void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial_regs,
+                           uint64_t stack_top, const StackMemory& memory, ProcessMaps* maps,
+                           int maps_fd, size_t max_frames, UnwindResult* result) {
   result->pcs.clear();
   result->error = UnwindError::kNone;
   result->maps_reloaded = false;
   uint64_t regs[kMaxRegisters];
-  memcpy(regs, initial_regs, sizeof(regs));
-  regs[kRegPc] = StripPointerAuthentication(regs[kRegPc]);
-  result->pcs.push_back(regs[kRegPc]);
+  // A 32-bit process's registers are 32 bits wide, whatever a record's upper halves say.
+  for (int i = 0; i < kMaxRegisters; ++i) regs[i] = layout.Wrap(initial_regs[i]);
+  regs[layout.pc] = NormalizePc(layout, regs[layout.pc]);
+  result->pcs.push_back(regs[layout.pc]);
 
   // The sampled pc is exact; every later one is a return address, looked up one byte back so that
   // a call at the very end of a function finds that function's row. Across a signal frame the
@@ -190,7 +202,7 @@ void DwarfUnwinder::Unwind(const uint64_t* initial_regs, uint64_t stack_top,
       result->error = UnwindError::kMaxFrames;
       return;
     }
-    uint64_t pc = regs[kRegPc];
+    uint64_t pc = regs[layout.pc];
     uint64_t lookup_pc = pc_is_return_address ? pc - 1 : pc;
     const MapEntry* map = maps->Find(lookup_pc, elf_cache_);
     if (map == nullptr && !result->maps_reloaded && maps_fd >= 0) {
@@ -209,12 +221,13 @@ void DwarfUnwinder::Unwind(const uint64_t* initial_regs, uint64_t stack_top,
           FindRow(map->cfi, lookup_pc - map->start + map->offset + map->load_bias);
       if (found.found) row = &found;
     }
-    Step step = row != nullptr ? StepWithCfi(*row, memory, regs, &result->error)
-                               : StepWithFramePointer(stack_top, memory, regs, &result->error);
+    Step step = row != nullptr
+                    ? StepWithCfi(layout, *row, memory, regs, &result->error)
+                    : StepWithFramePointer(layout, stack_top, memory, regs, &result->error);
     bool signal_frame = row != nullptr && row->signal_frame;
     if (step != Step::kNext) return;
     pc_is_return_address = !signal_frame;
-    result->pcs.push_back(regs[kRegPc]);
+    result->pcs.push_back(regs[layout.pc]);
   }
 }
 

@@ -6,7 +6,9 @@
 //
 // Owned by one unwinding worker (not thread-safe). It keeps, across stacks, the parsed unwind
 // tables of every file it has seen (ElfCache) and a per-pc cache of CFI rows: repeated stacks cost
-// a hash lookup per frame.
+// a hash lookup per frame. Each stack is unwound for the ABI its process runs (registers.h), which
+// need not be the daemon's own: 32-bit stacks are read in 4-byte words, in 32-bit ELF files.
+// armeabi-v7a code described only by .ARM.exidx (no DWARF CFI) falls back to frame pointers.
 #pragma once
 
 #include <stddef.h>
@@ -51,12 +53,14 @@ class DwarfUnwinder {
 
   explicit DwarfUnwinder(ElfCache* elf_cache) : elf_cache_(elf_cache) {}
 
-  // Unwinds from `regs` (indexed by DWARF register number; sp, pc and the callee-saved registers
-  // must hold the values at the sampled point). `stack_top` (0 = unknown) is the end of the
-  // thread's stack when the copy reached it. `maps_fd` (-1 = none) is re-read when a pc is outside
-  // every known mapping. On failure the frames found so far are kept and `error` says why.
-  void Unwind(const uint64_t* regs, uint64_t stack_top, const StackMemory& memory,
-              ProcessMaps* maps, int maps_fd, size_t max_frames, UnwindResult* result);
+  // Unwinds from `regs` (`layout`'s registers, indexed by DWARF register number; sp, pc and the
+  // callee-saved registers must hold the values at the sampled point). `stack_top` (0 = unknown)
+  // is the end of the thread's stack when the copy reached it. `maps_fd` (-1 = none) is re-read
+  // when a pc is outside every known mapping. On failure the frames found so far are kept and
+  // `error` says why.
+  void Unwind(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
+              const StackMemory& memory, ProcessMaps* maps, int maps_fd, size_t max_frames,
+              UnwindResult* result);
 
   const Stats& stats() const { return stats_; }
 
@@ -90,10 +94,10 @@ class DwarfUnwinder {
   enum class Step { kNext, kEnd, kFailed };
 
   const CachedRow& FindRow(const CfiTable* table, uint64_t elf_pc);
-  Step StepWithCfi(const CachedRow& row, const StackMemory& memory, uint64_t* regs,
-                   UnwindError* error);
-  Step StepWithFramePointer(uint64_t stack_top, const StackMemory& memory, uint64_t* regs,
-                            UnwindError* error);
+  Step StepWithCfi(const RegisterLayout& layout, const CachedRow& row, const StackMemory& memory,
+                   uint64_t* regs, UnwindError* error);
+  Step StepWithFramePointer(const RegisterLayout& layout, uint64_t stack_top,
+                            const StackMemory& memory, uint64_t* regs, UnwindError* error);
 
   ElfCache* elf_cache_;
   Stats stats_;

@@ -5,8 +5,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/platform.h"
+#include "unwinder/registers.h"
+
 namespace droidheap {
 namespace {
+
+// The ELF structures of one file class.
+struct Elf32 {
+  using Ehdr = Elf32_Ehdr;
+  using Phdr = Elf32_Phdr;
+  static constexpr unsigned char kClass = ELFCLASS32;
+};
+struct Elf64 {
+  using Ehdr = Elf64_Ehdr;
+  using Phdr = Elf64_Phdr;
+  static constexpr unsigned char kClass = ELFCLASS64;
+};
 
 bool ReadExact(int fd, uint64_t offset, void* out, size_t size) {
   size_t done = 0;
@@ -25,6 +40,7 @@ std::string FindBuildId(int fd, uint64_t offset, uint64_t size) {
   std::string notes(size, '\0');
   if (!ReadExact(fd, offset, &notes[0], size)) return {};
   uint64_t pos = 0;
+  // Elf32_Nhdr and Elf64_Nhdr are the same three 32-bit words.
   while (pos + sizeof(Elf64_Nhdr) <= size) {
     Elf64_Nhdr header;
     memcpy(&header, notes.data() + pos, sizeof(header));
@@ -41,6 +57,29 @@ std::string FindBuildId(int fd, uint64_t offset, uint64_t size) {
   return {};
 }
 
+template <typename Elf>
+void ReadHeaders(int fd, ElfInfo* info) {
+  typename Elf::Ehdr ehdr;
+  if (!ReadExact(fd, 0, &ehdr, sizeof(ehdr)) || ehdr.e_phentsize != sizeof(typename Elf::Phdr) ||
+      ehdr.e_phnum == 0 || ehdr.e_phnum >= 4096) {
+    return;
+  }
+  std::vector<typename Elf::Phdr> phdrs(ehdr.e_phnum);
+  if (!ReadExact(fd, ehdr.e_phoff, phdrs.data(), phdrs.size() * sizeof(typename Elf::Phdr))) {
+    return;
+  }
+  info->valid = true;
+  info->machine = ehdr.e_machine;
+  for (const typename Elf::Phdr& p : phdrs) {
+    if (p.p_type == PT_LOAD) {
+      info->loads.push_back(
+          {p.p_offset, p.p_vaddr, p.p_filesz, p.p_align, (p.p_flags & PF_X) != 0});
+    } else if (p.p_type == PT_NOTE && info->build_id.empty()) {
+      info->build_id = FindBuildId(fd, p.p_offset, p.p_filesz);
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t ElfInfo::LoadBiasAt(uint64_t file_offset) const {
@@ -54,24 +93,28 @@ uint64_t ElfInfo::LoadBiasAt(uint64_t file_offset) const {
   return 0;
 }
 
+bool IsKnownElf(const unsigned char* ident, uint16_t machine) {
+  if (memcmp(ident, ELFMAG, SELFMAG) != 0 || ident[EI_DATA] != ELFDATA2LSB) return false;
+  for (const RegisterLayout& layout : kLayouts) {
+    if (layout.elf_machine == machine &&
+        ident[EI_CLASS] == (layout.word_size == 8 ? ELFCLASS64 : ELFCLASS32)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 ElfInfo ReadElfInfo(const std::string& path) {
   ElfInfo info;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return info;
-  Elf64_Ehdr ehdr;
-  if (ReadExact(fd, 0, &ehdr, sizeof(ehdr)) && memcmp(ehdr.e_ident, ELFMAG, SELFMAG) == 0 &&
-      ehdr.e_ident[EI_CLASS] == ELFCLASS64 && ehdr.e_phentsize == sizeof(Elf64_Phdr) &&
-      ehdr.e_phnum > 0 && ehdr.e_phnum < 4096) {
-    std::vector<Elf64_Phdr> phdrs(ehdr.e_phnum);
-    if (ReadExact(fd, ehdr.e_phoff, phdrs.data(), phdrs.size() * sizeof(Elf64_Phdr))) {
-      info.valid = true;
-      for (const Elf64_Phdr& p : phdrs) {
-        if (p.p_type == PT_LOAD) {
-          info.loads.push_back({p.p_offset, p.p_vaddr, p.p_filesz, p.p_align, (p.p_flags & PF_X) != 0});
-        } else if (p.p_type == PT_NOTE && info.build_id.empty()) {
-          info.build_id = FindBuildId(fd, p.p_offset, p.p_filesz);
-        }
-      }
+  // e_ident and e_machine lie at the same offsets in both classes.
+  Elf32_Ehdr start;
+  if (ReadExact(fd, 0, &start, sizeof(start)) && IsKnownElf(start.e_ident, start.e_machine)) {
+    if (start.e_ident[EI_CLASS] == ELFCLASS64) {
+      ReadHeaders<Elf64>(fd, &info);
+    } else {
+      ReadHeaders<Elf32>(fd, &info);
     }
   }
   close(fd);

@@ -25,6 +25,7 @@ struct ElfInfo {
     bool executable;
   };
   bool valid = false;
+  uint16_t machine = 0;  // e_machine
   std::string build_id;  // raw bytes
   std::vector<Segment> loads;
 
@@ -33,8 +34,11 @@ struct ElfInfo {
 };
 
 // Reads the ELF header, program headers and GNU build-id note of `path`; invalid when the file is
-// not a 64-bit ELF of this machine's byte order.
+// not a little-endian ELF file of one of the ABIs in registers.h (of either class: a 64-bit
+// daemon reads a 32-bit app's files).
 ElfInfo ReadElfInfo(const std::string& path);
+// Whether e_ident and e_machine are those of such a file.
+bool IsKnownElf(const unsigned char* ident, uint16_t machine);
 
 class ElfCache {
  public:

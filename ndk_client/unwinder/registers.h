@@ -1,25 +1,83 @@
 // The register file the client captures and the unwinder works on, indexed by DWARF register
-// number so that call-frame information applies to it directly. Shared by the wire protocol
-// (AllocRecord::regs) and the unwinder.
+// number so that call-frame information applies to it directly, and the ABIs it can describe.
+// Shared by the wire protocol (AllocRecord::regs, ClientHello::abi), the client and the unwinder.
+//
+// The ABI is a run-time value on the daemon's side: a 64-bit droidheapd on a phone unwinds the
+// 32-bit apps too, whose records carry 32-bit registers (zero-extended) and 4-byte stack slots.
+//
+//   ABI          DWARF registers in regs[]                                    sp  fp  pc  word
+//   x86_64       0..15 rax rdx rcx rbx rsi rdi rbp rsp r8..r15, 16 rip        7   6  16   8
+//   arm64-v8a    0..30 x0..x30 (x30 = lr), 31 sp, 32 pc (the unwinder's own)  31  29  32   8
+//   x86          0..7 eax ecx edx ebx esp ebp esi edi, 8 eip                  4   5   8   4
+//   armeabi-v7a  0..15 r0..r15 (r13 sp, r14 lr, r15 pc)                       13   7  15   4
+//
+// The return address is CFI's return-address column (rip/x30/eip/lr); pc is where the unwinder
+// keeps each frame's pc. armeabi-v7a's frame pointer is r7, as clang uses it in Thumb-2 code (the
+// NDK's default): ARM-mode code chains r11, which the frame-pointer fallback does not follow.
 #pragma once
+
+#include <stdint.h>
 
 namespace droidheap {
 
-// x86_64: 0..15 general registers (rax rdx rcx rbx rsi rdi rbp rsp r8..r15), 16 = rip (the
-//         return-address column of CFI).
-// aarch64: 0..30 = x0..x30 (x30 = lr, the return-address column), 31 = sp, 32 = pc (not a DWARF
-//         register; the unwinder's own slot for the frame's pc).
 constexpr int kMaxRegisters = 33;
+
+// Numbered for the wire (ClientHello::abi): never renumber, only add.
+enum class Abi : uint32_t {
+  kUnknown = 0,
+  kX86_64 = 1,
+  kArm64 = 2,
+  kX86 = 3,
+  kArm = 4,
+};
+
+struct RegisterLayout {
+  Abi abi;
+  const char* name;  // Android's name of the ABI
+  int sp;
+  int fp;
+  int pc;
+  uint32_t word_size;    // bytes in a pointer and a stack slot
+  uint16_t elf_machine;  // e_machine of the ELF files the ABI runs (elf.h's EM_*)
+  bool has_ehabi;        // code is described by .ARM.exidx, which the unwinder does not read
+
+  // Addresses wrap at the word size: a 32-bit CFA computation must too.
+  uint64_t Wrap(uint64_t address) const {
+    return word_size == 8 ? address : address & 0xffffffffu;
+  }
+};
+
+inline constexpr RegisterLayout kLayouts[] = {
+    {Abi::kX86_64, "x86_64", 7, 6, 16, 8, 62 /* EM_X86_64 */, false},
+    {Abi::kArm64, "arm64-v8a", 31, 29, 32, 8, 183 /* EM_AARCH64 */, false},
+    {Abi::kX86, "x86", 4, 5, 8, 4, 3 /* EM_386 */, false},
+    {Abi::kArm, "armeabi-v7a", 13, 7, 15, 4, 40 /* EM_ARM */, true},
+};
+
+// nullptr for kUnknown and for numbers this build does not know (a newer client's).
+constexpr const RegisterLayout* LayoutOf(Abi abi) {
+  for (const RegisterLayout& layout : kLayouts) {
+    if (layout.abi == abi) return &layout;
+  }
+  return nullptr;
+}
+
+// This build's own ABI, which its client sends and its tests capture.
 #if defined(__x86_64__)
-constexpr int kRegSp = 7;
-constexpr int kRegFp = 6;
-constexpr int kRegPc = 16;
+constexpr Abi kNativeAbi = Abi::kX86_64;
 #elif defined(__aarch64__)
-constexpr int kRegSp = 31;
-constexpr int kRegFp = 29;
-constexpr int kRegPc = 32;
+constexpr Abi kNativeAbi = Abi::kArm64;
+#elif defined(__i386__)
+constexpr Abi kNativeAbi = Abi::kX86;
+#elif defined(__arm__)
+constexpr Abi kNativeAbi = Abi::kArm;
 #else
-#error "droidheap supports x86_64 and aarch64"
+#error "droidheap supports x86_64, arm64-v8a, x86 and armeabi-v7a"
 #endif
+inline constexpr const RegisterLayout& kNativeLayout = *LayoutOf(kNativeAbi);
+static_assert(kNativeLayout.word_size == sizeof(void*), "the native layout's word is a pointer");
+constexpr int kRegSp = kNativeLayout.sp;
+constexpr int kRegFp = kNativeLayout.fp;
+constexpr int kRegPc = kNativeLayout.pc;
 
 }  // namespace droidheap

@@ -3,26 +3,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/platform.h"
+
 namespace droidheap {
 
-bool StackMemory::ReadWord(uint64_t address, uint64_t* value) const {
+bool StackMemory::ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
+  if (size != 4 && size != 8) return false;
+  *value = 0;  // the high half of a 4-byte word (little-endian: memcpy fills the low half)
   if (address >= copy_start_ && address - copy_start_ <= copy_size_ &&
-      copy_size_ - (address - copy_start_) >= sizeof(uint64_t)) {
-    memcpy(value, copy_ + (address - copy_start_), sizeof(uint64_t));
+      copy_size_ - (address - copy_start_) >= size) {
+    memcpy(value, copy_ + (address - copy_start_), size);
     return true;
   }
-  if (mem_fd_ < 0) return false;
-  return pread(mem_fd_, value, sizeof(uint64_t), static_cast<off_t>(address)) ==
-         static_cast<ssize_t>(sizeof(uint64_t));
+  if (mem_fd_ < 0 || address > static_cast<uint64_t>(INT64_MAX)) return false;
+  return pread(mem_fd_, value, size, static_cast<off_t>(address)) == static_cast<ssize_t>(size);
 }
 
-uint64_t StripPointerAuthentication(uint64_t pc) {
-#if defined(__aarch64__)
-  // User-space addresses fit in 48 bits; PAC and top-byte tags live above.
-  return pc & ((uint64_t{1} << 48) - 1);
-#else
-  return pc;
-#endif
+uint64_t NormalizePc(const RegisterLayout& layout, uint64_t pc) {
+  switch (layout.abi) {
+    case Abi::kArm64:
+      // User-space addresses fit in 48 bits; PAC and top-byte tags live above.
+      return pc & ((uint64_t{1} << 48) - 1);
+    case Abi::kArm:
+      return pc & 0xfffffffeu;
+    default:
+      return layout.Wrap(pc);
+  }
 }
 
 }  // namespace droidheap

@@ -6,13 +6,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "unwinder/registers.h"
+
 namespace droidheap {
 
 class StackMemory {
  public:
   StackMemory(uint64_t copy_start, const uint8_t* copy, size_t copy_size, int mem_fd)
       : copy_start_(copy_start), copy_(copy), copy_size_(copy_size), mem_fd_(mem_fd) {}
-  bool ReadWord(uint64_t address, uint64_t* value) const;
+  // One word of the target: `size` bytes (its word size, 4 or 8), zero-extended.
+  bool ReadWord(uint64_t address, uint32_t size, uint64_t* value) const;
 
  private:
   uint64_t copy_start_;
@@ -21,7 +24,8 @@ class StackMemory {
   int mem_fd_;
 };
 
-// Removes pointer-authentication bits from a return address (aarch64); identity elsewhere.
-uint64_t StripPointerAuthentication(uint64_t pc);
+// A code address as found in a register or a frame, made a plain address: pointer-authentication
+// bits stripped (arm64), the Thumb bit cleared (armeabi-v7a); unchanged elsewhere.
+uint64_t NormalizePc(const RegisterLayout& layout, uint64_t pc);
 
 }  // namespace droidheap

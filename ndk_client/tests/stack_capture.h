@@ -1,0 +1,161 @@
+// Stacks captured the way the client captures them (DroidheapCaptureRegisters, then a copy of
+// the stack from sp up), next to libgcc's in-process unwind of the same stack as the reference,
+// through code without frame pointers: recursion, a qsort callback in libc, libstdc++. For the
+// unwinder's tests, in this process (dwarf_unwinder_test) or in a 32-bit one
+// (unwind_capture_helper for cross_abi_unwind_test).
+#pragma once
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <algorithm>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include "client/register_capture.h"
+#include "tests/test_util.h"
+#include "unwinder/registers.h"
+
+#define NOINLINE __attribute__((noinline))
+// The code under test is what Android and distributions ship: no frame pointers.
+#define NO_FRAME_POINTER __attribute__((optimize("omit-frame-pointer")))
+
+namespace droidheap {
+namespace stack_capture {
+
+constexpr size_t kMaxStackCopy = 64 * 1024;
+
+struct Capture {
+  uint64_t regs[kMaxRegisters] = {};
+  std::vector<uint8_t> stack;
+  uint64_t stack_top = 0;  // set when the copy reached the top of the thread's stack
+  std::vector<uint64_t> reference;  // libgcc's return addresses, from the capturing frame's caller
+};
+
+inline _Unwind_Reason_Code CollectIp(struct _Unwind_Context* context, void* arg) {
+  auto* ips = static_cast<std::vector<uint64_t>*>(arg);
+  ips->push_back(_Unwind_GetIP(context));
+  return _URC_NO_REASON;
+}
+
+inline uint64_t ThreadStackTop() {
+  pthread_attr_t attr;
+  void* low = nullptr;
+  size_t size = 0;
+  CHECK(pthread_getattr_np(pthread_self(), &attr) == 0);
+  CHECK(pthread_attr_getstack(&attr, &low, &size) == 0);
+  pthread_attr_destroy(&attr);
+  return reinterpret_cast<uintptr_t>(low) + size;
+}
+
+inline NOINLINE void CaptureHere(Capture* out) {
+  DroidheapCaptureRegisters(out->regs);
+  uint64_t sp = out->regs[kRegSp];
+  uint64_t top = ThreadStackTop();
+  uint64_t size = std::min<uint64_t>(top - sp, kMaxStackCopy);
+  if (size < kMaxStackCopy) out->stack_top = top;
+  const uint8_t* stack = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(sp));
+  out->stack.assign(stack, stack + size);
+  _Unwind_Backtrace(CollectIp, &out->reference);
+  // Both start in this function; from its caller on they must agree. libgcc also reports the
+  // outermost frame's undefined return address as a last frame at 0, which is no frame.
+  out->reference.erase(out->reference.begin());
+  while (!out->reference.empty() && out->reference.back() == 0) out->reference.pop_back();
+}
+
+inline NOINLINE NO_FRAME_POINTER int Recurse(int depth, Capture* out) {
+  if (depth == 0) {
+    CaptureHere(out);
+    return 0;
+  }
+  volatile int keep = depth;  // a frame of its own, and no tail call
+  return Recurse(depth - 1, out) + keep;
+}
+
+inline Capture* g_qsort_capture = nullptr;
+inline NOINLINE NO_FRAME_POINTER int CompareAndCapture(const void* a, const void* b) {
+  if (g_qsort_capture != nullptr) {
+    Recurse(3, g_qsort_capture);
+    g_qsort_capture = nullptr;
+  }
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+
+inline NOINLINE NO_FRAME_POINTER void ThroughQsort(Capture* out) {
+  int values[] = {5, 3, 9, 1, 7};
+  g_qsort_capture = out;
+  qsort(values, 5, sizeof(int), CompareAndCapture);
+}
+
+inline NOINLINE NO_FRAME_POINTER void ThroughStdFunction(Capture* out) {
+  std::function<void()> call = [out] { Recurse(5, out); };
+  std::vector<std::function<void()>> calls(3, call);
+  std::for_each(calls.begin(), calls.begin() + 1, [](const std::function<void()>& f) { f(); });
+}
+
+// A capture as one process hands it to another (unwind_capture_helper to cross_abi_unwind_test),
+// the same bytes in a 32- and a 64-bit build: this header, the stack copy, the reference pcs.
+struct alignas(8) CaptureHeader {
+  uint32_t abi;  // Abi of the capturing process
+  uint32_t stack_size;
+  uint32_t reference_count;
+  uint32_t reserved;
+  uint64_t stack_pointer;
+  uint64_t stack_top;
+  uint64_t regs[kMaxRegisters];
+};
+static_assert(sizeof(CaptureHeader) == 32 + 8 * kMaxRegisters, "one layout in every build");
+
+// All `size` bytes through read() or write() (`transfer`), however a pipe splits them.
+template <typename Pointer, typename Transfer>
+bool TransferAll(int fd, Pointer data, size_t size, Transfer transfer) {
+  auto* p = reinterpret_cast<std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>,
+                                                const char*, char*>>(data);
+  while (size > 0) {
+    ssize_t n = transfer(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+inline bool WriteAll(int fd, const void* data, size_t size) {
+  return TransferAll(fd, data, size, write);
+}
+inline bool ReadAll(int fd, void* data, size_t size) { return TransferAll(fd, data, size, read); }
+
+inline bool WriteCapture(int fd, const Capture& capture) {
+  CaptureHeader header{};
+  header.abi = static_cast<uint32_t>(kNativeAbi);
+  header.stack_size = static_cast<uint32_t>(capture.stack.size());
+  header.reference_count = static_cast<uint32_t>(capture.reference.size());
+  header.stack_pointer = capture.regs[kRegSp];
+  header.stack_top = capture.stack_top;
+  std::copy(capture.regs, capture.regs + kMaxRegisters, header.regs);
+  return WriteAll(fd, &header, sizeof(header)) &&
+         WriteAll(fd, capture.stack.data(), capture.stack.size()) &&
+         WriteAll(fd, capture.reference.data(), capture.reference.size() * sizeof(uint64_t));
+}
+
+// The capture's ABI in *abi. Sizes are bounded: the writer is a test helper, but still a peer.
+inline bool ReadCapture(int fd, Capture* capture, Abi* abi) {
+  CaptureHeader header;
+  if (!ReadAll(fd, &header, sizeof(header)) || header.stack_size > kMaxStackCopy ||
+      header.reference_count > 4096) {
+    return false;
+  }
+  *abi = static_cast<Abi>(header.abi);
+  std::copy(header.regs, header.regs + kMaxRegisters, capture->regs);
+  capture->stack_top = header.stack_top;
+  capture->stack.resize(header.stack_size);
+  capture->reference.resize(header.reference_count);
+  return ReadAll(fd, capture->stack.data(), capture->stack.size()) &&
+         ReadAll(fd, capture->reference.data(), capture->reference.size() * sizeof(uint64_t));
+}
+
+}  // namespace stack_capture
+}  // namespace droidheap

@@ -1,0 +1,82 @@
+// The layout of every struct two processes share (wire_protocol.h: the socket messages and the
+// records; ring_buffer.h: the shared metadata), printed one field a line. A 32-bit app talks to a
+// 64-bit daemon on a phone, so tests/unit/test_native.py compares the output of a 32-bit build
+// with a 64-bit build's: they must be identical. The static_asserts next to the structs pin the
+// same offsets at compile time; this catches what they do not list.
+#include <stddef.h>
+#include <stdio.h>
+
+#include <atomic>
+
+#include "protocol/ring_buffer.h"
+#include "protocol/wire_protocol.h"
+#include "tests/test_util.h"
+
+using namespace droidheap;
+
+#define STRUCT(type) printf("%s size=%zu align=%zu\n", #type, sizeof(type), alignof(type))
+#define FIELD(type, field)                                                      \
+  printf("%s.%s offset=%zu size=%zu\n", #type, #field, offsetof(type, field), \
+         sizeof(static_cast<type*>(nullptr)->field))
+
+int main() {
+  STRUCT(ClientHello);
+  FIELD(ClientHello, magic);
+  FIELD(ClientHello, version);
+  FIELD(ClientHello, size);
+  FIELD(ClientHello, pid);
+  FIELD(ClientHello, flags);
+  FIELD(ClientHello, abi);
+  FIELD(ClientHello, reserved);
+
+  STRUCT(DaemonReply);
+  FIELD(DaemonReply, magic);
+  FIELD(DaemonReply, version);
+  FIELD(DaemonReply, size);
+  FIELD(DaemonReply, status);
+  FIELD(DaemonReply, sampling_interval);
+  FIELD(DaemonReply, max_stack_bytes);
+  FIELD(DaemonReply, block_timeout_ms);
+  FIELD(DaemonReply, flags);
+  FIELD(DaemonReply, reserved);
+  FIELD(DaemonReply, shmem_size);
+  FIELD(DaemonReply, random_seed);
+
+  STRUCT(AllocRecord);
+  FIELD(AllocRecord, sequence);
+  FIELD(AllocRecord, address);
+  FIELD(AllocRecord, sample_size);
+  FIELD(AllocRecord, alloc_size);
+  FIELD(AllocRecord, stack_pointer);
+  FIELD(AllocRecord, tid);
+  FIELD(AllocRecord, stack_size);
+  FIELD(AllocRecord, regs);
+
+  STRUCT(FreeRecord);
+  FIELD(FreeRecord, sequence);
+  FIELD(FreeRecord, address);
+
+  STRUCT(RecordHeader);
+  FIELD(RecordHeader, size);
+  FIELD(RecordHeader, type);
+
+  STRUCT(RingBufferMetadata);
+  FIELD(RingBufferMetadata, version);
+  FIELD(RingBufferMetadata, reserved);
+  FIELD(RingBufferMetadata, data_size);
+  FIELD(RingBufferMetadata, lock);
+  FIELD(RingBufferMetadata, stop_reason);
+  FIELD(RingBufferMetadata, write_pos);
+  FIELD(RingBufferMetadata, cached_read_pos);
+  FIELD(RingBufferMetadata, records_dropped);
+  FIELD(RingBufferMetadata, blocked_us);
+  FIELD(RingBufferMetadata, read_pos);
+  FIELD(RingBufferMetadata, reader_sleeping);
+
+  // Both processes must use the same instructions on the shared atomics, never a lock of their own.
+  std::atomic<uint64_t> wide{0};
+  std::atomic<uint32_t> narrow{0};
+  CHECK(wide.is_lock_free() && narrow.is_lock_free());
+  printf("atomics lock_free=1\n");
+  return 0;
+}

@@ -1,0 +1,107 @@
+"""droidheapd's handshake across protocol versions and ABIs (wire_protocol.h), against the host
+build's daemon accepting every process: a version 1 hello (no ABI) and a newer, longer one are both
+read exactly; a hello naming a 32-bit ABI is accepted and logged as such; an ABI the daemon does
+not know is refused with its own status."""
+import os
+import pathlib
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+
+HELLO_V1 = struct.Struct("<IIIiQ")  # magic, version, size, pid, flags
+HELLO_V2 = struct.Struct("<IIIiQII")  # ... abi, reserved
+HELLO_MAGIC = 0x50414548
+ACCEPTED, BAD_HELLO, UNSUPPORTED_ABI = 0, 2, 4
+ABI_X86, ABI_ARMEABI_V7A = 3, 4  # registers.h's Abi
+
+
+@pytest.fixture
+def daemon(native_build, tmp_path):
+    """A running droidheapd that accepts every process; yields (socket path, log reader)."""
+    socket_path = tmp_path / "heapprofd"
+    log = tmp_path / "droidheapd.log"
+    with open(log, "w") as log_file:
+        process = subprocess.Popen(
+            [str(native_build / "droidheapd"), "--socket", str(socket_path),
+             "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(1 << 20)],
+            stderr=log_file)
+    try:
+        deadline = time.monotonic() + 10
+        while "droidheapd: listening" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield socket_path, log.read_text
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def handshake(socket_path: pathlib.Path, hello: bytes):
+    """Sends `hello` with this process's own maps and mem fds; returns the reply's status and
+    whether a shared memory fd came with it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(socket_path))
+        fds = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
+        try:
+            socket.send_fds(s, [hello], fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        data, received, _, _ = socket.recv_fds(s, 56, 4)
+        for fd in received:
+            os.close(fd)
+    assert len(data) == 56, data
+    return struct.unpack_from("<IIII", data)[3], len(received) == 1
+
+
+def logged(log, text: str) -> bool:
+    """Whether the daemon logs `text` within a few seconds (it logs after it has replied)."""
+    deadline = time.monotonic() + 5
+    while text not in log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def hello_v2(abi: int, size: int = HELLO_V2.size) -> bytes:
+    return HELLO_V2.pack(HELLO_MAGIC, 2, size, os.getpid(), 0, abi, 0).ljust(size, b"\0")
+
+
+def test_accepts_a_version_1_hello_as_the_daemons_own_abi(daemon):
+    socket_path, log = daemon
+    hello = HELLO_V1.pack(HELLO_MAGIC, 1, HELLO_V1.size, os.getpid(), 0)
+    start = time.monotonic()
+    assert handshake(socket_path, hello) == (ACCEPTED, True)
+    assert time.monotonic() - start < 1.5  # read exactly, not after the 2 s handshake timeout
+    assert logged(log, f"connected pid={os.getpid()} abi=")
+
+
+@pytest.mark.parametrize("abi, name", [(ABI_X86, "x86"), (ABI_ARMEABI_V7A, "armeabi-v7a")])
+def test_accepts_a_32_bit_client_and_says_which_abi(daemon, abi, name):
+    socket_path, log = daemon
+    assert handshake(socket_path, hello_v2(abi)) == (ACCEPTED, True)
+    assert logged(log, f"connected pid={os.getpid()} abi={name} ")
+    if name == "armeabi-v7a":
+        assert logged(log, ".ARM.exidx")  # the user is told that EHABI tables are not read
+
+
+def test_refuses_an_abi_it_does_not_know(daemon):
+    socket_path, log = daemon
+    assert handshake(socket_path, hello_v2(99)) == (UNSUPPORTED_ABI, False)
+    assert logged(log, "unknown to this droidheapd")
+
+
+def test_reads_a_newer_clients_longer_hello_exactly(daemon):
+    socket_path, _ = daemon
+    assert handshake(socket_path, hello_v2(ABI_X86, size=HELLO_V2.size + 24)) == (ACCEPTED, True)
+
+
+def test_refuses_a_hello_claiming_an_absurd_size(daemon):
+    socket_path, _ = daemon
+    assert handshake(socket_path, HELLO_V2.pack(HELLO_MAGIC, 2, 1 << 20, os.getpid(), 0,
+                                                ABI_X86, 0)) == (BAD_HELLO, False)
