@@ -106,8 +106,14 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
             else:
                 _run_attached(session, pid_list, duration_ms)
         _collect(session, out)
-    finally:
-        device.unlock()
+    except BaseException:
+        # The first failure is what the user needs; one in undoing (a device gone) is a note.
+        try:
+            device.unlock()
+        except DroidheapError as e:
+            _note(f"warning: {e}")
+        raise
+    device.unlock()
 
 
 def _resolve_targets(device, names, pids):

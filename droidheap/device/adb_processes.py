@@ -44,6 +44,7 @@ class ShellStream:
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
         self.exit_code: Optional[int] = None
+        self.link_lost = False  # the stream broke before the program's exit code came
         self.pid: Optional[int] = None
         self._pending_stderr = b""
         self._ended = threading.Event()
@@ -70,6 +71,7 @@ class ShellStream:
                     return
         except (adbutils.AdbError, OSError, EOFError, struct.error):
             if self.exit_code is None:
+                self.link_lost = True
                 self.exit_code = 255  # the link is gone: so is the program, as far as we know
         finally:
             self._connection.close()
@@ -166,7 +168,10 @@ class AdbDaemon(DaemonProcess):
 
     def log(self) -> str:
         with self._lock:
-            return self._log.decode(errors="replace")
+            text = self._log.decode(errors="replace")
+        if self._stream.link_lost:  # the last line, which a failure is reported with
+            text += f"\nthe adb link to {self._device.serial} was lost\n"
+        return text
 
 
 def _write_to(stream) -> Callable[[bytes], None]:

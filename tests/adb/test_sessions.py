@@ -190,3 +190,39 @@ def test_without_root_only_preloaded_programs_can_be_attached(adb_server, shell_
         kill_all(sleeper)
         if plain is not None:
             plain.kill()
+
+
+def test_a_device_lost_midway_is_one_line(adb_server, local_program, extra_adbds, tmp_path):
+    adbd = start_test_adbd(root=False)
+    extra_adbds.append(adbd)
+    serial = adb_server.connect(adbd)
+    adb_server.adb("-s", serial, "push", str(local_program), DEVICE_PROGRAM)
+    cli = AdbCli(adb_server, serial)
+    session = cli.start("-o", tmp_path / "out", "--", DEVICE_PROGRAM, "--wait-file",
+                        "/data/local/tmp/never")
+    try:
+        read_line_containing(session.stdout, "waiting pid=", 30)
+        adbd.stop()  # the phone is unplugged
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        kill_all(session)
+    assert "the adb link to" in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("droidheap: ")]
+    assert session.returncode != 0 and "Traceback" not in stderr, stderr
+    assert lines[-1].startswith("droidheap: "), stderr
+
+
+def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, local_program,
+                                                                  tmp_path):
+    out = tmp_path / "out"
+    session = cli.start("-o", out, "-i", "1", "--", DEVICE_PROGRAM, "--linger", "60000")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        session.terminate()
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        kill_all(session)
+    assert "Traceback" not in stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.shell("pkill -f alloc_sites")
+    cli.assert_left_as_it_was()
