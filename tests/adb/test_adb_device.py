@@ -40,7 +40,7 @@ def test_pull_of_missing_file_fails_without_leaving_a_file(device, tmp_path):
 
 def test_shell_user_cannot_push_to_system(device, tmp_path):
     (tmp_path / "f").write_bytes(b"x")
-    with pytest.raises(DroidheapError, match="cannot push to /system/bin/f: .*Permission denied"):
+    with pytest.raises(DroidheapError, match="cannot push to /system/bin/f: .*Read-only file system"):
         device.push(tmp_path / "f", "/system/bin/f")
 
 
@@ -123,12 +123,14 @@ def test_root_device_runs_as_root(adb_env, extra_adbds, tmp_path):
         device.set_properties({"heapprofd.enable": "1"})
         assert device.getprop("heapprofd.enable") == "1"
         assert "already running as root" in adb_env.adb("-s", serial, "root").stdout
-        # Once the emulated bionic is in /system/lib64, every program run there has it, as every
-        # program on a phone has bionic.
-        libc = native.binary_dir(device.abi, required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
-        device.push(libc, f"/system/lib64/{native.EMULATED_LIBC}")
+        # The emulated bionic is in every program run there, as bionic is on a phone; /system
+        # is read-only, even to root.
         maps = device.run(["cat", "/proc/self/maps"])
         assert maps.exit_code == 0 and f"/system/lib64/{native.EMULATED_LIBC}" in maps.stdout
+        (tmp_path / "nothing").write_bytes(b"x")
+        with pytest.raises(DroidheapError, match="Read-only file system"):
+            device.push(tmp_path / "nothing", "/system/bin/nothing")
+        assert "Read-only" in device.run(["touch", "/system/bin/x"]).stderr
     finally:
         adb_env.adb("disconnect", serial, check=False)
 

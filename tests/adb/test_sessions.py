@@ -45,6 +45,16 @@ def device(request, adb_server, local_program):
     return adbd.serial, request.param
 
 
+def _kill_device_program(pid):
+    """The test device is this machine: a program a failed test left waiting would wait forever
+    (and be found by name by the next test)."""
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class AdbCli:
     def __init__(self, adb_server, serial):
         self.serial = serial
@@ -77,7 +87,9 @@ class AdbCli:
         assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
         assert not [name for name in ours if name.endswith(".trace")], ours
         assert "heapprofd" not in self.shell("ls /dev/socket").split()
-        assert "heapprofd_client.so" not in self.shell("ls /system/lib64").split()
+        # The platform's client is back: nothing mounted over it.
+        assert "heapprofd_client.so" in self.shell("ls /system/lib64").split()
+        assert "heapprofd_client" not in self.shell("cat /proc/self/mountinfo")
         assert self.shell("getprop heapprofd.enable").strip() == ""
 
 
@@ -123,6 +135,7 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
     cli.shell(f"rm -f {go}")
     program = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
     session = None
+    pid = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
         session = cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
@@ -134,6 +147,7 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
+        _kill_device_program(pid)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     cli.assert_left_as_it_was()
 
@@ -200,12 +214,14 @@ def test_a_device_lost_midway_is_one_line(adb_server, local_program, extra_adbds
     cli = AdbCli(adb_server, serial)
     session = cli.start("-o", tmp_path / "out", "--", DEVICE_PROGRAM, "--wait-file",
                         "/data/local/tmp/never")
+    pid = None
     try:
-        read_line_containing(session.stdout, "waiting pid=", 30)
+        pid = int(read_line_containing(session.stdout, "waiting pid=", 30).split("=")[1])
         adbd.stop()  # the phone is unplugged
         _, stderr = session.communicate(timeout=120)
     finally:
         kill_all(session)
+        _kill_device_program(pid)
     assert "the adb link to" in stderr, stderr
     lines = [line for line in stderr.splitlines() if line.startswith("droidheap: ")]
     assert session.returncode != 0 and "Traceback" not in stderr, stderr

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence
 SHELL_UID = 2000  # AID_SHELL
 SHELL_GROUPS = "2000,3003,3009"  # shell, inet, readproc
 EMULATED_LIBC = "system/lib64/libdroidheap_libc.so"
+PLATFORM_CLIENT = pathlib.PurePosixPath("system/lib64/heapprofd_client.so")
 
 # Host directories the device's programs need (the dynamic loader, libraries, /proc): bound in.
 _HOST_DIRS = ("usr", "etc", "proc", "sys", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -40,11 +41,14 @@ _SHELL_OWNED = ("data/local/tmp", "sdcard")
 _TOOLS = pathlib.Path(__file__).resolve().parent / "bin"
 
 # Runs in a new mount namespace as root, once: binds the host's directories into the device root
-# ($1), says so, and keeps the namespace alive until killed. Every command then enters it.
+# ($1), makes /system read-only as on a phone, says so, and keeps the namespace alive until
+# killed. Every command then enters it.
 _HOLD_NAMESPACE = """set -e
 r=$1
 for d in $DH_BIND_DIRS; do mount --rbind "/$d" "$r/$d"; done
 for n in $DH_BIND_DEV; do mount --bind "/dev/$n" "$r/dev/$n"; done
+mount --bind "$r/system" "$r/system"
+mount -o remount,bind,ro "$r/system"
 echo ready
 exec sleep infinity
 """
@@ -104,6 +108,11 @@ class DeviceRoot:
             shutil.copy2(tool, self.path / "system" / "bin" / tool.name)
         if libc is not None:
             shutil.copy2(libc, self.path / EMULATED_LIBC)
+            # The platform's heap profiling client, which bionic loads on Android 10+ (here the
+            # build's own: what matters is that one is there, on a read-only /system).
+            client = libc.parent / PLATFORM_CLIENT.name
+            if client.is_file():
+                shutil.copy2(client, self.path / PLATFORM_CLIENT)
         sh = self.path / "system" / "bin" / "sh"
         if not sh.is_symlink():
             sh.symlink_to("/bin/sh")

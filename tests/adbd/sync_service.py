@@ -72,7 +72,9 @@ class SyncSession:
 
     def _check_writable_dir(self, device_dir: str) -> None:
         host = self._device.host_path(device_dir)
-        if not str(host).startswith(str(self._device.path)):
+        read_only = [self._device.path / "system"]  # mounted read-only, as on a phone
+        if not str(host).startswith(str(self._device.path)) or any(
+                host == d or d in host.parents for d in read_only):
             raise SyncFailure(f"{device_dir}: Read-only file system")
         # The nearest existing ancestor decides whether missing directories may be made.
         while not host.exists():
