@@ -57,8 +57,8 @@ class DroidheapGroup(click.Group):
               default="auto",
               help="How an adb device is profiled: root (bionic's own routes), preload "
                    "(LD_PRELOAD, programs started by droidheap), platform (Android's own heapprofd, "
-                   "profileable or debuggable apps), auto (root when the device has it, else "
-                   "preload).")
+                   "profileable or debuggable apps), auto (root when the device has it; else "
+                   "preload, or platform for processes droidheap did not start).")
 @click.option("--disable-selinux", is_flag=True,
               help="Root mode: SELinux permissive for the session (restored at the end).")
 @click.pass_context

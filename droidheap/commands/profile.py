@@ -87,14 +87,21 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     device = open_device(obj)
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              block_client=not no_block_client, shmem_size=shmem_size, seed=seed)
+    targets = []
+    if argv and not device.platform_profiler:
+        # Check the program before anything else, so a typo costs nothing.
+        device.check_program(argv)
+    elif not argv:
+        targets = _resolve_targets(device, name_list, pid_list)
+        if not device.platform_profiler and device.prefer_platform_profiler(targets):
+            _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
+                  f"started; the platform's heapprofd profiles these")
     if device.platform_profiler:
         _run_platform(device, options, argv, name_list, pid_list, duration_ms, output)
         return
-    if argv:
-        # Check the program before anything else, so a typo costs nothing.
-        device.check_program(argv)
-    else:
-        pid_list = _resolve_targets(device, name_list, pid_list)
+    for pid in targets:
+        device.check_attachable(pid)
+    pid_list = targets
     out = _prepare_output(output)
     for note in device.lock():
         _note(note)
@@ -127,8 +134,6 @@ def _resolve_targets(device, names, pids):
         if pid <= 0 or not device.process_exists(pid):
             raise DroidheapError(f"no process with pid {pid} on {device.describe()}")
         resolved.append(pid)
-    for pid in resolved:
-        device.check_attachable(pid)
     return sorted(set(resolved))
 
 

@@ -71,6 +71,7 @@ class AdbDevice(Device):
         # The platform's own heapprofd, driven by the profile command (platform_heapprofd.py):
         # no client, daemon or route of ours. Only files and the shell are used then.
         self.platform_profiler = mode == "platform"
+        self._auto = mode == "auto"
         self.route = self._choose_route("preload" if self.platform_profiler else mode,
                                         disable_selinux)
         self.mode = "platform" if self.platform_profiler else self.route.name
@@ -255,6 +256,20 @@ class AdbDevice(Device):
 
     def disable_at_start(self, name: str) -> None:
         self.route.disable_at_start(name)
+
+    def prefer_platform_profiler(self, pids: Sequence[int]) -> bool:
+        """In auto mode without root: the platform's heapprofd (Android 10+) takes targets that
+        droidheap did not start, which nothing of ours can reach."""
+        if not (self._auto and isinstance(self.route, PreloadRoute) and self.facts.sdk >= 29):
+            return False
+        for pid in pids:
+            try:
+                self.route.check_attachable(pid)
+            except DroidheapError:
+                self.platform_profiler = True
+                self.mode = "platform"
+                return True
+        return False
 
     def check_attachable(self, pid: int) -> None:
         if not self.process_exists(pid):

@@ -77,6 +77,11 @@ class Device(abc.ABC):
     def process_exists(self, pid: int) -> bool:
         ...
 
+    def prefer_platform_profiler(self, pids: Sequence[int]) -> bool:
+        """Whether the device's own profiler should take these attach targets, droidheap's client
+        being unable to reach them; when so, it is used from now on."""
+        return False
+
     @abc.abstractmethod
     def check_attachable(self, pid: int) -> None:
         """Raises DroidheapError saying why the profiling signal cannot reach `pid`."""

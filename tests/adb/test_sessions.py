@@ -195,10 +195,16 @@ def test_without_root_only_preloaded_programs_can_be_attached(adb_server, shell_
         plain = subprocess.Popen([str(adb_server.binary), "-s", shell_device.serial, "shell",
                                   "exec sleep 31"], env=cli.env)
         time.sleep(1)
-        result = cli.run("-n", "sleep", "-d", "500")
+        result = cli.run("--mode", "preload", "-n", "sleep", "-d", "500")
         assert result.returncode != 0
         assert "was not started with droidheap's preload library" in result.stderr
         assert "Traceback" not in result.stderr
+        # In auto mode the platform's heapprofd takes them (here a stand-in perfetto, which
+        # records nothing: one line says so).
+        result = cli.run("-n", "sleep", "-d", "300")
+        assert "platform mode: without root" in result.stderr, result.stderr
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("droidheap: ")
     finally:
         cli.shell("pkill sleep")
         kill_all(sleeper)
