@@ -88,12 +88,14 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              block_client=not no_block_client, shmem_size=shmem_size, seed=seed)
     targets = []
-    if argv and not device.platform_profiler:
+    if device.platform_profiler:
+        pass  # the platform's heapprofd also waits for an app named -n to start
+    elif argv:
         # Check the program before anything else, so a typo costs nothing.
         device.check_program(argv)
-    elif not argv:
+    else:
         targets = _resolve_targets(device, name_list, pid_list)
-        if not device.platform_profiler and device.prefer_platform_profiler(targets):
+        if device.prefer_platform_profiler(targets):
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
     if device.platform_profiler:
