@@ -248,6 +248,9 @@ class AdbDevice(Device):
     def unlock(self) -> None:
         self.journal.release()
 
+    def check_profiler_binaries(self) -> None:
+        native.binary_dir(self.abi, required=self.route.files())
+
     def install_profiler(self) -> None:
         self.route.install(native.binary_dir(self.abi, required=self.route.files()))
 

@@ -5,6 +5,8 @@ import dataclasses
 import pathlib
 from typing import List, Optional, Sequence
 
+from droidheap import native
+
 
 @dataclasses.dataclass
 class DeviceLayout:
@@ -55,6 +57,10 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def unlock(self) -> None:
         """Ends the claim, undoing every change the session made to the device."""
+
+    def check_profiler_binaries(self) -> None:
+        """Raises DroidheapError, naming the build command, when the device's ABI has no build."""
+        native.binary_dir(self.abi)
 
     @abc.abstractmethod
     def install_profiler(self) -> None:

@@ -52,10 +52,11 @@ class AdbdProcess:
             self.process.wait()
 
 
-def start_test_adbd(root: bool = False) -> AdbdProcess:
+def start_test_adbd(root: bool = False, abi: str = "") -> AdbdProcess:
     libc = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
     process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0",
-                                "--libc", str(libc), *(["--root"] if root else [])],
+                                "--libc", str(libc), *(["--root"] if root else []),
+                                *(["--abi", abi] if abi else [])],
                                stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().strip()
     if not line.startswith("listening on 127.0.0.1:"):

@@ -248,3 +248,14 @@ def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, l
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     cli.shell("pkill -f alloc_sites")
     cli.assert_left_as_it_was()
+
+
+def test_a_device_abi_without_binaries_is_one_line(adb_server, local_program, extra_adbds):
+    adbd = start_test_adbd(abi="riscv64")  # an ABI nothing here builds for
+    extra_adbds.append(adbd)
+    serial = adb_server.connect(adbd)
+    result = AdbCli(adb_server, serial).run("--", "/system/bin/sh", "-c", "true")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "droidheap: no droidheap binaries for riscv64: build them with "
+        "scripts/build_ndk.sh NDK_PATH")

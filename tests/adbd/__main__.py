@@ -24,8 +24,7 @@ from .property_service import PropertyService
 from .transport import Connection, Stream
 
 
-def _properties(as_root: bool) -> dict:
-    abi = host_abi()
+def _properties(as_root: bool, abi: str) -> dict:
     return {"ro.product.cpu.abi": abi, "ro.product.cpu.abilist": abi,
             "ro.product.cpu.abilist64": abi, "ro.build.version.sdk": "34",
             "ro.build.version.release": "14",
@@ -56,6 +55,8 @@ def main() -> int:
     parser.add_argument("--root", action="store_true", help="adbd and shell commands run as root")
     parser.add_argument("--device-root", type=pathlib.Path,
                         help="the device's root directory (default: a new temporary one)")
+    parser.add_argument("--abi", help="the ABI the device reports (default: this machine's; "
+                                      "its programs are this machine's whatever it says)")
     parser.add_argument("--libc", type=pathlib.Path,
                         help="the device's bionic: droidheap's emulation layer, "
                              "libdroidheap_libc.so (default: the installed droidheap's)")
@@ -76,7 +77,7 @@ def main() -> int:
         device.prepare(args.libc or _installed_libc())
         device.check()
         properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
-        properties.write(_properties(args.root))
+        properties.write(_properties(args.root, args.abi or host_abi()))
         properties.start()
 
         def root_service(stream: Stream, rest: str) -> None:
