@@ -9,6 +9,8 @@ from typing import Optional
 
 import pytest
 
+from tests.requirements import require
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 
@@ -48,10 +50,6 @@ def native_build() -> pathlib.Path:
 def native_build_i386() -> pathlib.Path:
     """The 32-bit x86 build (-m32) of ndk_client/ with the native tests. Skipped, saying why, when
     this machine cannot build it (failed in CI, where CI is set)."""
-    reason = _why_no_m32()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require(_why_no_m32())
     return _build_native(ROOT / "build" / "native-tests-i386",
                          f"-DCMAKE_TOOLCHAIN_FILE={I386_TOOLCHAIN}")

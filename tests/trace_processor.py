@@ -12,8 +12,9 @@ import pathlib
 import sys
 from typing import Dict, Iterable, List, Optional, Tuple
 
-import pytest
 from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
+from tests.requirements import require
 
 BINARY_NAME = "trace_processor_shell"
 
@@ -40,11 +41,8 @@ def require_binary() -> pathlib.Path:
                   "(or set DROIDHEAP_TRACE_PROCESSOR)")
     elif _cpu_lacks_avx2():
         reason = f"{BINARY_NAME} needs a CPU with AVX2"
-    if reason is None:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    require(reason)
+    return path
 
 
 @dataclasses.dataclass

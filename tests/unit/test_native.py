@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+from tests.requirements import require
+
 NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "live_allocations_test",
                 "trace_writer_test", "sampled_addresses_test", "dwarf_cfi_test",
                 "dwarf_cfi_own_binary_test", "dwarf_expression_test", "dwarf_unwinder_test",
@@ -53,8 +55,8 @@ def test_unwinder_unwinds_another_abis_process(request, unwinder, process):
 def test_armeabi_v7a_register_capture_assembles(tmp_path):
     """No NDK here: at least the armeabi-v7a capture assembles, storing r4-r11, sp and lr (twice:
     lr and pc) into the low halves of their 8-byte slots and zero into the high halves."""
-    if shutil.which("llvm-mc") is None or shutil.which("llvm-objdump") is None:
-        pytest.skip("llvm-mc or llvm-objdump is not installed (Debian: apt-get install llvm)")
+    require("llvm-mc or llvm-objdump is not installed (Debian: apt-get install llvm)"
+            if shutil.which("llvm-mc") is None or shutil.which("llvm-objdump") is None else None)
     source = REGISTER_CAPTURE.read_text()
     arm = source[source.index("#elif defined(__arm__)"):]
     body = arm.index('R"(') + len('R"(')  # the shared .text/.globl/.type directives come before
