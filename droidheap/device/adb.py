@@ -107,7 +107,7 @@ class AdbDevice(Device):
         without root the program gets the preload library, so that droidheap can attach to it."""
         assignments = self.route.program_assignments()
         if assignments:
-            self.route.install(native.binary_dir(self.abi, required=self.route.files()))
+            self.install_profiler()  # what the assignments point at
         try:
             process = subprocess.Popen([adb_executable(), "-s", self.serial, "shell",
                                         exec_script(argv, assignments)])

@@ -4,7 +4,7 @@
 // Resolved on first use, not in the constructor: the loader and other libraries' constructors
 // allocate before ours runs. One thread resolves; others wait for it. dlsym may itself allocate
 // (glibc does on some paths): what the resolving thread allocates meanwhile comes from a small
-// static arena, which is never returned; free and realloc recognise its blocks for good.
+// static arena, which is never returned; free and realloc then recognise its blocks for good.
 #include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
@@ -132,9 +132,12 @@ const MallocDispatch* Next() {
     Find("mallopt", &d.mallopt, UnsupportedMallopt);
     Find("aligned_alloc", &d.aligned_alloc, NextAlignedAlloc);
     Find("malloc_info", &d.malloc_info, UnsupportedMallocInfo);
-    d.free = NextFree;
-    d.realloc = NextRealloc;
-    d.malloc_usable_size = NextUsableSize;
+    // Only this thread allocates from the arena, and only until here: when it did not, no block
+    // can be the arena's, and free and realloc go straight to the real allocator.
+    bool arena_used = g_arena_used.load(std::memory_order_relaxed) != 0;
+    d.free = arena_used ? NextFree : g_next_free;
+    d.realloc = arena_used ? NextRealloc : g_next_realloc;
+    d.malloc_usable_size = arena_used ? NextUsableSize : g_next_usable_size;
     if (d.calloc == nullptr || g_next_free == nullptr || d.malloc == nullptr ||
         g_next_usable_size == nullptr || d.memalign == nullptr || d.posix_memalign == nullptr ||
         g_next_realloc == nullptr) {
