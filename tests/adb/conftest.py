@@ -11,13 +11,14 @@ import pathlib
 import socket
 import subprocess
 import time
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import adbutils
 import pytest
 
 from droidheap import native
 from droidheap.device.local import host_abi
+from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADB_BINARIES = {
@@ -101,8 +102,7 @@ class AdbServer:
 @pytest.fixture(scope="module", params=sorted(ADB_BINARIES))
 def adb_server(request):
     binary = ADB_BINARIES[request.param]
-    if not binary.is_file():
-        pytest.skip(_MISSING[request.param])
+    require(None if binary.is_file() else _MISSING[request.param])
     server = AdbServer(binary, _free_port())
     server.adb("start-server")
     yield server
@@ -118,16 +118,26 @@ def adb_env(adb_server, monkeypatch):
     return adb_server
 
 
-@pytest.fixture(scope="module")
-def shell_device(adb_server):
-    """A test device whose adbd runs as the shell user, connected to the server."""
-    adbd = start_test_adbd(root=False)
+def _connected_test_adbd(adb_server: AdbServer, root: bool) -> Iterator[AdbdProcess]:
+    adbd = start_test_adbd(root=root)
     try:
         adb_server.connect(adbd)
         yield adbd
     finally:
-        adb_server.disconnect_all()
+        adb_server.adb("disconnect", adbd.serial, check=False)
         adbd.stop()
+
+
+@pytest.fixture(scope="module")
+def shell_device(adb_server):
+    """A test device whose adbd runs as the shell user (a user build), connected to the server."""
+    yield from _connected_test_adbd(adb_server, root=False)
+
+
+@pytest.fixture(scope="module")
+def root_device(adb_server):
+    """A test device whose adbd runs as root (a userdebug build after `adb root`)."""
+    yield from _connected_test_adbd(adb_server, root=True)
 
 
 @pytest.fixture

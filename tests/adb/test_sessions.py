@@ -11,23 +11,13 @@ import pytest
 
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
-from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
+from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
+                                   totals_by_leaf_function)
 
 from .conftest import ROOT, start_test_adbd
 
 DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
 PROFILER_DIR = "/data/local/tmp/droidheap"
-
-
-@pytest.fixture(scope="module")
-def root_device(adb_server):
-    """A test device whose adbd runs as root (a userdebug build after `adb root`)."""
-    adbd = start_test_adbd(root=True)
-    try:
-        adb_server.connect(adbd)
-        yield adbd
-    finally:
-        adbd.stop()
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +98,7 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     # The program is only on the device: pulled beside the outputs, it names the sites.
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
     assert (out / "device-files" / DEVICE_PROGRAM.lstrip("/")).is_file()
+    assert_trace_processor_agrees(out, local_program)
     cli.assert_left_as_it_was()
 
 
@@ -125,6 +116,7 @@ def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path)
     (dumps,) = read_dumps(out / "raw-trace").values()
     assert len(dumps) >= 4  # the periodic ones, the one asked for, and the last
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    assert_trace_processor_agrees(out, local_program)
     cli.assert_left_as_it_was()
 
 
