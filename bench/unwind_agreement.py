@@ -69,8 +69,8 @@ def build_reference(abi, jobs):
     run(["cmake", "--install", build, "--prefix", install])
     bin_dir = install / "droidheap" / "bin"
     for name in ("droidheapd", "heapprofd_client.so", "libdroidheap_libc.so"):
-        if not (bin_dir / abi / name).is_file():
-            raise SystemExit(f"the reference build has no {bin_dir / abi / name}")
+        if not (bin_dir / "linux" / abi / name).is_file():
+            raise SystemExit(f"the reference build has no {bin_dir / 'linux' / abi / name}")
     return bin_dir
 
 

@@ -1,5 +1,7 @@
-"""Where the device-side binaries for an ABI are: built by `pip install` for the host's ABI, by
-scripts/build_arm64.sh (cross + qemu) and scripts/build_ndk.sh (Android) for the others."""
+"""Where the device-side binaries for an ABI are. Two builds exist per ABI, each in its own
+directory of the package: Android's (bionic; scripts/build_ndk.sh), pushed to phones, in
+droidheap/bin/<abi>/; and the Linux emulator's (glibc; `pip install` for the host's ABI,
+scripts/build_arm64.sh for arm64 under qemu), in droidheap/bin/linux/<abi>/."""
 import os
 import pathlib
 import site
@@ -11,27 +13,37 @@ DAEMON = "droidheapd"
 CLIENT = "heapprofd_client.so"
 EMULATED_LIBC = "libdroidheap_libc.so"
 
-BUILD_COMMANDS = {
-    "arm64-v8a": "scripts/build_arm64.sh (Linux emulator) or scripts/build_ndk.sh NDK_PATH",
-    "x86_64": "pip install . (Linux emulator) or scripts/build_ndk.sh NDK_PATH",
-}
+ANDROID = "android"
+LINUX = "linux"
+# The Linux emulator's ABIs, and what builds each.
+LINUX_BUILD_COMMANDS = {"x86_64": "pip install . (on an x86_64 machine)",
+                        "arm64-v8a": "scripts/build_arm64.sh"}
 
 
-def _candidate_dirs(abi: str):
+def _candidate_dirs(abi: str, target: str):
+    relative = pathlib.PurePath(abi) if target == ANDROID else pathlib.PurePath(LINUX, abi)
+    # DROIDHEAP_BIN_DIR: a directory laid out as droidheap/bin, looked at first.
     override = os.environ.get("DROIDHEAP_BIN_DIR")
     if override:
-        yield pathlib.Path(override) / abi
-    yield pathlib.Path(__file__).resolve().parent / "bin" / abi
+        yield pathlib.Path(override) / relative
+    yield pathlib.Path(__file__).resolve().parent / "bin" / relative
     # An editable install leaves the package in the source tree but installs the binaries into
     # site-packages.
     for root in [sysconfig.get_paths()["platlib"], *site.getsitepackages()]:
-        yield pathlib.Path(root) / "droidheap" / "bin" / abi
+        yield pathlib.Path(root) / "droidheap" / "bin" / relative
 
 
-def binary_dir(abi: str, required=(DAEMON, CLIENT)) -> pathlib.Path:
-    for directory in _candidate_dirs(abi):
+def binary_dir(abi: str, required=(DAEMON, CLIENT), target: str = ANDROID) -> pathlib.Path:
+    """The directory holding `required` built for `abi` and `target` (ANDROID or LINUX)."""
+    for directory in _candidate_dirs(abi, target):
         if all((directory / name).is_file() for name in required):
             return directory
-    raise DroidheapError(
-        f"no droidheap binaries for {abi}: build them with "
-        f"{BUILD_COMMANDS.get(abi, 'scripts/build_ndk.sh NDK_PATH')}")
+    what = "Android" if target == ANDROID else "the Linux emulator"
+    raise DroidheapError(f"no droidheap binaries for {abi} ({what}): build them with "
+                         f"{build_command(abi, target)}")
+
+
+def build_command(abi: str, target: str = ANDROID) -> str:
+    if target == LINUX:
+        return LINUX_BUILD_COMMANDS[abi]
+    return "scripts/build_ndk.sh NDK_PATH"

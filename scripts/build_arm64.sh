@@ -2,8 +2,8 @@
 # Builds the arm64-v8a emulator-device binaries (cross compiler + qemu-user, Debian packages
 # g++-aarch64-linux-gnu and qemu-user) into the installed droidheap package, or into DEST.
 #   scripts/build_arm64.sh [DEST]
-# DEST defaults to the bin directory beside the installed x86_64 binaries: <site-packages>/
-# droidheap/bin for a normal install and for an editable one alike (`pip install -e` leaves the
+# DEST defaults to the directory beside the installed x86_64 emulator binaries: <site-packages>/
+# droidheap/bin/linux for a normal install and for an editable one alike (`pip install -e` leaves the
 # package in this tree but puts its binaries into site-packages, where droidheap looks too).
 # scripts/install runs it.
 set -euo pipefail
@@ -19,9 +19,9 @@ from droidheap import native
 from droidheap.device.local import host_abi
 from droidheap.errors import DroidheapError
 try:
-    print(native.binary_dir(host_abi()).parent)
-except DroidheapError:  # no host binaries installed: the package's own bin directory
-    print(os.path.join(os.path.dirname(native.__file__), "bin"))
+    print(native.binary_dir(host_abi(), target=native.LINUX).parent)
+except DroidheapError:  # no host binaries installed: the package's own directory for them
+    print(os.path.join(os.path.dirname(native.__file__), "bin", native.LINUX))
 PY
 )
 fi
@@ -32,5 +32,5 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$build/install"
 cmake --install "$build" --prefix "$build/install" >/dev/null
 mkdir -p "$dest/arm64-v8a"
-cp "$build"/install/droidheap/bin/arm64-v8a/* "$dest/arm64-v8a/"
+cp "$build"/install/droidheap/bin/linux/arm64-v8a/* "$dest/arm64-v8a/"
 echo "arm64-v8a binaries in $dest/arm64-v8a"

@@ -6,8 +6,7 @@
 # NDK_DIR is an unpacked Android NDK (r23 or newer); ABI is arm64-v8a, armeabi-v7a, x86_64 or x86.
 # The build trees are BUILD/ndk-<abi> (default: build/ of this source tree).
 # DEST defaults to droidheap/bin of this source tree, the package data a release wheel ships
-# (README.md, "ABIs"). A DEST/<abi> holding the Linux emulator's binaries for that ABI is refused:
-# the two builds cannot share a directory.
+# (README.md, "ABIs"); the Linux emulator's binaries are elsewhere, in droidheap/bin/linux/<abi>/.
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
@@ -54,8 +53,6 @@ abis=("$@")
 [ ${#abis[@]} -gt 0 ] || abis=("${all_abis[@]}")
 for abi in "${abis[@]}"; do
   [[ " ${all_abis[*]} " == *" $abi "* ]] || die "unknown ABI $abi (known: ${all_abis[*]})"
-  [ ! -e "$dest/$abi/libdroidheap_libc.so" ] ||
-    die "$dest/$abi holds the Linux emulator's binaries; pass --dest DIR for the NDK's"
 done
 
 for abi in "${abis[@]}"; do

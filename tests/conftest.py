@@ -27,7 +27,7 @@ def _build_native(build: pathlib.Path, *cmake_args: str) -> pathlib.Path:
     return build
 
 
-def _why_no_m32() -> Optional[str]:
+def why_no_m32() -> Optional[str]:
     """Why this machine cannot build and run 32-bit x86 C++ programs; None when it can."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return f"32-bit x86 builds need an x86_64 host, not {platform.machine()}"
@@ -50,6 +50,6 @@ def native_build() -> pathlib.Path:
 def native_build_i386() -> pathlib.Path:
     """The 32-bit x86 build (-m32) of ndk_client/ with the native tests. Skipped, saying why, when
     this machine cannot build it (failed in CI, where CI is set)."""
-    require(_why_no_m32())
+    require(why_no_m32())
     return _build_native(ROOT / "build" / "native-tests-i386",
                          f"-DCMAKE_TOOLCHAIN_FILE={I386_TOOLCHAIN}")

@@ -104,7 +104,8 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     for pid in targets:
         device.check_attachable(pid)
     pid_list = targets
-    device.check_profiler_binaries()
+    for warning in device.check_profiler_binaries():
+        _note(warning)
     out = _prepare_output(output)
     for note in device.lock():
         _note(note)

@@ -248,11 +248,31 @@ class AdbDevice(Device):
     def unlock(self) -> None:
         self.journal.release()
 
-    def check_profiler_binaries(self) -> None:
+    def check_profiler_binaries(self) -> List[str]:
         native.binary_dir(self.abi, required=self.route.files())
+        abi32 = self._abi32()
+        if abi32 and self._binaries32() is None:
+            return [f"warning: no droidheap client for {abi32}: 32-bit processes are not "
+                    f"profiled (build it with {native.build_command(abi32)})"]
+        return []
 
     def install_profiler(self) -> None:
-        self.route.install(native.binary_dir(self.abi, required=self.route.files()))
+        self.route.install(native.binary_dir(self.abi, required=self.route.files()),
+                           self._binaries32())
+
+    def _abi32(self) -> Optional[str]:
+        """The 32-bit ABI a 64-bit device also runs apps in, where bionic's route loads a client
+        into them (the root mode; LD_PRELOAD takes one library for every program)."""
+        if not self.is_64_bit or not isinstance(self.route, RootRoute):
+            return None
+        return next((abi for abi in self.facts.abilist if abi not in _64_BIT_ABIS), None)
+
+    def _binaries32(self) -> Optional[pathlib.Path]:
+        abi32 = self._abi32()
+        try:
+            return native.binary_dir(abi32, required=[native.CLIENT]) if abi32 else None
+        except DroidheapError:
+            return None
 
     def enable_at_start(self, name: str) -> None:
         self.route.enable_at_start(name)

@@ -5,7 +5,8 @@ root     bionic's own routes, as heapprofd uses them. bionic loads <lib>/heappro
          heapprofd.enable(.<name>) is set at start, or on the profiling signal; that file becomes
          ours (a bind mount over the platform's, read-only /system; a copy where there is none), and
          our daemon answers on /dev/socket/heapprofd, where that client connects, with the
-         platform's heapprofd stopped. Every change is journaled first (adb_journal.py).
+         platform's heapprofd stopped. On a 64-bit device /system/lib's 32-bit twin becomes ours
+         too, for 32-bit app processes. Every change is journaled first (adb_journal.py).
 preload  no root: bionic will not load anything for us, so programs droidheap starts get
          libdroidheap_preload.so through LD_PRELOAD (`droidheap -- PROG`, `droidheap shell --
          PROG` for a later attach). It loads the heapprofd_client.so beside it, which connects to
@@ -16,6 +17,7 @@ A Route is chosen once per AdbDevice and used from its thread.
 """
 import pathlib
 import shlex
+from typing import Optional
 
 from droidheap import native
 from droidheap.device.adb_journal import PROFILER_DIR
@@ -45,7 +47,9 @@ class Route:
     def files(self):
         return [native.DAEMON, native.CLIENT]
 
-    def install(self, binaries: pathlib.Path) -> None:
+    def install(self, binaries: pathlib.Path, binaries32: Optional[pathlib.Path]) -> None:
+        """Pushes the files for the device's ABI from `binaries`; `binaries32` holds those for
+        the 32-bit ABI a 64-bit device also runs (None: that ABI is not profiled)."""
         for name in self.files():
             self.device.push(binaries / name, f"{PROFILER_DIR}/{name}",
                              mode=0o755 if name == native.DAEMON else 0o644)
@@ -98,8 +102,8 @@ class RootRoute(Route):
         self.device.journal.record(undo, privileged=True)
         _check(self.device.run_privileged(command), what)
 
-    def install(self, binaries: pathlib.Path) -> None:
-        super().install(binaries)
+    def install(self, binaries: pathlib.Path, binaries32: Optional[pathlib.Path]) -> None:
+        super().install(binaries, binaries32)
         device = self.device
         if self._disable_selinux and device.facts.selinux == "Enforcing":
             self._change("setenforce 0", "setenforce 1", "cannot set SELinux permissive")
@@ -109,10 +113,17 @@ class RootRoute(Route):
         if device.run(["test", "-e", _PLATFORM_SOCKET]).exit_code == 0:
             self._change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
                          f"cannot move {_PLATFORM_SOCKET} aside")
-        source = f"{PROFILER_DIR}/{native.CLIENT}"
-        target = f"{_PLATFORM_CLIENT_DIRS[device.is_64_bit]}/{native.CLIENT}"
-        device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
-        if device.run(["test", "-e", target]).exit_code == 0:
+        self._replace_platform_client(f"{PROFILER_DIR}/{native.CLIENT}", device.is_64_bit)
+        if binaries32 is not None:
+            # 32-bit app processes load the 32-bit twin, from /system/lib; one daemon serves both.
+            source = f"{PROFILER_DIR}/lib32/{native.CLIENT}"
+            device.push(binaries32 / native.CLIENT, source, mode=0o644)
+            self._replace_platform_client(source, is_64_bit=False)
+
+    def _replace_platform_client(self, source: str, is_64_bit: bool) -> None:
+        target = f"{_PLATFORM_CLIENT_DIRS[is_64_bit]}/{native.CLIENT}"
+        self.device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
+        if self.device.run(["test", "-e", target]).exit_code == 0:
             self._change(f"mount -o bind {source} {target}", f"umount {target}",
                          f"cannot mount droidheap's client over {target}")
         else:

@@ -5,7 +5,6 @@ import dataclasses
 import pathlib
 from typing import List, Optional, Sequence
 
-from droidheap import native
 
 
 @dataclasses.dataclass
@@ -58,9 +57,10 @@ class Device(abc.ABC):
     def unlock(self) -> None:
         """Ends the claim, undoing every change the session made to the device."""
 
-    def check_profiler_binaries(self) -> None:
-        """Raises DroidheapError, naming the build command, when the device's ABI has no build."""
-        native.binary_dir(self.abi)
+    @abc.abstractmethod
+    def check_profiler_binaries(self) -> List[str]:
+        """Raises DroidheapError, naming the build command, when the device's ABI has no build.
+        Returns warnings for the user (processes of another ABI that will not be profiled)."""
 
     @abc.abstractmethod
     def install_profiler(self) -> None:

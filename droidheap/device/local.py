@@ -138,7 +138,7 @@ class LocalDevice(Device):
     def __init__(self, root: Optional[pathlib.Path] = None, abi: Optional[str] = None):
         self.root = pathlib.Path(root or default_root()).absolute()
         self.abi = abi or host_abi()
-        if self.abi not in native.BUILD_COMMANDS:
+        if self.abi not in native.LINUX_BUILD_COMMANDS:
             raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")
         self._runner: List[str] = []
         if self.abi != host_abi():
@@ -190,14 +190,19 @@ class LocalDevice(Device):
         return pathlib.Path(self.layout.lib_dir) / native.EMULATED_LIBC
 
     def _install_emulated_libc(self) -> None:
-        source = native.binary_dir(self.abi, required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
+        source = native.binary_dir(self.abi, required=(native.EMULATED_LIBC,),
+                                  target=native.LINUX) / native.EMULATED_LIBC
         target = self.emulated_libc
         if (not target.exists() or target.stat().st_size != source.stat().st_size
                 or target.read_bytes() != source.read_bytes()):
             _copy_atomically(source, target)
 
+    def check_profiler_binaries(self) -> List[str]:
+        native.binary_dir(self.abi, target=native.LINUX)
+        return []
+
     def install_profiler(self) -> None:
-        binaries = native.binary_dir(self.abi)
+        binaries = native.binary_dir(self.abi, target=native.LINUX)
         self._install_emulated_libc()
         _copy_atomically(binaries / native.DAEMON, pathlib.Path(self.layout.bin_dir) / native.DAEMON)
         _copy_atomically(binaries / native.CLIENT, pathlib.Path(self.layout.lib_dir) / native.CLIENT)

@@ -11,13 +11,14 @@ import pathlib
 import socket
 import subprocess
 import time
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import adbutils
 import pytest
 
 from droidheap import native
 from droidheap.device.local import host_abi
+from tests.conftest import why_no_m32
 from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -33,6 +34,22 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def device_binaries() -> pathlib.Path:
+    """The test device's bionic is the emulation layer: the binaries droidheap pushes to it are
+    the Linux emulator's for this machine's ABI."""
+    return native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,), target=native.LINUX)
+
+
+def device_bin_dir(directory: pathlib.Path,
+                   other_abis: Optional[Dict[str, pathlib.Path]] = None) -> pathlib.Path:
+    """`directory`, laid out as droidheap/bin for $DROIDHEAP_BIN_DIR: the test device's binaries
+    as Android's for this machine's ABI, and those of `other_abis` (ABI: build directory)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for abi, build in {host_abi(): device_binaries(), **(other_abis or {})}.items():
+        (directory / abi).symlink_to(build)
+    return directory
 
 
 @dataclasses.dataclass
@@ -53,11 +70,13 @@ class AdbdProcess:
             self.process.wait()
 
 
-def start_test_adbd(root: bool = False, abi: str = "") -> AdbdProcess:
-    libc = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,)) / native.EMULATED_LIBC
+def start_test_adbd(root: bool = False, abi: str = "",
+                    libc32: Optional[pathlib.Path] = None) -> AdbdProcess:
+    libc = device_binaries() / native.EMULATED_LIBC
     process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0",
                                 "--libc", str(libc), *(["--root"] if root else []),
-                                *(["--abi", abi] if abi else [])],
+                                *(["--abi", abi] if abi else []),
+                                *(["--libc32", str(libc32)] if libc32 else [])],
                                stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().strip()
     if not line.startswith("listening on 127.0.0.1:"):
@@ -70,11 +89,14 @@ def start_test_adbd(root: bool = False, abi: str = "") -> AdbdProcess:
 class AdbServer:
     binary: pathlib.Path
     port: int
+    bin_dir: pathlib.Path  # droidheap's binaries for the test devices ($DROIDHEAP_BIN_DIR)
 
     @property
     def env(self) -> Dict[str, str]:
-        """What droidheap (and adb) must see to use this server and this binary."""
-        return {"ANDROID_ADB_SERVER_PORT": str(self.port), "ADBUTILS_ADB_PATH": str(self.binary)}
+        """What droidheap (and adb) must see to use this server and this binary, and the test
+        device's binaries."""
+        return {"ANDROID_ADB_SERVER_PORT": str(self.port), "ADBUTILS_ADB_PATH": str(self.binary),
+                "DROIDHEAP_BIN_DIR": str(self.bin_dir)}
 
     def adb(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
@@ -100,10 +122,11 @@ class AdbServer:
 
 
 @pytest.fixture(scope="module", params=sorted(ADB_BINARIES))
-def adb_server(request):
+def adb_server(request, tmp_path_factory):
     binary = ADB_BINARIES[request.param]
     require(None if binary.is_file() else _MISSING[request.param])
-    server = AdbServer(binary, _free_port())
+    server = AdbServer(binary, _free_port(),
+                       device_bin_dir(tmp_path_factory.mktemp("device-bin")))
     server.adb("start-server")
     yield server
     server.adb("kill-server", check=False)
@@ -118,8 +141,9 @@ def adb_env(adb_server, monkeypatch):
     return adb_server
 
 
-def _connected_test_adbd(adb_server: AdbServer, root: bool) -> Iterator[AdbdProcess]:
-    adbd = start_test_adbd(root=root)
+def _connected_test_adbd(adb_server: AdbServer, root: bool,
+                         libc32: Optional[pathlib.Path] = None) -> Iterator[AdbdProcess]:
+    adbd = start_test_adbd(root=root, libc32=libc32)
     try:
         adb_server.connect(adbd)
         yield adbd
@@ -135,9 +159,13 @@ def shell_device(adb_server):
 
 
 @pytest.fixture(scope="module")
-def root_device(adb_server):
-    """A test device whose adbd runs as root (a userdebug build after `adb root`)."""
-    yield from _connected_test_adbd(adb_server, root=True)
+def root_device(adb_server, request):
+    """A test device whose adbd runs as root (a userdebug build after `adb root`), running 32-bit
+    programs too where this machine builds them (-m32)."""
+    libc32 = None
+    if why_no_m32() is None:
+        libc32 = request.getfixturevalue("native_build_i386") / native.EMULATED_LIBC
+    yield from _connected_test_adbd(adb_server, root=True, libc32=libc32)
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_cli_errors_are_one_line(adb_env, extra_adbds):
 
 
 def test_starts_an_adb_server_when_none_runs(adb_server, monkeypatch):
-    server = AdbServer(adb_server.binary, _free_port())
+    server = AdbServer(adb_server.binary, _free_port(), adb_server.bin_dir)
     for key, value in server.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("ANDROID_SERIAL", raising=False)

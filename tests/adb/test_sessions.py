@@ -2,6 +2,7 @@
 preload mode on a device whose adbd runs as the shell user, the root mode on one that runs as
 root; the site bytes as exact as on --local, and the device left as it was on every exit path."""
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from tests.e2e.test_profile import assert_sites, read_line_containing, single_pr
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
                                    totals_by_leaf_function)
 
-from .conftest import ROOT, start_test_adbd
+from .conftest import ROOT, device_bin_dir, start_test_adbd
 
 DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
 PROFILER_DIR = "/data/local/tmp/droidheap"
@@ -51,6 +52,7 @@ class AdbCli:
         self.adb_server = adb_server
         self.env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
         self.env.update(adb_server.env)
+        self.platform_state_before = self.platform_state()
 
     def command(self, *args):
         return [sys.executable, "-m", "droidheap.cli", "-s", self.serial, *map(str, args)]
@@ -67,6 +69,14 @@ class AdbCli:
     def shell(self, script: str) -> str:
         return self.adb_server.adb("-s", self.serial, "shell", script, check=False).stdout
 
+    def platform_state(self) -> str:
+        """What a root session changes and must put back: the platform's heapprofd (its service
+        and socket), its clients of each bitness (nothing mounted over them), the properties."""
+        return self.shell("getprop init.svc.heapprofd; ls /dev/socket; "
+                          "md5sum /system/lib*/heapprofd_client.so; "
+                          "grep -c heapprofd_client /proc/self/mountinfo; "
+                          "getprop heapprofd.enable")
+
     def assert_left_as_it_was(self):
         deadline = time.monotonic() + 15
         while self.shell("pidof droidheapd").strip() and time.monotonic() < deadline:
@@ -76,11 +86,7 @@ class AdbCli:
         ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces").split()
         assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
         assert not [name for name in ours if name.endswith(".trace")], ours
-        assert "heapprofd" not in self.shell("ls /dev/socket").split()
-        # The platform's client is back: nothing mounted over it.
-        assert "heapprofd_client.so" in self.shell("ls /system/lib64").split()
-        assert "heapprofd_client" not in self.shell("cat /proc/self/mountinfo")
-        assert self.shell("getprop heapprofd.enable").strip() == ""
+        assert self.platform_state() == self.platform_state_before
 
 
 @pytest.fixture
@@ -93,6 +99,8 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
     assert result.returncode == 0, result.stderr
     assert f"{device[1]} mode" in result.stderr
+    if cli.shell("getprop ro.product.cpu.abilist32").strip():  # and no client built for it
+        assert "32-bit processes are not profiled" in result.stderr
     assert "done" in result.stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     # The program is only on the device: pulled beside the outputs, it names the sites.
@@ -108,6 +116,9 @@ def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path)
                         "--linger", "2500")
     try:
         read_line_containing(session.stdout, "done", 60)
+        if device[1] == "root":  # the platform's heapprofd is out of the way while it runs
+            assert cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
+            assert cli.shell("ls /dev/socket/heapprofd.droidheap-saved").strip()
         cli.shell("killall -USR1 droidheapd")
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
@@ -117,6 +128,27 @@ def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path)
     assert len(dumps) >= 4  # the periodic ones, the one asked for, and the last
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     assert_trace_processor_agrees(out, local_program)
+    cli.assert_left_as_it_was()
+
+
+def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root_device, tmp_path,
+                                                                 native_build_i386):
+    """A 64-bit rooted device runs 32-bit app processes too: bionic loads /system/lib's client
+    into them, which becomes ours for the session, and the one daemon unwinds them."""
+    program = tmp_path / "alloc_sites32"
+    compile_program(ROOT / "tests" / "programs" / "alloc_sites.c", program, "x86")
+    cli = AdbCli(adb_server, root_device.serial)
+    assert cli.shell("getprop ro.product.cpu.abilist32").strip() == "x86"
+    # The x86 client droidheap pushes: the -m32 build's.
+    cli.env["DROIDHEAP_BIN_DIR"] = str(device_bin_dir(tmp_path / "bin", {"x86": native_build_i386}))
+    adb_server.adb("-s", cli.serial, "push", str(program), DEVICE_PROGRAM + "32")
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM + "32")
+    assert result.returncode == 0, result.stderr
+    assert "no droidheap client for x86" not in result.stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
+    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert_trace_processor_agrees(out, program)
     cli.assert_left_as_it_was()
 
 
@@ -249,5 +281,5 @@ def test_a_device_abi_without_binaries_is_one_line(adb_server, local_program, ex
     result = AdbCli(adb_server, serial).run("--", "/system/bin/sh", "-c", "true")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        "droidheap: no droidheap binaries for riscv64: build them with "
+        "droidheap: no droidheap binaries for riscv64 (Android): build them with "
         "scripts/build_ndk.sh NDK_PATH")

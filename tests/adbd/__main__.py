@@ -3,8 +3,9 @@
 `adb connect` to it (PORT 0: a free port, printed).
 
 Without --root programs run as the shell user (uid 2000) on a `user` build; with it as uid 0 on a
-`userdebug` build, and `adb root` answers that adbd already runs as root. The device root is a
-new temporary directory (removed at exit) unless --device-root names one.
+`userdebug` build where the platform's heapprofd runs, and `adb root` answers that adbd already
+runs as root. With --libc32 it runs 32-bit programs as well. The device root is a new temporary
+directory (removed at exit) unless --device-root names one.
 
 The main thread accepts; each connection is served on its own thread.
 """
@@ -24,9 +25,17 @@ from .property_service import PropertyService
 from .transport import Connection, Stream
 
 
-def _properties(as_root: bool, abi: str) -> dict:
-    return {"ro.product.cpu.abi": abi, "ro.product.cpu.abilist": abi,
-            "ro.product.cpu.abilist64": abi, "ro.build.version.sdk": "34",
+# The 32-bit ABI a 64-bit device also runs.
+_TWIN_ABIS = {"x86_64": "x86", "arm64-v8a": "armeabi-v7a"}
+
+
+def _properties(as_root: bool, abi: str, with_32_bit: bool) -> dict:
+    abi32 = _TWIN_ABIS.get(abi, "") if with_32_bit else ""
+    return {"ro.product.cpu.abi": abi,
+            "ro.product.cpu.abilist": ",".join(filter(None, [abi, abi32])),
+            "ro.product.cpu.abilist64": abi, "ro.product.cpu.abilist32": abi32,
+            "init.svc.heapprofd": "running" if as_root else "",
+            "ro.build.version.sdk": "34",
             "ro.build.version.release": "14",
             "ro.build.type": "userdebug" if as_root else "user",
             "ro.debuggable": "1" if as_root else "0",
@@ -38,7 +47,8 @@ def _installed_libc():
     from droidheap import native  # stdlib only, as errors.py
     from droidheap.errors import DroidheapError
     try:
-        directory = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,))
+        directory = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,),
+                                      target=native.LINUX)
     except DroidheapError:  # not built: programs then run without a bionic stand-in
         _log("no libdroidheap_libc.so found (pass --libc): programs cannot be profiled here")
         return None
@@ -60,6 +70,9 @@ def main() -> int:
     parser.add_argument("--libc", type=pathlib.Path,
                         help="the device's bionic: droidheap's emulation layer, "
                              "libdroidheap_libc.so (default: the installed droidheap's)")
+    parser.add_argument("--libc32", type=pathlib.Path,
+                        help="the 32-bit emulation layer (e.g. a -m32 build): the device then "
+                             "also runs 32-bit programs, as 64-bit phones do")
     args = parser.parse_args()
     if os.geteuid() != 0:
         _log("needs root: it runs each command in its own mount namespace, as the shell user "
@@ -74,10 +87,12 @@ def main() -> int:
     device = None
     try:
         device = DeviceRoot(root_path, as_root=args.root)
-        device.prepare(args.libc or _installed_libc())
+        libcs = {64: args.libc or _installed_libc(), 32: args.libc32}
+        # A userdebug phone after `adb root`: the platform's heapprofd runs (droidheap stops it).
+        device.prepare({bits: libc for bits, libc in libcs.items() if libc}, args.root)
         device.check()
         properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
-        properties.write(_properties(args.root, args.abi or host_abi()))
+        properties.write(_properties(args.root, args.abi or host_abi(), args.libc32 is not None))
         properties.start()
 
         def root_service(stream: Stream, rest: str) -> None:

@@ -20,13 +20,23 @@ import pathlib
 import platform
 import shutil
 import signal
+import socket
 import subprocess
 from typing import Dict, List, Optional, Sequence
 
 SHELL_UID = 2000  # AID_SHELL
 SHELL_GROUPS = "2000,3003,3009"  # shell, inet, readproc
-EMULATED_LIBC = "system/lib64/libdroidheap_libc.so"
-PLATFORM_CLIENT = pathlib.PurePosixPath("system/lib64/heapprofd_client.so")
+LIBC_NAME = "libdroidheap_libc.so"
+CLIENT_NAME = "heapprofd_client.so"
+# Each bitness's libraries, as on a phone: the emulated bionic and the platform's profiling client.
+LIB_DIRS = {64: "system/lib64", 32: "system/lib"}
+_PLATFORM_CLIENT_STAND_IN = "the platform's heapprofd_client.so (a stand-in: it does not load)\n"
+# Every program gets its own bitness's emulated bionic, as on a phone: glibc's loader expands $LIB
+# in LD_PRELOAD to its library directory, whose name differs between builds; each name it may take
+# leads to the emulated bionic of that bitness.
+_BIONIC_BY_LIB = "system/etc/droidheap-bionic"
+_LIB_NAMES = {64: ("lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"),
+              32: ("lib32", "lib/i386-linux-gnu", "lib/arm-linux-gnueabihf")}
 
 # Host directories the device's programs need (the dynamic loader, libraries, /proc): bound in.
 _HOST_DIRS = ("usr", "etc", "proc", "sys", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -34,6 +44,7 @@ _HOST_DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
 _HOST_DEV_DIRS = ("pts", "shm")
 # The device's own tree, as on a phone (and as in local.py's emulator device).
 _DEVICE_DIRS = {"system/bin": 0o755, "system/lib64": 0o755, "system/xbin": 0o755,
+                "system/etc": 0o755,
                 "data": 0o771, "data/local": 0o751, "data/local/tmp": 0o771,
                 "data/misc/perfetto-traces": 0o773, "dev/socket": 0o755, "sdcard": 0o770}
 # Directories the shell user owns on a phone.
@@ -72,9 +83,11 @@ class DeviceRoot:
         self._host_names: List[str] = []  # top-level names that are the host's own (or links)
         self._namespace_holder: Optional[subprocess.Popen] = None
 
-    def prepare(self, libc: Optional[pathlib.Path]) -> None:
-        """Lays the root out; `libc` (the emulation layer, standing in for bionic) is installed
-        where every program run here gets it, as every program on a phone gets bionic."""
+    def prepare(self, libcs: Dict[int, pathlib.Path], platform_heapprofd: bool) -> None:
+        """Lays the root out. `libcs` (the emulation layer standing in for bionic, by bitness) are
+        installed where every program run here gets them, as every program on a phone gets
+        bionic; with `platform_heapprofd` the platform's heapprofd runs (its service state and
+        socket), as on a userdebug phone where it was started."""
         self.path.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path, 0o755)  # mkdtemp's 0700 would keep the shell user out of `/`
         for name in _HOST_DIRS:
@@ -106,17 +119,30 @@ class DeviceRoot:
         # The device's own tools (getprop, setprop, pidof...) and a /system/bin/sh, as on Android.
         for tool in _TOOLS.iterdir():
             shutil.copy2(tool, self.path / "system" / "bin" / tool.name)
-        if libc is not None:
-            shutil.copy2(libc, self.path / EMULATED_LIBC)
-            # The platform's heap profiling client, which bionic loads on Android 10+ (here the
-            # build's own: what matters is that one is there, on a read-only /system).
-            client = libc.parent / PLATFORM_CLIENT.name
-            if client.is_file():
-                shutil.copy2(client, self.path / PLATFORM_CLIENT)
+        for bits, libc in libcs.items():
+            self._install_bionic(bits, libc)
+        if platform_heapprofd:
+            # Its socket, as init makes it; nothing answers on it here.
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as platform_socket:
+                platform_socket.bind(str(self.path / "dev/socket/heapprofd"))
         sh = self.path / "system" / "bin" / "sh"
         if not sh.is_symlink():
             sh.symlink_to("/bin/sh")
         self._hold_namespace()
+
+    def _install_bionic(self, bits: int, libc: pathlib.Path) -> None:
+        lib_dir = self.path / LIB_DIRS[bits]
+        lib_dir.mkdir(mode=0o755, exist_ok=True)
+        shutil.copy2(libc, lib_dir / LIBC_NAME)
+        # The platform's heap profiling client, which bionic loads on Android 10+: here a file
+        # that does not load, so that a program profiled on this device proves it loaded ours
+        # (on a read-only /system, mounted over it).
+        (lib_dir / CLIENT_NAME).write_text(_PLATFORM_CLIENT_STAND_IN)
+        for name in _LIB_NAMES[bits]:
+            link = self.path / _BIONIC_BY_LIB / name / LIBC_NAME
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(f"/{LIB_DIRS[bits]}/{LIBC_NAME}")
 
     def _hold_namespace(self) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
@@ -169,8 +195,8 @@ class DeviceRoot:
         the host's nsenter and chroot cannot load it from its device path."""
         identity = [] if self.as_root else [f"--userspec={SHELL_UID}:{SHELL_UID}",
                                             f"--groups={SHELL_GROUPS}"]
-        bionic = ["/usr/bin/env", f"LD_PRELOAD=/{EMULATED_LIBC}"] \
-            if (self.path / EMULATED_LIBC).is_file() else []
+        bionic = ["/usr/bin/env", f"LD_PRELOAD=/{_BIONIC_BY_LIB}/$LIB/{LIBC_NAME}"] \
+            if (self.path / _BIONIC_BY_LIB).is_dir() else []
         return ["nsenter", f"--mount=/proc/{self._namespace_holder.pid}/ns/mnt", "--",
                 "chroot", *identity, str(self.path), *bionic, *argv]
 

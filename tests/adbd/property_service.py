@@ -4,7 +4,8 @@ only here, as init's property service writes them on a phone.
 
 `setprop` (bin/setprop) sends "key\\0value" over /dev/socket/property_service; the answer is
 "0" or an error line. As on Android: ro.* properties are set once; the shell user may set only
-debug.*, log.* and persist.debug.* (setting heapprofd.* needs root).
+debug.*, log.* and persist.debug.* (setting heapprofd.* needs root); root's ctl.start and ctl.stop
+(bin/start, bin/stop) only set the service's init.svc.<name> state, as no service runs here.
 
 Owned by the server; one thread accepts and answers; `write` is serialised by a lock.
 """
@@ -20,6 +21,7 @@ from droidheap.device.local import read_properties, write_properties
 
 _SHELL_PREFIXES = ("debug.", "log.", "persist.debug.")
 _MAX_REQUEST = 4096
+_SERVICE_CONTROLS = {"ctl.start": "running", "ctl.stop": "stopped"}
 
 
 class PropertyService:
@@ -43,6 +45,9 @@ class PropertyService:
             return f"{key} is read-only"
         if uid != 0 and not key.startswith(_SHELL_PREFIXES):
             return f"permission denied for uid {uid}"
+        if key in _SERVICE_CONTROLS:  # init's: start or stop a service (nothing runs here)
+            self.write({f"init.svc.{value}": _SERVICE_CONTROLS[key]})
+            return "0"
         self.write({key: value})
         return "0"
 

@@ -30,8 +30,12 @@ CROSS_COMPILERS = {"x86_64": ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"),
 WITHOUT_FRAME_POINTERS = ("libc_sites", "signal_site")
 
 
+# 32-bit x86 programs are built by the host's compilers with -m32 (gcc-multilib; tests/conftest.py).
+M32_ABI = "x86"
+
+
 def compiler(abi: str, cxx: bool = False) -> str:
-    compilers = ("cc", "c++") if abi == host_abi() else CROSS_COMPILERS[abi]
+    compilers = ("cc", "c++") if abi in (host_abi(), M32_ABI) else CROSS_COMPILERS[abi]
     return compilers[1] if cxx else compilers[0]
 
 
@@ -41,6 +45,8 @@ def compile_program(source: pathlib.Path, out: pathlib.Path, abi: str) -> pathli
         flags = ["-O2", "-fomit-frame-pointer"]
     else:
         flags = ["-O1", "-fno-omit-frame-pointer"]
+    if abi == M32_ABI:
+        flags.append("-m32")
     subprocess.run([compiler(abi, cxx=source.suffix == ".cc"), *flags, "-g", "-pthread",
                     str(source), "-o", str(out)], check=True)
     return out
@@ -59,7 +65,8 @@ def abi(request) -> str:
             pytest.skip(f"no cross compiler for {name}: {compiler(name)} (Debian: apt-get install "
                         f"g++-aarch64-linux-gnu)")
     try:
-        native.binary_dir(name, required=(native.DAEMON, native.CLIENT, native.EMULATED_LIBC))
+        native.binary_dir(name, required=(native.DAEMON, native.CLIENT, native.EMULATED_LIBC),
+                          target=native.LINUX)
     except DroidheapError as e:
         pytest.fail(e.message)
     return name

@@ -69,13 +69,6 @@ def test_rejects_an_unknown_abi(fake_ndk, tmp_path):
     assert not (tmp_path / "bin").exists()  # checked before anything is built
 
 
-def test_refuses_to_mix_with_the_emulators_binaries(fake_ndk, tmp_path):
-    (tmp_path / "bin" / "x86_64").mkdir(parents=True)
-    (tmp_path / "bin" / "x86_64" / "libdroidheap_libc.so").write_bytes(b"")
-    error = one_line_error(run("--dest", tmp_path / "bin", fake_ndk, "x86_64"))
-    assert "holds the Linux emulator's binaries" in error
-
-
 def test_refuses_to_configure_below_api_29(fake_ndk, tmp_path):
     result = subprocess.run(
         ["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(tmp_path / "build"),
@@ -120,7 +113,7 @@ def test_starts_afresh_a_build_tree_configured_with_another_ndk(fake_ndk, tmp_pa
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="checks an x86_64 host's wheel")
 def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
     """What a release relies on (README, "ABIs"): binaries left in droidheap/bin/<abi>/ go into the
-    wheel although git ignores them; for the host's ABI, CMake's own build is what ships."""
+    wheel although git ignores them, beside CMake's own Linux build in droidheap/bin/linux/."""
     tree = tmp_path / "tree"
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
@@ -136,4 +129,5 @@ def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("droidheap-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("droidheap/bin/armeabi-v7a/droidheapd") == b"NDK armeabi-v7a\n"
-        assert archive.read("droidheap/bin/x86_64/droidheapd").startswith(b"\x7fELF")
+        assert archive.read("droidheap/bin/x86_64/droidheapd") == b"NDK x86_64\n"
+        assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")

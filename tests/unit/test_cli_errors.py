@@ -101,4 +101,4 @@ def _free_port() -> int:
 def installed_binaries():
     from droidheap import native
     from droidheap.device.local import host_abi
-    native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,))
+    native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,), target=native.LINUX)
