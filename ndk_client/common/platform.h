@@ -2,6 +2,9 @@
 // code meets, in one place.
 #pragma once
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 // Thread-locals of the code loaded into the profiled process. glibc allocates a dlopened library's
@@ -18,5 +21,36 @@
 // File offsets are 64-bit in every build: the daemon reads /proc/<pid>/mem at the target's
 // addresses, above 2 GiB in 32-bit processes too, and maps shared memory by offset. CMakeLists.txt
 // defines _FILE_OFFSET_BITS=64, which glibc honours and bionic does for every call used here from
-// API 21 (scripts/build_ndk.sh builds for 26).
+// API 21 (scripts/build_ndk.sh builds for 29).
 static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64 (CMakeLists.txt does)");
+
+#if defined(__GLIBC__)
+extern "C" void* __libc_stack_end;  // glibc's loader: the stack pointer the program started with
+#endif
+
+namespace droidheap {
+
+// The top of the current thread's frames, given the stack pthread_getattr_np reports, [low, high),
+// and the address of one of our own thread-locals: what a sample copies stops here. bionic reports
+// the frames' range. glibc's range for a thread it created also holds the thread's descriptor and
+// static TLS, above every frame, and the main thread's holds argv, the environment and the aux
+// vector above the stack pointer it started with: kilobytes that every sample would copy for
+// nothing. (A frame read beyond the copy is still read, from /proc/<pid>/mem, only slower.)
+inline uint64_t FramesTop(uint64_t low, uint64_t high, const void* own_thread_local) {
+#if defined(__GLIBC__)
+  uint64_t top = high;
+  const void* above_frames[] = {own_thread_local, &errno, reinterpret_cast<void*>(pthread_self()),
+                                __libc_stack_end};
+  for (const void* p : above_frames) {
+    uint64_t address = reinterpret_cast<uintptr_t>(p);
+    if (address > low && address < top) top = address;
+  }
+  return top;
+#else
+  (void)low;
+  (void)own_thread_local;
+  return high;
+#endif
+}
+
+}  // namespace droidheap

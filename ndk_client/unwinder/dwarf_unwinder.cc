@@ -84,65 +84,80 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const RegisterLayout& layout, con
     return Step::kFailed;
   }
 
-  // The caller's registers: unchanged unless a rule says otherwise, and its sp is the CFA by
-  // definition. Rules read the callee's values, so they are applied to a copy.
-  uint64_t caller[kMaxRegisters];
-  memcpy(caller, regs, sizeof(caller));
-  caller[layout.sp] = cfa;
+  // The caller's registers: the callee's unless a rule says otherwise, and its sp is the CFA by
+  // definition. Rules read the callee's values, so the rules' results are gathered first and
+  // written over `regs` only once every rule has been evaluated (a row has a few rules; copying
+  // the whole register file twice per frame cost more than the rules themselves).
+  struct NewValue {
+    uint32_t reg;
+    uint64_t value;
+  };
+  NewValue new_values[kMaxRegisters + 1];
+  size_t new_count = 0;
+  const uint32_t sp = static_cast<uint32_t>(layout.sp);
+  new_values[new_count++] = {sp, cfa};
+  uint64_t return_address = regs[row.return_address_register];
   bool return_address_undefined = false;
   for (uint32_t i = row.first_rule; i < row.first_rule + row.rule_count; ++i) {
     uint32_t reg = rule_pool_[i].reg;
     const RegisterRule& rule = rule_pool_[i].rule;
     uint64_t address = 0;
+    uint64_t value = 0;
     bool ok = true;
     switch (rule.kind) {
       case RuleKind::kUndefined:
         if (reg == row.return_address_register) {
           return_address_undefined = true;
         }
-        break;
+        continue;
+      case RuleKind::kUnspecified:
+      case RuleKind::kSameValue:
+        continue;
       case RuleKind::kOffset:
         ok = memory.ReadWord(layout.Wrap(cfa + static_cast<uint64_t>(rule.value)),
-                             layout.word_size, &caller[reg]);
+                             layout.word_size, &value);
         if (!ok) *error = UnwindError::kMemoryInvalid;
         break;
       case RuleKind::kValOffset:
-        caller[reg] = layout.Wrap(cfa + static_cast<uint64_t>(rule.value));
+        value = layout.Wrap(cfa + static_cast<uint64_t>(rule.value));
         break;
       case RuleKind::kRegister:
         ok = rule.value >= 0 && rule.value < kMaxRegisters;
-        if (ok) caller[reg] = regs[rule.value];
+        if (ok) value = regs[rule.value];
         break;
       case RuleKind::kExpression:
         ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
                                 &address) &&
-             memory.ReadWord(address, layout.word_size, &caller[reg]);
+             memory.ReadWord(address, layout.word_size, &value);
         break;
       case RuleKind::kValExpression:
         ok = EvaluateExpression(rule.expression, rule.expression_size, context, true, cfa,
-                                &caller[reg]);
-        break;
-      case RuleKind::kUnspecified:
-      case RuleKind::kSameValue:
+                                &value);
         break;
     }
     if (!ok) {
       if (*error == UnwindError::kNone) *error = UnwindError::kInvalidCfi;
       return Step::kFailed;
     }
+    new_values[new_count++] = {reg, value};
+    if (reg == row.return_address_register) return_address = value;
   }
   // An undefined return address marks the outermost frame (_start, a thread's start routine).
   if (return_address_undefined) return Step::kEnd;
-  uint64_t return_address = NormalizePc(layout, caller[row.return_address_register]);
+  return_address = NormalizePc(layout, return_address);
   if (return_address == 0) return Step::kEnd;
+  uint64_t caller_sp = cfa;
+  for (size_t i = 1; i < new_count; ++i) {
+    if (new_values[i].reg == sp) caller_sp = new_values[i].value;
+  }
   // Stacks grow down: a caller's frame never lies below its callee's, except across a signal
   // frame (an alternate signal stack may sit anywhere).
-  if (!row.signal_frame && caller[layout.sp] < regs[layout.sp]) {
+  if (!row.signal_frame && caller_sp < regs[layout.sp]) {
     *error = UnwindError::kBadFrameChain;
     return Step::kFailed;
   }
-  caller[layout.pc] = return_address;
-  memcpy(regs, caller, sizeof(caller));
+  for (size_t i = 0; i < new_count; ++i) regs[new_values[i].reg] = new_values[i].value;
+  regs[layout.pc] = return_address;
   ++stats_.cfi_frames;
   return Step::kNext;
 }

@@ -7,14 +7,9 @@
 
 namespace droidheap {
 
-bool StackMemory::ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
+bool StackMemory::ReadWordFromProcess(uint64_t address, uint32_t size, uint64_t* value) const {
   if (size != 4 && size != 8) return false;
-  *value = 0;  // the high half of a 4-byte word (little-endian: memcpy fills the low half)
-  if (address >= copy_start_ && address - copy_start_ <= copy_size_ &&
-      copy_size_ - (address - copy_start_) >= size) {
-    memcpy(value, copy_ + (address - copy_start_), size);
-    return true;
-  }
+  *value = 0;
   if (mem_fd_ < 0 || address > static_cast<uint64_t>(INT64_MAX)) return false;
   return pread(mem_fd_, value, size, static_cast<off_t>(address)) == static_cast<ssize_t>(size);
 }
