@@ -6,7 +6,6 @@ import pathlib
 from typing import List, Optional, Sequence
 
 
-
 @dataclasses.dataclass
 class DeviceLayout:
     """Where the profiler's files live on the device."""
