@@ -33,7 +33,7 @@ constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
 DROIDHEAP_TLS uint64_t t_stack_low = 0;
 DROIDHEAP_TLS uint64_t t_stack_high = 0;
 // The thread's id, found once (glibc makes every gettid a system call). A child that inherits it
-// from a raw clone() is caught by the getpid() check before it is read.
+// from a raw clone() is caught by the ProcessIdentity check before it is read.
 DROIDHEAP_TLS uint32_t t_tid = 0;
 
 uint64_t NowUs() {
@@ -108,8 +108,8 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
 }  // namespace
 
 Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
-               const DaemonReply& config)
-    : sock_(sock), buffer_(buffer), sampled_(sampled), config_(config), pid_(getpid()) {}
+               const DaemonReply& config, const ProcessIdentity& identity)
+    : sock_(sock), buffer_(buffer), sampled_(sampled), config_(config), identity_(identity) {}
 
 Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
   sockaddr_un addr{};
@@ -128,6 +128,8 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
     close(sock);
     return nullptr;
   }
+  ProcessIdentity identity;
+  identity.Init();
   SharedRingBuffer* buffer = SharedRingBuffer::Attach(shmem_fd, reply.shmem_size);
   if (buffer == nullptr) {
     close(shmem_fd);
@@ -150,7 +152,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   SampledAddresses* sampled = static_cast<SampledAddresses*>(table);
   // Every block is sampled at interval 1: a lookup could only ever say "report it".
   if (reply.sampling_interval <= 1) sampled->ReportEveryFree();
-  return new (storage) Client(sock, buffer, sampled, reply);
+  return new (storage) Client(sock, buffer, sampled, reply, identity);
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
@@ -235,11 +237,9 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
 }
 
 void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size) {
-  // A child of fork() or of a raw clone() (which runs no atfork handler) that still runs our
-  // hooks, or a vfork() child: not the process the daemon knows. A system call per sample (glibc
-  // caches no pid); MADV_WIPEONFORK would do without one, but qemu-user accepts that advice
-  // without honouring it, so nothing here could show it works.
-  if (getpid() != pid_) return;
+  // A child still running our hooks (client/process_identity.h) is not the process the daemon
+  // knows.
+  if (!identity_.InOriginalProcess()) return;
   sampled_->Insert(address);
   const uint64_t sequence = NextSequence();
   uint64_t regs[kMaxRegisters] = {};
@@ -268,12 +268,13 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
          static_cast<size_t>(stack_size));
   Publish(r);
 #ifdef DROIDHEAP_REFERENCE_UNWIND
-  DroidheapReferenceUnwind(pid_, sequence);  // test builds: client/reference_unwind.cc
+  DroidheapReferenceUnwind(identity_.pid(), sequence);  // test builds: client/reference_unwind.cc
 #endif
 }
 
 void Client::RecordFree(uint64_t address, uint64_t sequence) {
-  // No getpid() check here: it would cost a syscall on every free, and a vfork child may not free.
+  // A child freeing a block it inherited would take it out of its parent's profile.
+  if (!identity_.InOriginalProcess()) return;
   SharedRingBuffer::Reservation r;
   if (!Reserve(kRecordFree, sizeof(FreeRecord), &r)) return;
   FreeRecord record{sequence, address};

@@ -11,6 +11,7 @@
 
 #include <atomic>
 
+#include "client/process_identity.h"
 #include "client/sampled_addresses.h"
 #include "common/malloc_dispatch.h"
 #include "protocol/ring_buffer.h"
@@ -47,7 +48,8 @@ class Client {
   void DisableInChild();
 
  private:
-  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, const DaemonReply& config);
+  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, const DaemonReply& config,
+         const ProcessIdentity& identity);
   // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
   uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
@@ -58,7 +60,7 @@ class Client {
   SharedRingBuffer* buffer_;
   SampledAddresses* sampled_;
   DaemonReply config_;
-  int pid_;
+  ProcessIdentity identity_;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> sequence_{0};
 };

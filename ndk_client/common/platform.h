@@ -30,6 +30,14 @@ extern "C" void* __libc_stack_end;  // glibc's loader: the stack pointer the pro
 
 namespace droidheap {
 
+// Whether getpid() answers from a cache in the thread rather than by a system call (bionic: yes,
+// and a vfork child clears its cache; glibc 2.25 and later: no).
+#if defined(__BIONIC__)
+constexpr bool kLibcCachesPid = true;
+#else
+constexpr bool kLibcCachesPid = false;
+#endif
+
 // The top of the current thread's frames, given the stack pthread_getattr_np reports, [low, high),
 // and the address of one of our own thread-locals: what a sample copies stops here. bionic reports
 // the frames' range. glibc's range for a thread it created also holds the thread's descriptor and
