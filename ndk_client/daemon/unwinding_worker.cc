@@ -21,6 +21,9 @@ namespace {
 constexpr int kPollTimeoutMs = 50;
 constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from starving the rest
 constexpr size_t kMaxFrames = 256;
+// How much of a sample to ask the memory system for before reading it (see HandleAlloc).
+constexpr size_t kPrefetchBytes = 16 * 1024;
+constexpr size_t kCacheLine = 64;
 
 // The profiler's own code on the stack: the client library, and on the emulated device the
 // emulation layer standing in for libc's malloc entry points.
@@ -204,6 +207,12 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
 
 void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size) {
   if (size < sizeof(AllocRecord)) return;
+  // The record was just written on another core, so nearly every line of it misses the cache, and
+  // the unwinder's reads depend on each other (each frame's CFA on the last one's registers): read
+  // as they come, the misses would be paid one after the other. Asked for up front, they overlap.
+  for (size_t offset = 0; offset < size && offset < kPrefetchBytes; offset += kCacheLine) {
+    __builtin_prefetch(body + offset);
+  }
   AllocRecord record;
   memcpy(&record, body, sizeof(record));
   if (record.stack_size > size - sizeof(AllocRecord) || record.alloc_size == 0 ||
