@@ -242,7 +242,9 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   if (!identity_.InOriginalProcess()) return;
   sampled_->Insert(address);
   const uint64_t sequence = NextSequence();
-  uint64_t regs[kMaxRegisters] = {};
+  // The stack copy starts at this frame, so whatever lives on it is copied too: the registers
+  // take no more room than this ABI has, and the record is written in place, not built here.
+  uint64_t regs[kNativeRegisters] = {};
   DroidheapCaptureRegisters(regs);
   uint64_t sp = regs[kRegSp];
   uint64_t top = 0;
@@ -253,18 +255,20 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   }
   SharedRingBuffer::Reservation r;
   if (!Reserve(kRecordAlloc, sizeof(AllocRecord) + stack_size, &r)) return;
-  AllocRecord record;
-  record.sequence = sequence;
-  record.address = address;
-  record.sample_size = sample_size;
-  record.alloc_size = alloc_size;
-  record.stack_pointer = sp;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  record.tid = t_tid;
-  record.stack_size = static_cast<uint32_t>(stack_size);
-  memcpy(record.regs, regs, sizeof(regs));
-  memcpy(r.body, &record, sizeof(record));
-  memcpy(r.body + sizeof(record), reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
+  // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
+  // it before Publish.
+  auto* record = reinterpret_cast<AllocRecord*>(r.body);
+  record->sequence = sequence;
+  record->address = address;
+  record->sample_size = sample_size;
+  record->alloc_size = alloc_size;
+  record->stack_pointer = sp;
+  record->tid = t_tid;
+  record->stack_size = static_cast<uint32_t>(stack_size);
+  memcpy(record->regs, regs, sizeof(regs));
+  memset(record->regs + kNativeRegisters, 0, sizeof(record->regs) - sizeof(regs));
+  memcpy(r.body + sizeof(AllocRecord), reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
          static_cast<size_t>(stack_size));
   Publish(r);
 #ifdef DROIDHEAP_REFERENCE_UNWIND

@@ -76,6 +76,8 @@ constexpr Abi kNativeAbi = Abi::kArm;
 #endif
 inline constexpr const RegisterLayout& kNativeLayout = *LayoutOf(kNativeAbi);
 static_assert(kNativeLayout.word_size == sizeof(void*), "the native layout's word is a pointer");
+// Registers this build captures: its layout's, up to pc, the highest number.
+constexpr int kNativeRegisters = kNativeLayout.pc + 1;
 constexpr int kRegSp = kNativeLayout.sp;
 constexpr int kRegFp = kNativeLayout.fp;
 constexpr int kRegPc = kNativeLayout.pc;
