@@ -11,6 +11,7 @@ namespace droidheap {
 
 void ProcessMaps::Parse(const std::string& text) {
   entries_.clear();
+  page_hits_.fill(PageHit{});
   ++generation_;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -56,6 +57,13 @@ bool ProcessMaps::Reload(int fd) {
 }
 
 const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
+  const uint64_t page = pc >> 12;
+  PageHit& hit = page_hits_[static_cast<size_t>((page * 0x9e3779b97f4a7c15ull) >>
+                                                (64 - kPageHitsLog2))];
+  if (hit.page == page) {
+    const MapEntry& e = entries_[hit.index];
+    if (pc >= e.start && pc < e.end) return &e;  // else a mapping not page-aligned
+  }
   auto it = std::upper_bound(entries_.begin(), entries_.end(), pc,
                              [](uint64_t value, const MapEntry& e) { return value < e.start; });
   if (it == entries_.begin()) return nullptr;
@@ -72,6 +80,7 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
       }
     }
   }
+  hit = {page, static_cast<uint32_t>(it - entries_.begin())};
   return &*it;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,19 @@ class ProcessMaps {
   uint64_t generation() const { return generation_; }
 
  private:
+  // Frames come from a few pages of code, again and again: the entry each page was last found in
+  // is kept (direct-mapped by page number), so that most lookups skip the binary search over
+  // entries_, thousands of them in an app.
+  struct PageHit {
+    uint64_t page = kNoPage;
+    uint32_t index = 0;
+  };
+  static constexpr uint64_t kNoPage = ~uint64_t{0};
+  static constexpr int kPageHitsLog2 = 9;
+
   std::vector<MapEntry> entries_;  // sorted by start
   uint64_t generation_ = 0;
+  std::array<PageHit, size_t{1} << kPageHitsLog2> page_hits_;  // emptied with entries_
 };
 
 }  // namespace droidheap
