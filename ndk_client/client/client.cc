@@ -141,7 +141,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   // Fresh anonymous pages are zero, the empty table; only the buckets in use get touched.
   void* table = mmap(nullptr, sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  void* storage = previous->malloc(sizeof(Client));
+  void* storage = previous->memalign(alignof(Client), sizeof(Client));
   if (table == MAP_FAILED || storage == nullptr) {
     if (table != MAP_FAILED) munmap(table, sizeof(SampledAddresses));
     if (storage != nullptr) previous->free(storage);
