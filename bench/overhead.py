@@ -1,22 +1,45 @@
-"""What profiling costs the profiled program: its own elapsed time under droidheap (emulated
-device, this machine's ABI) and under the peers, as a multiple of the same run unprofiled on glibc,
-all measured side by side in one run (medians of --runs runs).
+"""What profiling costs the profiled program, and what the daemon does meanwhile: the program's own
+elapsed time and peak RSS under droidheap (emulated device, this machine's ABI) and under the
+peers, beside the same run unprofiled on glibc, all measured side by side in one run (medians of
+--runs runs).
 
     .venv/bin/python bench/overhead.py [--threads 1,4,8] [--runs 3] [--allocs 2000000]
-                                       [--no-programs]
+                                       [--no-programs] [--no-depths] [--no-callgrind]
 
 The workloads: bench/programs/malloc_churn.c (per thread ALLOCS allocations of 16..4096 bytes
 with 1024 kept live, every other one freed by another thread), then real allocation-heavy
-programs from Debian, each timing its own work: perl building an 800k-key hash, python3 a
-400k-entry dict, sqlite3 inserting 300k rows into a table and indexing them. Columns, when
-installed:
+programs from Debian, each timing its own work and reading its own VmHWM: perl building an
+800k-key hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
+few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
+200k-key object. Columns, when installed:
+  glibc      the program alone: the baseline
   layer      the emulation layer alone (bionic's stand-in, no profiling): droidheap's floor
   dh 1e9     droidheap with a 1 GB interval: almost nothing sampled, the unsampled fast path
   dh 32768, dh 4096 (the default), dh 1 (every allocation)
   jemalloc   jemalloc's own profiler at a 4 KiB mean interval (libjemalloc2)
   heaptrack  heaptrack, which records every allocation
+
+Figures:
+  elapsed       per column, the workload's elapsed time as a multiple of glibc's
+  fast path     ns per malloc+free that dh 1e9 adds to the layer alone, in each thread
+  daemon        per dh column, read from the trace droidheap writes: samples per second reaching
+                the daemon (the profiled process's heap_samples over the workload's elapsed
+                time; a program's start-up samples count, its start-up time does not), and ns
+                per sample the daemon spent draining the process's records (its last dump's
+                total_unwinding_time_us / heap_samples: unwinding, and booking the allocations
+                and frees; wall time, CLOCK_MONOTONIC, so waiting for a core counts). At dh 1e9
+                the few samples carry the cold start (each library's unwind tables read)
+  peak RSS      the program's VmHWM in MiB, profiler's memory in the process included
+  stack depth   daemon ns per sample for malloc_churn, 1 thread, ALLOCS allocations, dh 4096,
+                allocating from 10, 30 and 60 nested frames (and the deepest stack booked)
+  callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
+                1 thread, counted by callgrind inside malloc_churn's allocation loop
+  samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
+                corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
+                malloc_churn made allocations; then the runs with unwinding errors
 """
 import argparse
+import dataclasses
 import os
 import pathlib
 import re
@@ -25,40 +48,107 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Callable, Dict, List, Optional, Tuple
+
+from droidheap.trace.heap_dumps import rebuild_dumps
+from droidheap.trace.reader import parse_trace
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
 JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
-
+DEPTHS = [10, 30, 60]
+DEPTH_INTERVAL = 4096
+# Instruction counts barely vary from run to run: one short run is enough.
+CALLGRIND_ALLOCS = 200_000
 
 PERL_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
              "my $t = clock_gettime(CLOCK_MONOTONIC); my %h; $h{\"key$_\"} = $_ for 1..800000; "
-             "printf(\"elapsed_ns=%d\\n\", (clock_gettime(CLOCK_MONOTONIC) - $t) * 1e9);")
+             "printf(\"elapsed_ns=%d\\n\", (clock_gettime(CLOCK_MONOTONIC) - $t) * 1e9); "
+             "open(my $s, '<', '/proc/self/status'); print grep { /^VmHWM/ } <$s>;")
 PYTHON_DICT = ("import time; t = time.monotonic_ns(); d = {str(i): [i] for i in range(400000)}; "
-               "print(f'elapsed_ns={time.monotonic_ns() - t}')")
+               "print(f'elapsed_ns={time.monotonic_ns() - t}'); "
+               "print(*(l for l in open('/proc/self/status') if l.startswith('VmHWM')), end='')")
 SQLITE_ROWS = """.timer on
 CREATE TABLE t(a INTEGER, b TEXT);
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000)
   INSERT INTO t SELECT x, hex(randomblob(16)) FROM c;
 CREATE INDEX t_b ON t(b);
+.system grep VmHWM /proc/$PPID/status
 """
+# jq's clock is gettimeofday's. It reads /proc/self/status (its -R input) only when `inputs` asks,
+# after the work.
+JQ_OBJECT = ('now as $t | reduce range(200000) as $i ({}; .["key\\($i)"] = [$i]) '
+             '| "elapsed_ns=\\((now - $t) * 1e9 | floor)", (inputs | select(startswith("VmHWM")))')
 # (name, argv, standard input): programs whose allocator calls dominate, timing themselves.
 PROGRAMS = [("perl hash", ["/usr/bin/perl", "-e", PERL_HASH], None),
             ("python3 dict", ["/usr/bin/python3", "-c", PYTHON_DICT], None),
-            ("sqlite3 rows", ["/usr/bin/sqlite3", ":memory:"], SQLITE_ROWS)]
+            ("sqlite3 rows", ["/usr/bin/sqlite3", ":memory:"], SQLITE_ROWS),
+            ("jq object", ["/usr/bin/jq", "-nrR", JQ_OBJECT, "/proc/self/status"], None)]
+
+# A dump's flags that say samples were lost, and how to say it.
+LOSS_FLAGS = {"buffer_overran": "buffer overran", "buffer_corrupted": "buffer corrupted",
+              "hit_guardrail": "guardrail hit", "rejected_concurrent": "rejected"}
 
 
-def elapsed_ns(output: str) -> int:
-    """The time a workload says its work took: an `elapsed_ns=N` line, or the sum of sqlite3's
-    `.timer` lines."""
+@dataclasses.dataclass
+class DaemonStats:
+    """What droidheap's trace says of the profiled process."""
+    samples: int  # heap_samples of the last dump: every sample since it connected
+    busy_us: int  # total_unwinding_time_us, likewise
+    unwinding_errors: int
+    deepest_stack: int  # frames, in the last dump
+    losses: List[str]
+
+
+@dataclasses.dataclass
+class Run:
+    """One run of a workload under one configuration."""
+    elapsed_ns: int
+    peak_rss_kib: int
+    allocations: Optional[int]  # when the workload counts them (malloc_churn)
+    daemon: Optional[DaemonStats] = None  # droidheap's runs
+
+    @property
+    def samples_per_s(self) -> Optional[float]:
+        if not self.daemon:
+            return None
+        return self.daemon.samples / (self.elapsed_ns / 1e9)
+
+    @property
+    def daemon_ns_per_sample(self) -> Optional[float]:
+        if not self.daemon or not self.daemon.samples:
+            return None
+        return self.daemon.busy_us * 1000 / self.daemon.samples
+
+
+def parse_run(output: str) -> Run:
+    """A workload's own account of its run: an `elapsed_ns=N` line or the sum of sqlite3's `.timer`
+    lines, a VmHWM line copied from /proc/self/status and, from malloc_churn, `allocations=N`."""
     found = re.search(r"elapsed_ns=(\d+)", output)
-    if found is not None:
-        return int(found.group(1))
     sqlite = re.findall(r"Run Time: real ([0-9.]+)", output)
-    if sqlite:
-        return int(sum(float(t) for t in sqlite) * 1e9)
-    raise RuntimeError(f"the workload printed no time:\n{output[-2000:]}")
+    peak = re.search(r"VmHWM:\s*(\d+) kB", output)
+    if (found is None and not sqlite) or peak is None:
+        raise RuntimeError(f"the workload printed no time or no VmHWM:\n{output[-2000:]}")
+    elapsed = int(found.group(1)) if found else int(sum(float(t) for t in sqlite) * 1e9)
+    allocations = re.search(r"allocations=(\d+)", output)
+    return Run(elapsed, int(peak.group(1)), allocations and int(allocations.group(1)))
+
+
+def daemon_stats(out: pathlib.Path) -> DaemonStats:
+    """The profiled process's figures in `out`/raw-trace, read by droidheap's own reader: a dump
+    comes in fragments, any of which may carry the stats or a flag."""
+    dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
+    if not dumps:
+        raise RuntimeError(f"{out}/raw-trace holds no dump: the client never connected")
+    # Each workload is one process; should a helper connect too, the program is the busiest.
+    pid = max(dumps, key=lambda p: dumps[p][-1].stats.heap_samples)
+    last = dumps[pid][-1]
+    losses = sorted({text for dump in dumps[pid] for flag, text in LOSS_FLAGS.items()
+                     if getattr(dump, flag)})
+    return DaemonStats(last.stats.heap_samples, last.stats.total_unwinding_time_us,
+                       last.stats.unwinding_errors,
+                       max((len(s.frames) for s in last.samples), default=0), losses)
 
 
 class Runner:
@@ -69,60 +159,183 @@ class Runner:
         self.droidheap = [sys.executable, "-m", "droidheap.cli", "--local"]
         self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(work / "device"))
         self.count = 0
-        self.lost_samples = []  # configurations whose profile says samples were lost
         self.stdin = None  # what the workload reads
+        self.lost_samples: List[str] = []  # "<workload>, <column>: why"
+        self.unwinding_errors: List[str] = []
 
-    def _run(self, argv, env=None) -> int:
+    def run(self, argv, env=None) -> Run:
         result = subprocess.run(argv, capture_output=True, text=True, env=env or self.env,
                                 input=self.stdin, timeout=1800)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(map(str, argv))} failed:\n{result.stderr[-2000:]}")
-        if "samples were lost" in result.stdout + result.stderr:
-            self.lost_samples.append(" ".join(map(str, argv)))
-        return elapsed_ns(result.stdout)
+        return parse_run(result.stdout)
 
-    def _scratch(self) -> pathlib.Path:
+    def profiled(self, workload, interval: int) -> Run:
+        """The workload under droidheap, with what the daemon recorded."""
+        out = self.scratch()
+        run = self.run([*self.droidheap, "-o", out, "-i", str(interval), "--", *workload])
+        run.daemon = daemon_stats(out)
+        # At -i 1 every allocation is a sample: fewer samples than the program's own count of its
+        # allocations is a loss no flag reported.
+        if interval == 1 and run.allocations and run.daemon.samples < run.allocations:
+            run.daemon.losses.append(f"{run.allocations - run.daemon.samples} of "
+                                     f"{run.allocations} allocations never sampled")
+        return run
+
+    def scratch(self) -> pathlib.Path:
         self.count += 1
         return self.work / f"run{self.count}"
 
+    def note_problems(self, what: str, run: Run) -> None:
+        if run.daemon and run.daemon.losses:
+            self.lost_samples.append(f"{what}: {', '.join(run.daemon.losses)}")
+        if run.daemon and run.daemon.unwinding_errors:
+            self.unwinding_errors.append(
+                f"{what}: {run.daemon.unwinding_errors} of {run.daemon.samples}")
+
     def configurations(self, workload):
-        """(column, callable returning elapsed ns) for everything installed here."""
-        yield "glibc", lambda: self._run(workload)
-        yield "layer", lambda: self._run([*self.droidheap, "shell", "--", *workload])
+        """(column, callable returning a Run) for everything installed here."""
+        yield "glibc", lambda: self.run(workload)
+        yield "layer", lambda: self.run([*self.droidheap, "shell", "--", *workload])
         for column, interval in DROIDHEAP_INTERVALS:
-            yield column, (lambda i=interval: self._run(
-                [*self.droidheap, "-o", self._scratch(), "-i", str(i), "--", *workload]))
+            yield column, (lambda i=interval: self.profiled(workload, i))
         if JEMALLOC.exists():
             def jemalloc():
-                prefix = self._scratch()
+                prefix = self.scratch()
                 env = dict(self.env, LD_PRELOAD=str(JEMALLOC),
                            MALLOC_CONF=f"prof:true,lg_prof_sample:12,prof_prefix:{prefix}")
-                return self._run(workload, env)
+                return self.run(workload, env)
             yield "jemalloc", jemalloc
         if shutil.which("heaptrack"):
-            yield "heaptrack", lambda: self._run(
-                ["heaptrack", "-o", str(self._scratch() / "heaptrack"), *workload])
+            yield "heaptrack", lambda: self.run(
+                ["heaptrack", "-o", str(self.scratch() / "heaptrack"), *workload])
 
 
-def measure(runner: Runner, label: str, workload, runs: int, stdin=None):
-    """{column: median elapsed ns} of one workload under every configuration."""
+def repeat(runner: Runner, what: str, run: Callable[[], Run], runs: int) -> List[Run]:
+    """`runs` runs of one configuration, reported on stderr as they end."""
+    done = [run() for _ in range(runs)]
+    for r in done:
+        runner.note_problems(what, r)
+    print(f"  {what}: {statistics.median(r.elapsed_ns for r in done) / 1e6:.0f} ms "
+          f"(runs: {', '.join(f'{r.elapsed_ns / 1e6:.0f}' for r in done)})", file=sys.stderr)
+    return done
+
+
+def measure(runner: Runner, label: str, workload, runs: int, stdin=None) -> Dict[str, List[Run]]:
+    """{column: runs} of one workload under every configuration."""
     runner.stdin = stdin
-    medians = {}
-    for column, run in runner.configurations(workload):
-        times = [run() for _ in range(runs)]
-        medians[column] = statistics.median(times)
-        print(f"  {label}, {column}: {medians[column] / 1e6:.0f} ms "
-              f"(runs: {', '.join(f'{t / 1e6:.0f}' for t in times)})", file=sys.stderr)
-    return medians
+    try:
+        return {column: repeat(runner, f"{label}, {column}", run, runs)
+                for column, run in runner.configurations(workload)}
+    finally:
+        runner.stdin = None
 
 
-def print_table(title: str, rows) -> None:
+def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optional[float]:
+    values = [v for v in map(figure, runs) if v is not None]
+    return statistics.median(values) if values else None
+
+
+Rows = List[Tuple[str, Dict[str, List[Run]]]]  # (workload, {column: runs})
+
+
+def print_elapsed_table(title: str, rows: Rows) -> None:
     columns = list(rows[0][1])
     print(f"{title:>14} {'glibc ms':>9} " + " ".join(f"{c:>10}" for c in columns[1:]))
-    for label, medians in rows:
-        base = medians["glibc"]
-        print(f"{label:>14} {base / 1e6:>9.0f} "
-              + " ".join(f"{medians[c] / base:>9.2f}x" for c in columns[1:]))
+    for label, by_column in rows:
+        ms = {c: median(runs, lambda r: r.elapsed_ns / 1e6) for c, runs in by_column.items()}
+        print(f"{label:>14} {ms['glibc']:>9.0f} "
+              + " ".join(f"{ms[c] / ms['glibc']:>9.2f}x" for c in columns[1:]))
+
+
+def print_daemon_table(rows: Rows) -> None:
+    columns = [c for c in rows[0][1] if rows[0][1][c][0].daemon]
+    print(f"{'daemon':>14} " + " ".join(f"{c:>18}" for c in columns))
+    print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>7}" for _ in columns))
+    for label, by_column in rows:
+        cells = []
+        for c in columns:
+            rate = median(by_column[c], lambda r: r.samples_per_s)
+            ns = median(by_column[c], lambda r: r.daemon_ns_per_sample)
+            cells.append(f"{rate:>10.0f} " + (f"{ns:>7.0f}" if ns is not None else f"{'-':>7}"))
+        print(f"{label:>14} " + " ".join(cells))
+
+
+def print_rss_table(rows: Rows) -> None:
+    columns = list(rows[0][1])
+    print(f"{'peak RSS MiB':>14} " + " ".join(f"{c:>10}" for c in columns))
+    for label, by_column in rows:
+        print(f"{label:>14} " + " ".join(
+            f"{median(by_column[c], lambda r: r.peak_rss_kib / 1024):>10.1f}" for c in columns))
+
+
+def measure_depths(runner: Runner, program: pathlib.Path, allocs: int,
+                   runs: int) -> Dict[int, List[Run]]:
+    """{depth: runs} of malloc_churn, 1 thread, under droidheap, at each stack depth."""
+    by_depth = {}
+    for depth in DEPTHS:
+        workload = [str(program), "-t", "1", "-n", str(allocs), "-d", str(depth)]
+        by_depth[depth] = repeat(runner, f"depth {depth}, dh {DEPTH_INTERVAL}",
+                                 lambda: runner.profiled(workload, DEPTH_INTERVAL), runs)
+    return by_depth
+
+
+def valgrind_launcher() -> Optional[str]:
+    """The program that valgrind's process runs as. Debian's `valgrind` is a shell script that
+    execs `valgrind.bin`, which stays the name in /proc/<pid>/cmdline."""
+    found = shutil.which("valgrind")
+    if found is None:
+        return None
+    binary = pathlib.Path(found).with_name("valgrind.bin")
+    return str(binary) if binary.is_file() else found
+
+
+def callgrind_instructions(runner: Runner, program: pathlib.Path) -> Tuple[float, float, int]:
+    """(Ir per malloc+free pair of malloc_churn's loop under the layer alone, Ir per pair the client
+    adds at dh 1e9, the samples it took meanwhile), from callgrind's counts inside `churn`.
+
+    droidheap starts profiling a program by its name, and both sides must agree on it: the daemon
+    reads /proc/<pid>/cmdline, where a process under valgrind is valgrind's launcher, while the
+    emulated libc in the program reads /proc/self/cmdline, which valgrind rewrites into the
+    program's own command line. So `droidheap -- valgrind prog` never loads the client; the
+    program runs here through a link named as the launcher."""
+    launcher = valgrind_launcher()
+    link = runner.work / pathlib.Path(launcher).name
+    link.symlink_to(program)
+
+    def command(counts: pathlib.Path):
+        return [launcher, "--tool=callgrind", "--toggle-collect=churn",
+                f"--callgrind-out-file={counts}", str(link), "-t", "1", "-n",
+                str(CALLGRIND_ALLOCS)]
+    layer_counts, client_counts = runner.scratch(), runner.scratch()
+    runner.run([*runner.droidheap, "shell", "--", *command(layer_counts)])
+    client = runner.profiled(command(client_counts), 10**9)
+    runner.note_problems("callgrind, dh 1e9", client)
+    layer_ir, client_ir = callgrind_total(layer_counts), callgrind_total(client_counts)
+    return (layer_ir / CALLGRIND_ALLOCS, (client_ir - layer_ir) / CALLGRIND_ALLOCS,
+            client.daemon.samples)
+
+
+def callgrind_total(counts: pathlib.Path) -> int:
+    found = re.search(r"^summary: (\d+)$", counts.read_text(), re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"{counts} has no summary line")
+    return int(found.group(1))
+
+
+def print_fast_path(churn: Rows, allocs: int) -> None:
+    per_pair = {label: (median(c["dh 1e9"], lambda r: r.elapsed_ns)
+                        - median(c["layer"], lambda r: r.elapsed_ns)) / allocs
+                for label, c in churn}
+    print("unsampled fast path over the layer alone, ns per malloc+free in each thread: "
+          + ", ".join(f"{label} {ns:.1f}" for label, ns in per_pair.items()))
+
+
+def print_depths(by_depth: Dict[int, List[Run]]) -> None:
+    print(f"daemon ns per sample by stack depth (malloc_churn, 1 thread, dh {DEPTH_INTERVAL}):")
+    for depth, runs in by_depth.items():
+        print(f"  depth {depth:>3}: {median(runs, lambda r: r.daemon_ns_per_sample):>6.0f} ns "
+              f"(deepest stack {max(r.daemon.deepest_stack for r in runs)} frames)")
 
 
 def main() -> int:
@@ -131,6 +344,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--allocs", type=int, default=2_000_000, help="per thread")
     parser.add_argument("--no-programs", action="store_true", help="malloc_churn only")
+    parser.add_argument("--no-depths", action="store_true", help="skip the stack depth runs")
+    parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="droidheap-overhead-") as tmp:
         work = pathlib.Path(tmp)
@@ -147,14 +362,31 @@ def main() -> int:
             for name, argv, stdin in PROGRAMS:
                 if os.path.exists(argv[0]):
                     programs.append((name, measure(runner, name, argv, args.runs, stdin)))
-    print_table("malloc_churn", churn)
-    per_pair = {label: (m["dh 1e9"] - m["layer"]) / args.allocs for label, m in churn}
-    print("unsampled fast path over the layer alone, ns per malloc+free in each thread: "
-          + ", ".join(f"{label} {ns:.1f}" for label, ns in per_pair.items()))
+        by_depth = {} if args.no_depths else measure_depths(runner, program, args.allocs,
+                                                            args.runs)
+        callgrind = None
+        if not args.no_callgrind and valgrind_launcher():
+            callgrind = callgrind_instructions(runner, program)
+
+    print_elapsed_table("malloc_churn", churn)
+    print_fast_path(churn, args.allocs)
     if programs:
         print()
-        print_table("program", programs)
-    print("samples lost: " + ("; ".join(runner.lost_samples) if runner.lost_samples else "none"))
+        print_elapsed_table("program", programs)
+    print()
+    print_daemon_table(churn + programs)
+    print()
+    print_rss_table(churn + programs)
+    if by_depth:
+        print()
+        print_depths(by_depth)
+    if callgrind:
+        layer, added, samples = callgrind
+        print(f"\nunsampled fast path under callgrind (1 thread, dh 1e9, {samples} sampled): "
+              f"{added:.1f} instructions per malloc+free over the layer alone's {layer:.1f}")
+    print()
+    print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
+    print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))
     return 0
 
 

@@ -2,13 +2,17 @@
 // allocations of random sizes in [MIN, MAX] bytes while keeping WINDOW blocks live (a new block
 // takes the slot of the oldest, which is freed). With -x every other block goes into the next
 // thread's window, so that half the frees happen on another thread than the malloc; with -r PCT,
-// that share of the operations grows a live block with realloc instead.
+// that share of the operations grows a live block with realloc instead; with -d DEPTH, each thread
+// allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep.
 //
 // Prints its own elapsed time, from the moment every thread is ready to the last one's end, so
-// that start-up, attaching and tearing down the profiler are not counted:
+// that start-up, attaching and tearing down the profiler are not counted, then its peak resident
+// set size as the kernel's VmHWM line of /proc/self/status:
 //   elapsed_ns=N allocations=N
+//   VmHWM:   N kB
 //
-// usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-x]
+// usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-d DEPTH]
+//                     [-x]
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@ static int g_window = 1024;
 static size_t g_min = 16, g_max = 4096;
 static int g_realloc_pct = 0;
 static int g_cross = 0;
+static int g_depth = 0;
 static void** g_windows;  // g_threads windows of g_window slots
 static pthread_barrier_t g_start;
 
@@ -39,11 +44,11 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void* churn(void* arg) {
-  long id = (long)arg;
+// Not inlined: bench/overhead.py counts the instructions run inside it (callgrind's
+// --toggle-collect=churn), the allocation loop without the thread's start and end.
+__attribute__((noinline)) static void churn(long id) {
   uint64_t state = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
   size_t span = g_max - g_min + 1;
-  pthread_barrier_wait(&g_start);
   for (long i = 0; i < g_allocs; ++i) {
     uint64_t r = next_random(&state);
     size_t slot = (size_t)(i % g_window);
@@ -66,12 +71,41 @@ static void* churn(void* arg) {
     void** window = g_windows + (size_t)owner * (size_t)g_window;
     free(__atomic_exchange_n(&window[slot], block, __ATOMIC_ACQ_REL));
   }
+}
+
+// One frame per level: noinline keeps each call, and the empty asm after it (which the compiler
+// must run once the call returns) keeps the call from becoming a jump, a tail call or a loop.
+__attribute__((noinline)) static void nest(long id, int depth) {
+  if (depth == 0) {
+    churn(id);
+    return;
+  }
+  nest(id, depth - 1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void* thread_main(void* arg) {
+  long id = (long)arg;
+  pthread_barrier_wait(&g_start);
+  nest(id, g_depth);
   return NULL;
+}
+
+// The kernel's own line: VmHWM, unlike getrusage's ru_maxrss, does not count the memory of the
+// image this process replaced at exec (the forked launcher's, for a program run from Python).
+static void print_peak_rss(void) {
+  FILE* status = fopen("/proc/self/status", "r");
+  if (status == NULL) return;
+  char line[256];
+  while (fgets(line, sizeof(line), status) != NULL) {
+    if (strncmp(line, "VmHWM:", 6) == 0) fputs(line, stdout);
+  }
+  fclose(status);
 }
 
 static int parse_args(int argc, char** argv) {
   int opt;
-  while ((opt = getopt(argc, argv, "t:n:w:s:r:x")) != -1) {
+  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:x")) != -1) {
     switch (opt) {
       case 't': g_threads = atoi(optarg); break;
       case 'n': g_allocs = atol(optarg); break;
@@ -80,25 +114,26 @@ static int parse_args(int argc, char** argv) {
         if (sscanf(optarg, "%zu:%zu", &g_min, &g_max) != 2) return 0;
         break;
       case 'r': g_realloc_pct = atoi(optarg); break;
+      case 'd': g_depth = atoi(optarg); break;
       case 'x': g_cross = 1; break;
       default: return 0;
     }
   }
   return g_threads > 0 && g_allocs > 0 && g_window > 0 && g_min > 0 && g_max >= g_min &&
-         g_realloc_pct >= 0 && g_realloc_pct <= 100;
+         g_realloc_pct >= 0 && g_realloc_pct <= 100 && g_depth >= 0;
 }
 
 int main(int argc, char** argv) {
   if (!parse_args(argc, argv)) {
-    fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-x]\n",
-            argv[0]);
+    fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] "
+            "[-d DEPTH] [-x]\n", argv[0]);
     return 2;
   }
   g_windows = calloc((size_t)g_threads * (size_t)g_window, sizeof(void*));
   pthread_t* threads = calloc((size_t)g_threads, sizeof(pthread_t));
   if (g_windows == NULL || threads == NULL) return 1;
   pthread_barrier_init(&g_start, NULL, (unsigned)g_threads + 1);
-  for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, churn, (void*)i);
+  for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, thread_main, (void*)i);
   pthread_barrier_wait(&g_start);
   uint64_t begin = now_ns();
   for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
@@ -106,5 +141,6 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < (size_t)g_threads * (size_t)g_window; ++i) free(g_windows[i]);
   printf("elapsed_ns=%llu allocations=%lld\n", (unsigned long long)elapsed,
          (long long)g_allocs * g_threads);
+  print_peak_rss();
   return 0;
 }
