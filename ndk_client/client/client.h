@@ -27,6 +27,8 @@ class Client {
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   uint64_t sampling_interval() const { return config_.sampling_interval; }
   uint64_t random_seed() const { return config_.random_seed; }
+  // The addresses of this process's live sampled blocks; lives as long as the client.
+  const SampledAddresses* sampled() const { return sampled_; }
 
   // Hook path, any thread. The Record* callers hold the thread's re-entrancy guard.
   // A sampled block, right after the allocator returned it.

@@ -1,7 +1,9 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
-// per MallocDispatch slot. Each replacement calls the previous allocator first and then, for a
-// sampled allocation, records it; the free of a sampled block is reported so the daemon can match
-// it, any other free costs one lookup (client/sampled_addresses.h).
+// per MallocDispatch slot. Each replacement first asks this thread's sampler (allocations) or the
+// table of sampled addresses (frees) whether the call may concern the profile; nearly always it
+// does not, and the replacement ends in a tail call to the previous allocator. Otherwise it calls
+// the previous allocator and then records a sampled allocation, or reports the free of a sampled
+// block so the daemon can match it.
 //
 // Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
 // thread-local guard against re-entry (pthread_getattr_np and friends allocate).
@@ -22,6 +24,10 @@ namespace {
 
 const MallocDispatch* g_previous = nullptr;
 std::atomic<Client*> g_client{nullptr};
+// What the unsampled paths read, beside the thread's own state: the number of the latest session
+// (from 1; set before its client, see Sampler) and its client's table of sampled addresses.
+std::atomic<uint32_t> g_session{0};
+std::atomic<const SampledAddresses*> g_sampled{nullptr};
 DROIDHEAP_TLS bool t_in_hook = false;
 DROIDHEAP_TLS Sampler t_sampler;
 
@@ -44,18 +50,38 @@ Client* ActiveClient() {
   return (client != nullptr && client->enabled()) ? client : nullptr;
 }
 
-void MaybeRecordAlloc(void* ptr, size_t size) {
-  if (ptr == nullptr || t_in_hook) return;  // our own allocations are neither sampled nor counted
-  Client* client = ActiveClient();
-  if (client == nullptr) return;
-  uint64_t sample_size =
-      t_sampler.SampleSize(size, client->sampling_interval(), client->random_seed());
-  if (sample_size == 0) return;
-  HookGuard guard;
-  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size);
+// Whether an allocation of `size` may be sampled: false for our own allocations and, after one
+// subtraction from this thread's count, for nearly every other one. Decided before the call, so
+// that an unsampled allocation's call into the allocator is the hook's last act (a tail call: no
+// frame, nothing shared touched).
+inline bool MaybeSampled(size_t size) {
+  return !t_in_hook && t_sampler.MaybeSampled(size, g_session.load(std::memory_order_relaxed));
 }
 
-// Before the real free: the free's sequence number when the block was sampled, else 0.
+// A new block MaybeSampled let through: recorded when the sampler says it is sampled. Returns it.
+void* RecordIfSampled(void* ptr, size_t size) {
+  if (ptr == nullptr) return ptr;
+  Client* client = ActiveClient();
+  if (client == nullptr) return ptr;
+  // Read after the client: at least the session that client belongs to.
+  const uint32_t session = g_session.load(std::memory_order_relaxed);
+  uint64_t sample_size =
+      t_sampler.SampleSize(size, client->sampling_interval(), client->random_seed(), session);
+  if (sample_size == 0) return ptr;
+  HookGuard guard;
+  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size);
+  return ptr;
+}
+
+// Whether the free of `ptr` may have to be reported: false, after one load of the table, for
+// nearly every block (those never sampled).
+inline bool MaybeSampledBlock(void* ptr) {
+  const SampledAddresses* sampled = g_sampled.load(std::memory_order_acquire);
+  return sampled != nullptr && sampled->MayHold(reinterpret_cast<uint64_t>(ptr));
+}
+
+// Before the real free of a block MaybeSampledBlock let through: its free's sequence number when
+// it was sampled, else 0.
 uint64_t FreeSequence(void* ptr) {
   if (ptr == nullptr) return 0;
   Client* client = ActiveClient();
@@ -108,6 +134,8 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
     pthread_atfork(nullptr, nullptr, DisableInForkedChild);
     atfork_registered = true;
   }
+  g_session.fetch_add(1, std::memory_order_relaxed);
+  g_sampled.store(client->sampled(), std::memory_order_release);
   g_client.store(client, std::memory_order_release);
   return true;
 }
@@ -130,27 +158,50 @@ EXPORT void heapprofd_free_malloc_leak_info(uint8_t*) {}
 EXPORT ssize_t heapprofd_malloc_backtrace(void*, uintptr_t*, size_t) { return 0; }
 EXPORT bool heapprofd_write_malloc_leak_info(FILE*) { return false; }
 
-EXPORT void* heapprofd_malloc(size_t size) {
-  void* p = g_previous->malloc(size);
-  MaybeRecordAlloc(p, size);
-  return p;
+// malloc, calloc and free, the calls programs make by the million, keep their other paths out of
+// line: the hook itself then needs no frame and no saved register, only the decision and a tail
+// call (either way, so the stack a sample unwinds is as deep as before).
+namespace droidheap {
+namespace {
+
+__attribute__((noinline)) void* MallocMaybeSampled(size_t size) {
+  return RecordIfSampled(g_previous->malloc(size), size);
 }
 
-EXPORT void* heapprofd_calloc(size_t n, size_t size) {
-  void* p = g_previous->calloc(n, size);
-  size_t total;
-  if (p != nullptr && !__builtin_mul_overflow(n, size, &total)) MaybeRecordAlloc(p, total);
-  return p;
+__attribute__((noinline)) void* CallocMaybeSampled(size_t n, size_t size, size_t total) {
+  return RecordIfSampled(g_previous->calloc(n, size), total);
 }
 
-EXPORT void heapprofd_free(void* ptr) {
-  uint64_t sequence = FreeSequence(ptr);
+__attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
+  const uint64_t sequence = FreeSequence(ptr);
   g_previous->free(ptr);
   ReportFree(ptr, sequence);
 }
 
+}  // namespace
+}  // namespace droidheap
+
+EXPORT void* heapprofd_malloc(size_t size) {
+  if (!MaybeSampled(size)) return g_previous->malloc(size);
+  return MallocMaybeSampled(size);
+}
+
+EXPORT void* heapprofd_calloc(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(total)) {
+    return g_previous->calloc(n, size);
+  }
+  return CallocMaybeSampled(n, size, total);
+}
+
+EXPORT void heapprofd_free(void* ptr) {
+  if (!MaybeSampledBlock(ptr)) return g_previous->free(ptr);
+  FreeMaybeSampled(ptr);
+}
+
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
-  uint64_t sequence = FreeSequence(ptr);
+  const uint64_t sequence = MaybeSampledBlock(ptr) ? FreeSequence(ptr) : 0;
+  const bool may_sample = MaybeSampled(size);
   void* p = g_previous->realloc(ptr, size);
   // The old block is gone when the call succeeded, or when size 0 freed it; else it lives on.
   if (p != nullptr || size == 0) {
@@ -159,40 +210,36 @@ EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
     Client* client = ActiveClient();
     if (client != nullptr) client->KeepSampled(reinterpret_cast<uint64_t>(ptr));
   }
-  MaybeRecordAlloc(p, size);
-  return p;
+  return may_sample ? RecordIfSampled(p, size) : p;
 }
 
 EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {
-  void* p = g_previous->memalign(alignment, size);
-  MaybeRecordAlloc(p, size);
-  return p;
+  if (!MaybeSampled(size)) return g_previous->memalign(alignment, size);
+  return RecordIfSampled(g_previous->memalign(alignment, size), size);
 }
 
 EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!MaybeSampled(size)) return g_previous->posix_memalign(out, alignment, size);
   int rc = g_previous->posix_memalign(out, alignment, size);
-  if (rc == 0) MaybeRecordAlloc(*out, size);
+  if (rc == 0) RecordIfSampled(*out, size);
   return rc;
 }
 
 EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
-  void* p = g_previous->aligned_alloc(alignment, size);
-  MaybeRecordAlloc(p, size);
-  return p;
+  if (!MaybeSampled(size)) return g_previous->aligned_alloc(alignment, size);
+  return RecordIfSampled(g_previous->aligned_alloc(alignment, size), size);
 }
 
 #if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
 // 32-bit bionic's two extra slots. The sample is the size asked for, as for memalign.
 EXPORT void* heapprofd_pvalloc(size_t size) {
-  void* p = g_previous->pvalloc(size);
-  MaybeRecordAlloc(p, size);
-  return p;
+  if (!MaybeSampled(size)) return g_previous->pvalloc(size);
+  return RecordIfSampled(g_previous->pvalloc(size), size);
 }
 
 EXPORT void* heapprofd_valloc(size_t size) {
-  void* p = g_previous->valloc(size);
-  MaybeRecordAlloc(p, size);
-  return p;
+  if (!MaybeSampled(size)) return g_previous->valloc(size);
+  return RecordIfSampled(g_previous->valloc(size), size);
 }
 #endif
 

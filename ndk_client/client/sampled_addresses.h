@@ -62,6 +62,12 @@ class SampledAddresses {
     return false;
   }
 
+  // Inline in every free: false when the block at `address` cannot be in the set, from one load
+  // of its home's counts (the set has not overflowed, so no other bucket matters).
+  bool MayHold(uint64_t address) const {
+    return buckets_[Home(address)].counts.load(std::memory_order_relaxed) != 0 || overflowed();
+  }
+
   // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
   // the set has overflowed.
   bool Remove(uint64_t address) {

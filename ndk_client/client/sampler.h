@@ -13,30 +13,40 @@ namespace droidheap {
 
 class Sampler {
  public:
-  // Returns the bytes this allocation stands for: 0 = not sampled. The common case is a decrement
-  // and a compare; the thread's first call seeds its stream from `seed` and its thread id (each
-  // thread its own stream, reproducible when the daemon pins the seed).
-  uint64_t SampleSize(uint64_t alloc_size, uint64_t interval, uint64_t seed) {
-    if (interval <= 1 || alloc_size >= interval) return alloc_size;  // 0 for malloc(0): no byte
+  // Inline in every allocation, so it only reads and writes this thread's own state: false, after
+  // one subtraction, for an allocation that holds no sample point and belongs to the session this
+  // thread last sampled for. True sends the allocation to SampleSize.
+  bool MaybeSampled(uint64_t alloc_size, uint32_t session) {
+    if (alloc_size >= small_limit_ || session != session_) return true;
     bytes_until_sample_ -= static_cast<int64_t>(alloc_size);
-    if (bytes_until_sample_ > 0) return 0;
-    return SampledPoints(alloc_size, interval, seed) * interval;
+    return bytes_until_sample_ <= 0;
   }
 
- private:
-  uint64_t SampledPoints(uint64_t alloc_size, uint64_t interval, uint64_t seed) {
-    if (!seeded_) {
-      state_ = (seed ^ (static_cast<uint64_t>(gettid()) << 32)) | 1;  // xorshift needs non-zero
-      seeded_ = true;
-      bytes_until_sample_ = NextInterval(interval) - static_cast<int64_t>(alloc_size);
-      if (bytes_until_sample_ > 0) return 0;
+  // An allocation MaybeSampled let through: the bytes it stands for, 0 = not sampled. A session
+  // new to this thread starts its stream afresh: seeded from `seed` and the thread id (each
+  // thread its own stream, reproducible when the daemon pins the seed), with its interval.
+  // Sessions are numbered from 1.
+  uint64_t SampleSize(uint64_t alloc_size, uint64_t interval, uint64_t seed, uint32_t session) {
+    if (session != session_) {
+      Start(interval, seed, session);
+      if (!MaybeSampled(alloc_size, session)) return 0;
     }
+    if (interval <= 1 || alloc_size >= interval) return alloc_size;  // 0 for malloc(0): no byte
     uint64_t points = 0;
     while (bytes_until_sample_ <= 0) {
       ++points;
       bytes_until_sample_ += NextInterval(interval);
     }
-    return points;
+    return points * interval;
+  }
+
+ private:
+  void Start(uint64_t interval, uint64_t seed, uint32_t session) {
+    session_ = session;
+    state_ = (seed ^ (static_cast<uint64_t>(gettid()) << 32)) | 1;  // xorshift needs non-zero
+    // Interval 1 samples everything: a limit of 0 sends every allocation to SampleSize.
+    small_limit_ = interval > 1 ? interval : 0;
+    bytes_until_sample_ = interval > 1 ? NextInterval(interval) : 0;
   }
 
   uint64_t NextRandom() {  // xorshift64*: no heap, no locks, good enough for sampling
@@ -52,9 +62,11 @@ class Sampler {
     return next < 1.0 ? 1 : static_cast<int64_t>(next);
   }
 
-  bool seeded_ = false;
-  uint64_t state_ = 0;
+  // Zero-initialised: session 0 is none, so the first allocation goes to SampleSize.
+  uint32_t session_ = 0;
+  uint64_t small_limit_ = 0;  // allocations this large are sampled whatever the count says
   int64_t bytes_until_sample_ = 0;
+  uint64_t state_ = 0;
 };
 
 }  // namespace droidheap

@@ -1,0 +1,69 @@
+// Sampler: what the hooks ask it (MaybeSampled inline, then SampleSize) gives exact sizes at
+// interval 1 and for large allocations, unbiased byte totals otherwise, and a new session takes
+// effect at a thread's very next allocation, whatever the last session left in it.
+#include <math.h>
+#include <stdio.h>
+
+#include "client/sampler.h"
+#include "tests/test_util.h"
+
+using droidheap::Sampler;
+
+namespace {
+
+constexpr uint64_t kSeed = 42;
+
+// As heapprofd_entry_points.cc asks.
+uint64_t Sample(Sampler* sampler, uint64_t size, uint64_t interval, uint32_t session) {
+  if (!sampler->MaybeSampled(size, session)) return 0;
+  return sampler->SampleSize(size, interval, kSeed, session);
+}
+
+void TestIntervalOneSamplesEveryByte() {
+  Sampler sampler;
+  for (uint64_t size = 0; size < 5000; ++size) CHECK(Sample(&sampler, size, 1, 1) == size);
+}
+
+void TestLargeAllocationsAreAlwaysSampledAtTheirSize() {
+  Sampler sampler;
+  for (int i = 0; i < 1000; ++i) {
+    CHECK(Sample(&sampler, 4096, 4096, 1) == 4096);
+    CHECK(Sample(&sampler, 100000, 4096, 1) == 100000);
+  }
+}
+
+// Sampled bytes estimate allocated bytes: 10M allocations of 100 bytes at 4096, within 5 sigma
+// (each sample stands for 4096 bytes; about 244k samples).
+void TestSmallAllocationsAreUnbiased() {
+  Sampler sampler;
+  const uint64_t count = 10000000, size = 100, interval = 4096;
+  uint64_t sampled = 0;
+  for (uint64_t i = 0; i < count; ++i) sampled += Sample(&sampler, size, interval, 1);
+  const double expected = static_cast<double>(count * size);
+  const double sigma = sqrt(expected / interval) * interval;
+  printf("sampled %llu of %.0f bytes (sigma %.0f)\n", static_cast<unsigned long long>(sampled),
+         expected, sigma);
+  CHECK(fabs(static_cast<double>(sampled) - expected) < 5 * sigma);
+}
+
+// A thread that sampled at 4096 in session 1 samples every allocation of session 2 at interval 1
+// from the first one on, and a third session at a huge interval stops sampling small blocks.
+void TestANewSessionTakesEffectAtOnce() {
+  Sampler sampler;
+  for (int i = 0; i < 1000; ++i) Sample(&sampler, 16, 4096, 1);
+  for (uint64_t size = 1; size < 100; ++size) CHECK(Sample(&sampler, size, 1, 2) == size);
+  uint64_t sampled = 0;
+  for (int i = 0; i < 100000; ++i) sampled += Sample(&sampler, 16, uint64_t{1} << 40, 3);
+  CHECK(sampled == 0);
+}
+
+}  // namespace
+
+int main() {
+  TestIntervalOneSamplesEveryByte();
+  TestLargeAllocationsAreAlwaysSampledAtTheirSize();
+  TestSmallAllocationsAreUnbiased();
+  TestANewSessionTakesEffectAtOnce();
+  printf("ok\n");
+  return 0;
+}
