@@ -63,8 +63,7 @@ def build_reference(abi, jobs):
     build = BUILD_ROOT / abi / "native"
     run(["cmake", "-S", ROOT / "ndk_client", "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
          "-DDROIDHEAP_REFERENCE_UNWIND=ON", *TOOLCHAINS[abi]["cmake"]])
-    run(["cmake", "--build", build, "-j", str(jobs),
-         "--target", "droidheapd", "heapprofd_client", "droidheap_libc"])
+    run(["cmake", "--build", build, "-j", str(jobs)])  # everything `cmake --install` installs
     install = BUILD_ROOT / abi / "install"
     run(["cmake", "--install", build, "--prefix", install])
     bin_dir = install / "droidheap" / "bin"

@@ -163,7 +163,7 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
       size_t size = 0;
       if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
         t_stack_low = reinterpret_cast<uintptr_t>(addr);
-        t_stack_high = FramesTop(t_stack_low, t_stack_low + size, &t_stack_high);
+        t_stack_high = FramesTop(t_stack_low, t_stack_low + size, &t_stack_high, sp);
       }
       pthread_attr_destroy(&attr);
     }

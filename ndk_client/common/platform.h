@@ -39,24 +39,36 @@ constexpr bool kLibcCachesPid = false;
 #endif
 
 // The top of the current thread's frames, given the stack pthread_getattr_np reports, [low, high),
-// and the address of one of our own thread-locals: what a sample copies stops here. bionic reports
-// the frames' range. glibc's range for a thread it created also holds the thread's descriptor and
-// static TLS, above every frame, and the main thread's holds argv, the environment and the aux
-// vector above the stack pointer it started with: kilobytes that every sample would copy for
-// nothing. (A frame read beyond the copy is still read, from /proc/<pid>/mem, only slower.)
-inline uint64_t FramesTop(uint64_t low, uint64_t high, const void* own_thread_local) {
+// the address of one of our own thread-locals and the current stack pointer: what a sample copies
+// stops here. bionic reports the frames' range. glibc's range holds more, above every frame: for
+// the main thread argv, the environment and the aux vector above the stack pointer it started
+// with (__libc_stack_end); for a thread it created, the thread's descriptor and static TLS, and
+// below them the unused part of the static TLS surplus that glibc keeps for libraries loaded
+// later: zeroes, never written, about 2 KiB. Kilobytes that every sample would copy for nothing.
+// So a thread's frames end at the first word that is not zero, read down from the lowest
+// thread-local in sight. (A frame beyond the copy is still read, from /proc/<pid>/mem, slower.)
+inline uint64_t FramesTop(uint64_t low, uint64_t high, const void* own_thread_local, uint64_t sp) {
 #if defined(__GLIBC__)
+  const uint64_t stack_end = reinterpret_cast<uintptr_t>(__libc_stack_end);
+  if (stack_end > low && stack_end <= high) return stack_end;  // the main thread
   uint64_t top = high;
-  const void* above_frames[] = {own_thread_local, &errno, reinterpret_cast<void*>(pthread_self()),
-                                __libc_stack_end};
+  const void* above_frames[] = {own_thread_local, &errno, reinterpret_cast<void*>(pthread_self())};
   for (const void* p : above_frames) {
     uint64_t address = reinterpret_cast<uintptr_t>(p);
     if (address > low && address < top) top = address;
+  }
+  top &= ~uint64_t{sizeof(uintptr_t) - 1};
+  // Never below the stack pointer (a sample on an alternate signal stack: the thread's own range).
+  const uint64_t floor = sp > low && sp < top ? sp : low;
+  while (top > floor && *reinterpret_cast<const uintptr_t*>(static_cast<uintptr_t>(top) -
+                                                            sizeof(uintptr_t)) == 0) {
+    top -= sizeof(uintptr_t);
   }
   return top;
 #else
   (void)low;
   (void)own_thread_local;
+  (void)sp;
   return high;
 #endif
 }
