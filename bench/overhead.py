@@ -28,7 +28,10 @@ Figures:
                 per sample the daemon spent draining the process's records (its last dump's
                 total_unwinding_time_us / heap_samples: unwinding, and booking the allocations
                 and frees; wall time, CLOCK_MONOTONIC, so waiting for a core counts). At dh 1e9
-                the few samples carry the cold start (each library's unwind tables read)
+                the few samples carry the cold start (each library's unwind tables read). Then
+                from droidheapd's log: its whole CPU time per sample ("cpu ns": start-up,
+                unwinding, booking, writing the trace) and its peak RSS in MiB (the shared
+                buffer's pages it touched included)
   peak RSS      the program's VmHWM in MiB, profiler's memory in the process included
   stack depth   daemon ns per sample for malloc_churn, 1 thread, ALLOCS allocations, dh 4096,
                 allocating from 10, 30 and 60 nested frames (and the deepest stack booked)
@@ -99,6 +102,8 @@ class DaemonStats:
     unwinding_errors: int
     deepest_stack: int  # frames, in the last dump
     losses: List[str]
+    cpu_s: float = 0.0  # droidheapd's CPU time, user and system, from its log
+    peak_rss_kib: int = 0  # droidheapd's, likewise
 
 
 @dataclasses.dataclass
@@ -120,6 +125,12 @@ class Run:
         if not self.daemon or not self.daemon.samples:
             return None
         return self.daemon.busy_us * 1000 / self.daemon.samples
+
+    @property
+    def daemon_cpu_ns_per_sample(self) -> Optional[float]:
+        if not self.daemon or not self.daemon.samples or not self.daemon.cpu_s:
+            return None
+        return self.daemon.cpu_s * 1e9 / self.daemon.samples
 
 
 def parse_run(output: str) -> Run:
@@ -151,13 +162,25 @@ def daemon_stats(out: pathlib.Path) -> DaemonStats:
                        max((len(s.frames) for s in last.samples), default=0), losses)
 
 
+def daemon_usage(device_root: pathlib.Path) -> Tuple[float, int]:
+    """(CPU seconds, peak RSS KiB) droidheapd logged as it stopped, from its newest log."""
+    logs = sorted((device_root / "data" / "local" / "tmp").glob("droidheapd.*.log"),
+                  key=lambda p: p.stat().st_mtime_ns)
+    found = logs and re.search(r"stopped: cpu user ([0-9.]+) s system ([0-9.]+) s, "
+                               r"peak RSS (\d+) KiB", logs[-1].read_text())
+    if not found:
+        raise RuntimeError(f"no droidheapd log with its usage under {device_root}")
+    return float(found.group(1)) + float(found.group(2)), int(found.group(3))
+
+
 class Runner:
     """Runs one configuration of the workload, in a scratch directory of its own."""
 
     def __init__(self, work: pathlib.Path):
         self.work = work
         self.droidheap = [sys.executable, "-m", "droidheap.cli", "--local"]
-        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(work / "device"))
+        self.device_root = work / "device"
+        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(self.device_root))
         self.count = 0
         self.stdin = None  # what the workload reads
         self.lost_samples: List[str] = []  # "<workload>, <column>: why"
@@ -175,6 +198,7 @@ class Runner:
         out = self.scratch()
         run = self.run([*self.droidheap, "-o", out, "-i", str(interval), "--", *workload])
         run.daemon = daemon_stats(out)
+        run.daemon.cpu_s, run.daemon.peak_rss_kib = daemon_usage(self.device_root)
         # At -i 1 every allocation is a sample: fewer samples than the program's own count of its
         # allocations is a loss no flag reported.
         if interval == 1 and run.allocations and run.daemon.samples < run.allocations:
@@ -250,14 +274,19 @@ def print_elapsed_table(title: str, rows: Rows) -> None:
 
 def print_daemon_table(rows: Rows) -> None:
     columns = [c for c in rows[0][1] if rows[0][1][c][0].daemon]
-    print(f"{'daemon':>14} " + " ".join(f"{c:>18}" for c in columns))
-    print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>7}" for _ in columns))
+    print(f"{'daemon':>14} " + " ".join(f"{c:>30}" for c in columns))
+    print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>6} {'cpu ns':>6} {'MiB':>5}"
+                                  for _ in columns))
     for label, by_column in rows:
         cells = []
         for c in columns:
-            rate = median(by_column[c], lambda r: r.samples_per_s)
-            ns = median(by_column[c], lambda r: r.daemon_ns_per_sample)
-            cells.append(f"{rate:>10.0f} " + (f"{ns:>7.0f}" if ns is not None else f"{'-':>7}"))
+            runs = by_column[c]
+            rate = median(runs, lambda r: r.samples_per_s)
+            figures = [median(runs, lambda r: r.daemon_ns_per_sample),
+                       median(runs, lambda r: r.daemon_cpu_ns_per_sample)]
+            rss = median(runs, lambda r: r.daemon.peak_rss_kib / 1024)
+            cells.append(f"{rate:>10.0f} " + " ".join(f"{f:>6.0f}" if f is not None else f"{'-':>6}"
+                                                      for f in figures) + f" {rss:>5.1f}")
         print(f"{label:>14} " + " ".join(cells))
 
 

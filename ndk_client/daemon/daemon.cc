@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -392,7 +393,13 @@ int Daemon::Run() {
   for (auto& worker : workers_) worker->Join();
   trace_.Close();
   unlink(config_.socket_path.c_str());
-  Log("stopped");
+  // What the session cost the phone, for the log and the benchmarks (bench/overhead.py).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  Log("stopped: cpu user %.3f s system %.3f s, peak RSS %ld KiB",
+      static_cast<double>(usage.ru_utime.tv_sec) + usage.ru_utime.tv_usec / 1e6,
+      static_cast<double>(usage.ru_stime.tv_sec) + usage.ru_stime.tv_usec / 1e6,
+      static_cast<long>(usage.ru_maxrss));
   return 0;
 }
 
