@@ -39,7 +39,7 @@ void ExpectAgreement(const char* what, const Capture& capture) {
   DwarfUnwinder unwinder(&elf_cache);
   ProcessMaps maps;
   CHECK(maps.Reload(maps_fd));
-  for (int pass = 0; pass < 2; ++pass) {  // cold, then from the row cache
+  for (int pass = 0; pass < 2; ++pass) {  // cold, then from the frame cache
     UnwindError error;
     std::vector<uint64_t> pcs = UnwindCapture(&unwinder, &maps, maps_fd, mem_fd, capture, &error);
     if (pcs != capture.reference || error != UnwindError::kNone) {
@@ -52,7 +52,7 @@ void ExpectAgreement(const char* what, const Capture& capture) {
       exit(1);
     }
   }
-  CHECK(unwinder.stats().row_cache_hits > 0);
+  CHECK(unwinder.stats().frame_hits > 0);
   CHECK(unwinder.stats().cfi_frames > 0);
   close(maps_fd);
   close(mem_fd);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include <algorithm>
+
 namespace droidheap {
 namespace {
 
@@ -43,6 +45,7 @@ const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, ui
   if (row_cache_.size() >= kMaxCachedRows) {
     row_cache_.clear();
     rule_pool_.clear();
+    std::fill(frame_hits_.begin(), frame_hits_.end(), FrameHit{});
   }
   CachedRow cached;
   CfiRow row;
@@ -52,14 +55,44 @@ const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, ui
     cached.return_address_register = row.return_address_register;
     cached.cfa = row.cfa;
     cached.first_rule = static_cast<uint32_t>(rule_pool_.size());
+    cached.in_place = true;
     for (int reg = 0; reg < kMaxRegisters; ++reg) {
       RuleKind kind = row.regs[reg].kind;
       if (kind == RuleKind::kUnspecified || kind == RuleKind::kSameValue) continue;
       rule_pool_.push_back({static_cast<uint32_t>(reg), row.regs[reg]});
       ++cached.rule_count;
+      cached.in_place = cached.in_place && (kind == RuleKind::kOffset ||
+                                            kind == RuleKind::kValOffset ||
+                                            kind == RuleKind::kUndefined);
+      if (kind == RuleKind::kUndefined &&
+          static_cast<uint32_t>(reg) == row.return_address_register) {
+        cached.return_address_undefined = true;
+      }
     }
   }
   return row_cache_.emplace(key, cached).first->second;
+}
+
+bool DwarfUnwinder::Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map,
+                           const CachedRow** row) {
+  FrameHit& hit =
+      frame_hits_[static_cast<size_t>((pc * 0x9e3779b97f4a7c15ull) >> (64 - kFrameHitsLog2))];
+  if (hit.pc == pc && hit.generation == maps->generation()) {
+    *map = hit.map;
+    *row = hit.row;
+    ++stats_.frame_hits;
+    return true;
+  }
+  *map = maps->Find(pc, elf_cache_);
+  if (*map == nullptr) return false;
+  *row = nullptr;
+  if ((*map)->cfi != nullptr) {
+    const CachedRow& found = FindRow((*map)->cfi, pc - (*map)->start + (*map)->offset +
+                                                      (*map)->load_bias);
+    if (found.found) *row = &found;
+  }
+  hit = {maps->generation(), pc, *map, *row};  // after FindRow, which may empty frame_hits_
+  return true;
 }
 
 DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const RegisterLayout& layout, const CachedRow& row,
@@ -83,6 +116,7 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const RegisterLayout& layout, con
     *error = UnwindError::kInvalidCfi;
     return Step::kFailed;
   }
+  if (row.in_place) return StepInPlace(layout, row, cfa, memory, regs, error);
 
   // The caller's registers: the callee's unless a rule says otherwise, and its sp is the CFA by
   // definition. Rules read the callee's values, so the rules' results are gathered first and
@@ -162,6 +196,41 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithCfi(const RegisterLayout& layout, con
   return Step::kNext;
 }
 
+// StepWithCfi for a row whose rules read only the CFA and memory: as no rule reads a register the
+// step changes, each result goes straight into `regs` (on failure the unwind ends there, so a
+// half-written file does not matter).
+DwarfUnwinder::Step DwarfUnwinder::StepInPlace(const RegisterLayout& layout, const CachedRow& row,
+                                               uint64_t cfa, const StackMemory& memory,
+                                               uint64_t* regs, UnwindError* error) {
+  // An undefined return address marks the outermost frame (_start, a thread's start routine).
+  if (row.return_address_undefined) return Step::kEnd;
+  const uint64_t callee_sp = regs[layout.sp];
+  regs[layout.sp] = cfa;  // by definition, unless a rule says otherwise
+  for (uint32_t i = row.first_rule; i < row.first_rule + row.rule_count; ++i) {
+    const PooledRule& pooled = rule_pool_[i];
+    const uint64_t address = layout.Wrap(cfa + static_cast<uint64_t>(pooled.rule.value));
+    if (pooled.rule.kind == RuleKind::kOffset) {
+      if (!memory.ReadWord(address, layout.word_size, &regs[pooled.reg])) {
+        *error = UnwindError::kMemoryInvalid;
+        return Step::kFailed;
+      }
+    } else if (pooled.rule.kind == RuleKind::kValOffset) {
+      regs[pooled.reg] = address;
+    }  // else undefined: the callee's value stays, as in StepWithCfi
+  }
+  const uint64_t return_address = NormalizePc(layout, regs[row.return_address_register]);
+  if (return_address == 0) return Step::kEnd;
+  // Stacks grow down: a caller's frame never lies below its callee's, except across a signal
+  // frame (an alternate signal stack may sit anywhere).
+  if (!row.signal_frame && regs[layout.sp] < callee_sp) {
+    *error = UnwindError::kBadFrameChain;
+    return Step::kFailed;
+  }
+  regs[layout.pc] = return_address;
+  ++stats_.cfi_frames;
+  return Step::kNext;
+}
+
 // A frame record is two words at the frame pointer, the caller's frame pointer then the return
 // address, on every ABI here: x86's push ebp/rbp after the call, arm64's stp x29, x30, and
 // armeabi-v7a Thumb-2's push {r7, lr} as clang emits them.
@@ -204,7 +273,11 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
   result->maps_reloaded = false;
   uint64_t regs[kMaxRegisters];
   // A 32-bit process's registers are 32 bits wide, whatever a record's upper halves say.
-  for (int i = 0; i < kMaxRegisters; ++i) regs[i] = layout.Wrap(initial_regs[i]);
+  if (layout.word_size == 8) {
+    memcpy(regs, initial_regs, sizeof(regs));
+  } else {
+    for (int i = 0; i < kMaxRegisters; ++i) regs[i] = layout.Wrap(initial_regs[i]);
+  }
   regs[layout.pc] = NormalizePc(layout, regs[layout.pc]);
   result->pcs.push_back(regs[layout.pc]);
 
@@ -219,22 +292,18 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
     }
     uint64_t pc = regs[layout.pc];
     uint64_t lookup_pc = pc_is_return_address ? pc - 1 : pc;
-    const MapEntry* map = maps->Find(lookup_pc, elf_cache_);
-    if (map == nullptr && !result->maps_reloaded && maps_fd >= 0) {
+    const MapEntry* map = nullptr;
+    const CachedRow* row = nullptr;
+    bool located = Locate(maps, lookup_pc, &map, &row);
+    if (!located && !result->maps_reloaded && maps_fd >= 0) {
       // A library loaded since the maps were read.
       result->maps_reloaded = true;
       maps->Reload(maps_fd);
-      map = maps->Find(lookup_pc, elf_cache_);
+      located = Locate(maps, lookup_pc, &map, &row);
     }
-    if (map == nullptr) {
+    if (!located) {
       result->error = UnwindError::kInvalidPc;
       return;
-    }
-    const CachedRow* row = nullptr;
-    if (map->cfi != nullptr) {
-      const CachedRow& found =
-          FindRow(map->cfi, lookup_pc - map->start + map->offset + map->load_bias);
-      if (found.found) row = &found;
     }
     Step step = row != nullptr
                     ? StepWithCfi(layout, *row, memory, regs, &result->error)

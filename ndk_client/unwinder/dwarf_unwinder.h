@@ -47,6 +47,7 @@ class DwarfUnwinder {
   struct Stats {
     uint64_t cfi_frames = 0;  // caller frames recovered with CFI
     uint64_t fp_frames = 0;   // ... with the frame-pointer fallback
+    uint64_t frame_hits = 0;  // pcs found where they were last found (FrameHit)
     uint64_t row_cache_hits = 0;
     uint64_t row_cache_misses = 0;
   };
@@ -69,6 +70,10 @@ class DwarfUnwinder {
   struct CachedRow {
     bool found = false;  // false: no CFI covers the pc (the frame-pointer fallback applies)
     bool signal_frame = false;
+    // Every rule reads only the CFA and memory (offset rules, undefined ones): the step may write
+    // its results straight into the registers. Nearly every row compilers emit.
+    bool in_place = false;
+    bool return_address_undefined = false;  // the outermost frame
     uint8_t rule_count = 0;
     uint32_t first_rule = 0;
     uint32_t return_address_register = 0;
@@ -92,10 +97,25 @@ class DwarfUnwinder {
     }
   };
   enum class Step { kNext, kEnd, kFailed };
+  // Where the frames of a pc were last found: its map entry and its row, or no row (no CFI).
+  // Direct-mapped by pc, so that the pcs every sample repeats (the profiler's own frames, the
+  // hot call paths) skip both the map search and the row cache's hash table. Checked against
+  // the maps' generation; emptied with the row cache.
+  struct FrameHit {
+    uint64_t generation = 0;  // ProcessMaps::generation(): none is 0
+    uint64_t pc = 0;
+    const MapEntry* map = nullptr;
+    const CachedRow* row = nullptr;
+  };
+  static constexpr int kFrameHitsLog2 = 12;
 
+  // The map entry holding `pc` (false when none does) and its row, nullptr without CFI for it.
+  bool Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map, const CachedRow** row);
   const CachedRow& FindRow(const CfiTable* table, uint64_t elf_pc);
   Step StepWithCfi(const RegisterLayout& layout, const CachedRow& row, const StackMemory& memory,
                    uint64_t* regs, UnwindError* error);
+  Step StepInPlace(const RegisterLayout& layout, const CachedRow& row, uint64_t cfa,
+                   const StackMemory& memory, uint64_t* regs, UnwindError* error);
   Step StepWithFramePointer(const RegisterLayout& layout, uint64_t stack_top,
                             const StackMemory& memory, uint64_t* regs, UnwindError* error);
 
@@ -103,6 +123,7 @@ class DwarfUnwinder {
   Stats stats_;
   std::unordered_map<RowKey, CachedRow, RowKeyHash> row_cache_;
   std::vector<PooledRule> rule_pool_;  // cleared with row_cache_
+  std::vector<FrameHit> frame_hits_ = std::vector<FrameHit>(size_t{1} << kFrameHitsLog2);
 };
 
 }  // namespace droidheap

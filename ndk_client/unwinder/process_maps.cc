@@ -6,13 +6,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace droidheap {
+namespace {
+
+std::atomic<uint64_t> g_generations{0};  // every ProcessMaps' generations, from 1
+
+}  // namespace
 
 void ProcessMaps::Parse(const std::string& text) {
   entries_.clear();
   page_hits_.fill(PageHit{});
-  ++generation_;
+  generation_ = g_generations.fetch_add(1, std::memory_order_relaxed) + 1;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);

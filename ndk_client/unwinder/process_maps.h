@@ -39,6 +39,7 @@ class ProcessMaps {
   const MapEntry* Find(uint64_t pc, ElfCache* elf_cache);
   const std::vector<MapEntry>& entries() const { return entries_; }
   // Changes whenever the entries are replaced: pointers to them from an older generation dangle.
+  // Unique among all ProcessMaps of the process, so that it also tells two of them apart.
   uint64_t generation() const { return generation_; }
 
  private:

@@ -18,11 +18,20 @@ class StackMemory {
   // One word of the target: `size` bytes (its word size, 4 or 8), zero-extended. Inline: the
   // unwinder reads a few words per frame, nearly all from the copy.
   bool ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
-    if ((size == 8 || size == 4) && address >= copy_start_ &&
-        address - copy_start_ <= copy_size_ && copy_size_ - (address - copy_start_) >= size) {
-      *value = 0;  // the high half of a 4-byte word (little-endian: memcpy fills the low half)
-      memcpy(value, copy_ + (address - copy_start_), size);
-      return true;
+    const uint64_t offset = address - copy_start_;
+    if (address >= copy_start_ && offset <= copy_size_ && copy_size_ - offset >= size) {
+      // Each size its own constant-size copy: one load, where a copy of `size` bytes cost a
+      // library call's worth of instructions on every saved register of every frame.
+      if (size == 8) {
+        memcpy(value, copy_ + offset, 8);
+        return true;
+      }
+      if (size == 4) {
+        uint32_t word;
+        memcpy(&word, copy_ + offset, 4);
+        *value = word;
+        return true;
+      }
     }
     return ReadWordFromProcess(address, size, value);
   }
