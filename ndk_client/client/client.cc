@@ -286,6 +286,20 @@ void Client::RecordFree(uint64_t address, uint64_t sequence) {
   Publish(r);
 }
 
+void Client::WaitUntilDrained(uint32_t timeout_ms) {
+  if (!enabled() || !identity_.InOriginalProcess()) return;
+  const uint64_t deadline = NowUs() + uint64_t{timeout_ms} * 1000;
+  while (buffer_->bytes_pending() != 0 && NowUs() < deadline) {
+    // The daemon may be asleep, having seen the buffer empty before the last records came.
+    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
+        errno != EWOULDBLOCK) {
+      return;  // gone
+    }
+    timespec pause{0, 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
 void Client::Shutdown(ClientStopReason reason) {
   if (!enabled_.exchange(false)) return;
   uint32_t running = kClientRunning;

@@ -44,6 +44,11 @@ class Client {
   void KeepSampled(uint64_t address) { sampled_->Insert(address); }
   void RecordFree(uint64_t address, uint64_t sequence);
 
+  // Waits, at most timeout_ms, until the daemon has read every record written so far: at exit,
+  // while it can still read this process's maps (they name the libraries the records' stacks
+  // pass through; a library loaded late is known only from them, and they vanish with the
+  // process).
+  void WaitUntilDrained(uint32_t timeout_ms);
   // Stops recording for good; the process continues on the previous allocator.
   void Shutdown(ClientStopReason reason);
   // In a forked child: the session belongs to the parent.

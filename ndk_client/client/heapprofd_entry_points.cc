@@ -97,6 +97,15 @@ void ReportFree(void* ptr, uint64_t sequence) {
   client->RecordFree(reinterpret_cast<uint64_t>(ptr), sequence);
 }
 
+// How long a process that exits (exit() or the end of main; not _exit or a crash) waits for the
+// daemon to catch up with its records (Client::WaitUntilDrained).
+constexpr uint32_t kExitDrainTimeoutMs = 1000;
+
+__attribute__((destructor)) void DrainAtExit() {
+  Client* client = ActiveClient();
+  if (client != nullptr) client->WaitUntilDrained(kExitDrainTimeoutMs);
+}
+
 void DisableInForkedChild() {
   Client* client = g_client.load(std::memory_order_acquire);
   if (client != nullptr) client->DisableInChild();

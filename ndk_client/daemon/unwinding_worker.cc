@@ -234,8 +234,11 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
   frames.clear();
   std::vector<uint64_t> booked_pcs;
   bool in_profiler = true;  // leading frames are the client's own (and the emulated libc's)
-  for (uint64_t pc : unwound.pcs) {
-    const MapEntry* map = client->maps.Find(pc, &elf_cache_);
+  for (size_t i = 0; i < unwound.pcs.size(); ++i) {
+    const uint64_t pc = unwound.pcs[i];
+    const MapEntry* map = i < unwound.maps.size() && unwound.maps[i] != nullptr
+                              ? unwound.maps[i]
+                              : client->maps.Find(pc, &elf_cache_);
     if (map == nullptr) {
       frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
                         pc});

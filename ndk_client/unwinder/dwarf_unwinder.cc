@@ -206,16 +206,21 @@ DwarfUnwinder::Step DwarfUnwinder::StepInPlace(const RegisterLayout& layout, con
   if (row.return_address_undefined) return Step::kEnd;
   const uint64_t callee_sp = regs[layout.sp];
   regs[layout.sp] = cfa;  // by definition, unless a rule says otherwise
-  for (uint32_t i = row.first_rule; i < row.first_rule + row.rule_count; ++i) {
-    const PooledRule& pooled = rule_pool_[i];
-    const uint64_t address = layout.Wrap(cfa + static_cast<uint64_t>(pooled.rule.value));
-    if (pooled.rule.kind == RuleKind::kOffset) {
-      if (!memory.ReadWord(address, layout.word_size, &regs[pooled.reg])) {
+  // Locals: the compiler cannot know that writing `regs` leaves the rules and the layout alone.
+  const PooledRule* rule = rule_pool_.data() + row.first_rule;
+  const PooledRule* const end = rule + row.rule_count;
+  const uint32_t word_size = layout.word_size;
+  for (; rule != end; ++rule) {
+    const uint64_t address = layout.Wrap(cfa + static_cast<uint64_t>(rule->rule.value));
+    if (rule->rule.kind == RuleKind::kOffset) {
+      uint64_t value;
+      if (!memory.ReadWord(address, word_size, &value)) {
         *error = UnwindError::kMemoryInvalid;
         return Step::kFailed;
       }
-    } else if (pooled.rule.kind == RuleKind::kValOffset) {
-      regs[pooled.reg] = address;
+      regs[rule->reg] = value;
+    } else if (rule->rule.kind == RuleKind::kValOffset) {
+      regs[rule->reg] = address;
     }  // else undefined: the callee's value stays, as in StepWithCfi
   }
   const uint64_t return_address = NormalizePc(layout, regs[row.return_address_register]);
@@ -269,6 +274,7 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
                            uint64_t stack_top, const StackMemory& memory, ProcessMaps* maps,
                            int maps_fd, size_t max_frames, UnwindResult* result) {
   result->pcs.clear();
+  result->maps.clear();
   result->error = UnwindError::kNone;
   result->maps_reloaded = false;
   uint64_t regs[kMaxRegisters];
@@ -296,15 +302,17 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
     const CachedRow* row = nullptr;
     bool located = Locate(maps, lookup_pc, &map, &row);
     if (!located && !result->maps_reloaded && maps_fd >= 0) {
-      // A library loaded since the maps were read.
+      // A library loaded since the maps were read. The entries found so far are gone with them.
       result->maps_reloaded = true;
       maps->Reload(maps_fd);
+      std::fill(result->maps.begin(), result->maps.end(), nullptr);
       located = Locate(maps, lookup_pc, &map, &row);
     }
     if (!located) {
       result->error = UnwindError::kInvalidPc;
       return;
     }
+    result->maps.push_back(map);
     Step step = row != nullptr
                     ? StepWithCfi(layout, *row, memory, regs, &result->error)
                     : StepWithFramePointer(layout, stack_top, memory, regs, &result->error);

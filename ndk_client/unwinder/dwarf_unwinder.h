@@ -38,6 +38,9 @@ enum class UnwindError : uint32_t {
 
 struct UnwindResult {
   std::vector<uint64_t> pcs;  // innermost first; pcs[0] is the sampled pc, the rest return addresses
+  // The map entry each pc was found in (a return address looked up one byte back, in its call);
+  // nullptr, or missing at the end, where none was. Valid until the maps are read again.
+  std::vector<const MapEntry*> maps;
   UnwindError error = UnwindError::kNone;
   bool maps_reloaded = false;  // a pc was outside the known maps, so they were read again
 };

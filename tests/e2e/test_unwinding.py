@@ -7,10 +7,11 @@ import subprocess
 
 import pytest
 
-from tests.e2e.conftest import Cli
+from droidheap.device.local import host_abi
+from tests.e2e.conftest import Cli, compiler
 from tests.e2e.expected_sites import libc_sites
 from tests.e2e.test_profile import single_process
-from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
+from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames, read_dumps,
                                    totals_by_leaf_function)
 
 
@@ -77,3 +78,73 @@ def test_signal_frames_are_unwound_in_a_process_gone_before_its_records(cli, pro
         below = stack[stack.index("site_signal_handler"):]
         assert "site_raise" in below and "main" in below, stack
     assert_trace_processor_agrees(out, program)
+
+
+# A library the program loads mid-session: a site in it and a site called back from it.
+PLUGIN_C = r"""
+#include <stdlib.h>
+void* volatile g_plugin_sink;
+__attribute__((noinline)) void plugin_allocate(void (*call_back)(void)) {
+  for (int i = 0; i < 100; i++) g_plugin_sink = malloc(6000);
+  call_back();
+  __asm__ volatile("" ::: "memory");  /* keeps the call a call: this frame stays on the stack */
+}
+"""
+LOADS_PLUGIN_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void* volatile g_sink;
+__attribute__((noinline)) static void before_load(void) {
+  for (int i = 0; i < 100; i++) g_sink = malloc(1000);
+}
+__attribute__((noinline)) static void called_back(void) {
+  for (int i = 0; i < 100; i++) g_sink = malloc(3000);
+}
+int main(int argc, char** argv) {
+  before_load();
+  void* plugin = argc == 2 ? dlopen(argv[1], RTLD_NOW) : NULL;
+  typedef void (*Allocate)(void (*)(void));
+  Allocate allocate = plugin ? (Allocate)dlsym(plugin, "plugin_allocate") : NULL;
+  if (allocate == NULL) {
+    fprintf(stderr, "cannot load the plugin: %s\n", dlerror());
+    return 1;
+  }
+  allocate(called_back);
+  printf("plugin done\n");
+  return 0;
+}
+"""
+
+
+def test_a_library_loaded_mid_session_is_unwound_through(cli, abi, tmp_path):
+    """The maps the daemon read at connection lack a library dlopened later: the first sample in it
+    makes the daemon read them again, and both a site in it and one called back from it (a
+    stack that passes through it, built without frame pointers) come out exact at -i 1."""
+    if abi != host_abi():
+        pytest.skip("qemu-user answers /proc/self/maps with a copy made when it is opened: the "
+                    "daemon cannot see a library loaded later (a phone's maps are live)")
+    (tmp_path / "plugin.c").write_text(PLUGIN_C)
+    (tmp_path / "loads_plugin.c").write_text(LOADS_PLUGIN_C)
+    plugin, program = tmp_path / "libplugin.so", tmp_path / "loads_plugin"
+    subprocess.run([compiler(abi), "-O2", "-fomit-frame-pointer", "-g", "-shared", "-fPIC",
+                    str(tmp_path / "plugin.c"), "-o", str(plugin)], check=True)
+    subprocess.run([compiler(abi), "-O1", "-g", str(tmp_path / "loads_plugin.c"), "-o",
+                    str(program), "-ldl"], check=True)
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", program, plugin)
+    assert result.returncode == 0, result.stderr
+    assert "plugin done" in result.stdout
+    in_plugin = next(iter(totals_by_leaf_function(out / "raw-trace", plugin).values()))
+    # Its own site and the call back's: both stacks' innermost frame in the plugin.
+    assert in_plugin["plugin_allocate"].allocated == 100 * 6000 + 100 * 3000
+    in_program = next(iter(totals_by_leaf_function(out / "raw-trace", program).values()))
+    assert in_program["before_load"].allocated == 100 * 1000
+    assert in_program["called_back"].allocated == 100 * 3000
+    # The call back's stack goes on through the plugin to main.
+    (dumps,) = read_dumps(out / "raw-trace").values()
+    called_back_paths = [[path for path, _ in stack] for stack, sample in dumps[-1]
+                         if sample.self_allocated == 100 * 3000]
+    assert any(any(p.endswith("/" + plugin.name) for p in paths)
+               and sum(p.endswith("/" + program.name) for p in paths) >= 2
+               for paths in called_back_paths), called_back_paths
