@@ -1,22 +1,24 @@
 // The addresses of this process's live sampled allocations, so that the free of any other block --
-// nearly every free -- costs one lookup in one cache line and never reaches the shared buffer.
+// nearly every free -- costs one look at one word and never reaches the shared buffer.
 //
 // Created by Client::Connect in memory of its own (anonymous pages: zero is the empty table) and
 // never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free, no
 // allocation, no syscall.
 //
-// Layout: 2^13 buckets of one cache line each: 7 address slots (0 = empty) and one word of counts
-// about the addresses whose home is this bucket: how many are in the set (low half), and how many
-// of those had to be placed in one of the kMaxSpill buckets after it (high half). A free of an
-// unsampled block -- the common case -- mostly finds its home's count at zero and reads nothing
-// else; otherwise it scans the home bucket, and the ones after it only when some spilled.
+// Layout: 2^13 buckets of one cache line each, 8 address slots (0 = empty); and apart from them,
+// one word per bucket of counts about the addresses whose home it is: how many are in the set (low
+// half), and how many of those had to be placed in one of the kMaxSpill buckets after it (high
+// half). The counts are a dense 32 KiB array, so that the look every free takes -- mostly finding
+// its home's count at zero -- stays in cache, where one line per bucket spread the frees over
+// half a megabyte (a cache miss per free in programs that free a lot). Only a free whose home
+// count is not zero scans the home bucket, and the ones after it only when some spilled.
 //
-//   Insert(a)  home.counts += 1, then CAS an empty slot 0 -> a in the home bucket
-//              else: home.counts += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
+//   Insert(a)  counts[home] += 1, then CAS an empty slot 0 -> a in the home bucket
+//              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
 //              else: both undone, and the set overflows for good
-//   Remove(a)  home.counts == 0: not there
-//              home bucket holding a: slot -> 0, home.counts -= 1
-//              else, if any spilled: the next kMaxSpill buckets, slot -> 0, home.counts -= 1 + 1
+//   Remove(a)  counts[home] == 0: not there
+//              home bucket holding a: slot -> 0, counts[home] -= 1
+//              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
 // An address is in the set at most once: the hooks insert it right after the allocator handed it
 // out and remove it before handing it back (heapprofd_entry_points.cc). The accesses are relaxed:
@@ -38,7 +40,7 @@ namespace droidheap {
 class SampledAddresses {
  public:
   static constexpr size_t kBuckets = size_t{1} << 13;
-  static constexpr size_t kSlotsPerBucket = 7;
+  static constexpr size_t kSlotsPerBucket = 8;
   static constexpr size_t kMaxSpill = 16;
 
   // Starts overflowed: every free is reported (for -i 1, where every block is sampled anyway).
@@ -49,15 +51,15 @@ class SampledAddresses {
   // the same).
   bool Insert(uint64_t address) {
     if (overflowed()) return false;
-    Bucket& home = buckets_[Home(address)];
+    const size_t home = Home(address);
     // Counted first, so that a Remove of this address never misses it.
-    home.counts.fetch_add(kOne, std::memory_order_relaxed);
-    if (Claim(&home, address)) return true;
-    home.counts.fetch_add(kOneSpilled, std::memory_order_relaxed);
+    counts_[home].fetch_add(kOne, std::memory_order_relaxed);
+    if (Claim(&buckets_[home], address)) return true;
+    counts_[home].fetch_add(kOneSpilled, std::memory_order_relaxed);
     for (size_t i = 1; i <= kMaxSpill; ++i) {
-      if (Claim(&buckets_[(Home(address) + i) % kBuckets], address)) return true;
+      if (Claim(&buckets_[(home + i) % kBuckets], address)) return true;
     }
-    home.counts.fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+    counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
     ReportEveryFree();
     return false;
   }
@@ -65,7 +67,7 @@ class SampledAddresses {
   // Inline in every free: false when the block at `address` cannot be in the set, from one load
   // of its home's counts (the set has not overflowed, so no other bucket matters).
   bool MayHold(uint64_t address) const {
-    return buckets_[Home(address)].counts.load(std::memory_order_relaxed) != 0 || overflowed();
+    return counts_[Home(address)].load(std::memory_order_relaxed) != 0 || overflowed();
   }
 
   // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
@@ -73,17 +75,17 @@ class SampledAddresses {
   bool Remove(uint64_t address) {
     // An overflowed table is never read again: what it still holds does not matter.
     if (overflowed()) return true;
-    Bucket& home = buckets_[Home(address)];
-    const uint64_t counts = home.counts.load(std::memory_order_relaxed);
+    const size_t home = Home(address);
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
     if (counts == 0) return false;
-    if (Release(&home, address)) {
-      home.counts.fetch_sub(kOne, std::memory_order_relaxed);
+    if (Release(&buckets_[home], address)) {
+      counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
       return true;
     }
     if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
-        if (Release(&buckets_[(Home(address) + i) % kBuckets], address)) {
-          home.counts.fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+        if (Release(&buckets_[(home + i) % kBuckets], address)) {
+          counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
           return true;
         }
       }
@@ -94,12 +96,15 @@ class SampledAddresses {
  private:
   struct alignas(64) Bucket {
     std::atomic<uint64_t> slots[kSlotsPerBucket];
-    std::atomic<uint64_t> counts;  // see the top of the file
   };
-  static constexpr uint64_t kOne = 1;
-  static constexpr uint64_t kOneSpilled = uint64_t{1} << 32;
+  // A home's addresses fit the low half: at most the slots of its bucket and the kMaxSpill after.
+  static constexpr uint32_t kOne = 1;
+  static constexpr uint32_t kOneSpilled = uint32_t{1} << 16;
+  static_assert((kMaxSpill + 1) * kSlotsPerBucket < kOneSpilled, "counts fit their half");
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
-  static_assert(std::atomic<uint64_t>::is_always_lock_free, "the hooks cannot take locks");
+  static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                    std::atomic<uint32_t>::is_always_lock_free,
+                "the hooks cannot take locks");
 
   // Blocks are at least 8-byte aligned: the hash takes the bits above that (Fibonacci hashing).
   static size_t Home(uint64_t address) {
@@ -125,10 +130,11 @@ class SampledAddresses {
     return false;
   }
 
-  Bucket buckets_[kBuckets];
+  std::atomic<uint32_t> counts_[kBuckets];  // by home bucket, see the top of the file
   std::atomic<bool> overflowed_;
+  Bucket buckets_[kBuckets];
 };
 
-static_assert(sizeof(SampledAddresses) <= 520 * 1024, "the client's table stays under 1 MiB");
+static_assert(sizeof(SampledAddresses) <= 580 * 1024, "the client's table stays well under 1 MiB");
 
 }  // namespace droidheap

@@ -26,6 +26,11 @@ void FreeTable(SampledAddresses* table) { munmap(table, sizeof(SampledAddresses)
 void TestOnlySampledFreesAreReported() {
   SampledAddresses* t = NewTable();
   CHECK(!t->overflowed());
+  CHECK(!t->MayHold(0x1000));  // the hooks' first look: nothing there yet
+  CHECK(t->Insert(0x1000));
+  CHECK(t->MayHold(0x1000));
+  CHECK(t->Remove(0x1000));
+  CHECK(!t->MayHold(0x1000));
   CHECK(t->Insert(0x1000));
   CHECK(t->Insert(0x2010));
   CHECK(!t->Remove(0x3000));  // never sampled
