@@ -128,8 +128,6 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
     close(sock);
     return nullptr;
   }
-  ProcessIdentity identity;
-  identity.Init();
   SharedRingBuffer* buffer = SharedRingBuffer::Attach(shmem_fd, reply.shmem_size);
   if (buffer == nullptr) {
     close(shmem_fd);
@@ -152,6 +150,8 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   SampledAddresses* sampled = static_cast<SampledAddresses*>(table);
   // Every block is sampled at interval 1: a lookup could only ever say "report it".
   if (reply.sampling_interval <= 1) sampled->ReportEveryFree();
+  ProcessIdentity identity;  // last: its page is never given back
+  identity.Init();
   return new (storage) Client(sock, buffer, sampled, reply, identity);
 }
 
