@@ -1,7 +1,7 @@
 """What profiling costs the profiled program, and what the daemon does meanwhile: the program's own
 elapsed time and peak RSS under droidheap (emulated device, this machine's ABI) and under the
 peers, beside the same run unprofiled on glibc, all measured side by side in one run (medians of
---runs runs).
+--runs runs, taken in rounds that run every configuration once).
 
     .venv/bin/python bench/overhead.py [--threads 1,4,8] [--runs 3] [--allocs 2000000]
                                        [--no-programs] [--no-depths] [--no-callgrind]
@@ -21,7 +21,9 @@ few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, j
 
 Figures:
   elapsed       per column, the workload's elapsed time as a multiple of glibc's
-  fast path     ns per malloc+free that dh 1e9 adds to the layer alone, in each thread
+  fast path     ns per malloc+free that dh 1e9 adds to the layer alone, 1 thread, 32-byte blocks
+                (glibc's cheapest path), twice --runs runs each, alternating: the difference of
+                the medians and that of the fastest runs (the least disturbed by this machine)
   daemon        per dh column, read from the trace droidheap writes: samples per second reaching
                 the daemon (the profiled process's heap_samples over the workload's elapsed
                 time; a program's start-up samples count, its start-up time does not), and ns
@@ -64,6 +66,7 @@ DEPTHS = [10, 30, 60]
 DEPTH_INTERVAL = 4096
 # Instruction counts barely vary from run to run: one short run is enough.
 CALLGRIND_ALLOCS = 200_000
+FAST_PATH_ALLOCS = 10_000_000
 
 PERL_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
              "my $t = clock_gettime(CLOCK_MONOTONIC); my %h; $h{\"key$_\"} = $_ for 1..800000; "
@@ -236,23 +239,37 @@ class Runner:
 
 
 def repeat(runner: Runner, what: str, run: Callable[[], Run], runs: int) -> List[Run]:
-    """`runs` runs of one configuration, reported on stderr as they end."""
+    """`runs` runs of one configuration, reported on stderr."""
     done = [run() for _ in range(runs)]
+    report(runner, what, done)
+    return done
+
+
+def report(runner: Runner, what: str, done: List[Run]) -> None:
     for r in done:
         runner.note_problems(what, r)
     print(f"  {what}: {statistics.median(r.elapsed_ns for r in done) / 1e6:.0f} ms "
           f"(runs: {', '.join(f'{r.elapsed_ns / 1e6:.0f}' for r in done)})", file=sys.stderr)
-    return done
 
 
-def measure(runner: Runner, label: str, workload, runs: int, stdin=None) -> Dict[str, List[Run]]:
-    """{column: runs} of one workload under every configuration."""
+def measure(runner: Runner, label: str, workload, runs: int, stdin=None,
+            columns: Optional[List[str]] = None) -> Dict[str, List[Run]]:
+    """{column: runs} of one workload under every configuration (or those in `columns`), in
+    rounds that run each configuration once: a slow spell of this machine falls on every column
+    alike instead of on one."""
     runner.stdin = stdin
     try:
-        return {column: repeat(runner, f"{label}, {column}", run, runs)
-                for column, run in runner.configurations(workload)}
+        chosen = [(column, run) for column, run in runner.configurations(workload)
+                  if columns is None or column in columns]
+        done: Dict[str, List[Run]] = {column: [] for column, _ in chosen}
+        for _ in range(runs):
+            for column, run in chosen:
+                done[column].append(run())
     finally:
         runner.stdin = None
+    for column, column_runs in done.items():
+        report(runner, f"{label}, {column}", column_runs)
+    return done
 
 
 def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optional[float]:
@@ -352,12 +369,23 @@ def callgrind_total(counts: pathlib.Path) -> int:
     return int(found.group(1))
 
 
-def print_fast_path(churn: Rows, allocs: int) -> None:
-    per_pair = {label: (median(c["dh 1e9"], lambda r: r.elapsed_ns)
-                        - median(c["layer"], lambda r: r.elapsed_ns)) / allocs
-                for label, c in churn}
-    print("unsampled fast path over the layer alone, ns per malloc+free in each thread: "
-          + ", ".join(f"{label} {ns:.1f}" for label, ns in per_pair.items()))
+def measure_fast_path(runner: Runner, program: pathlib.Path,
+                      runs: int) -> Tuple[Dict[str, List[Run]], int]:
+    """The layer alone and dh 1e9 on the cheapest allocator calls there are, 32-byte blocks that
+    glibc serves from its per-thread cache, 1 thread: the client's unsampled path is then the
+    largest share of the pair it can be. (The runs, allocations per run.)"""
+    allocs = FAST_PATH_ALLOCS
+    workload = [str(program), "-t", "1", "-n", str(allocs), "-s", "32:32", "-w", "64"]
+    return measure(runner, "fast path", workload, runs * 2, columns=["layer", "dh 1e9"]), allocs
+
+
+def print_fast_path(runs: Dict[str, List[Run]], allocs: int) -> None:
+    layer = [r.elapsed_ns / allocs for r in runs["layer"]]
+    client = [r.elapsed_ns / allocs for r in runs["dh 1e9"]]
+    print(f"unsampled fast path, wall (32-byte malloc+free pairs, 1 thread, {len(layer)} runs "
+          f"each): the layer alone {statistics.median(layer):.1f} ns per pair, dh 1e9 adds "
+          f"{statistics.median(client) - statistics.median(layer):.1f} ns (medians), "
+          f"{min(client) - min(layer):.1f} ns (fastest runs)")
 
 
 def print_depths(by_depth: Dict[int, List[Run]]) -> None:
@@ -393,12 +421,13 @@ def main() -> int:
                     programs.append((name, measure(runner, name, argv, args.runs, stdin)))
         by_depth = {} if args.no_depths else measure_depths(runner, program, args.allocs,
                                                             args.runs)
+        fast_path = measure_fast_path(runner, program, args.runs)
         callgrind = None
         if not args.no_callgrind and valgrind_launcher():
             callgrind = callgrind_instructions(runner, program)
 
     print_elapsed_table("malloc_churn", churn)
-    print_fast_path(churn, args.allocs)
+    print_fast_path(*fast_path)
     if programs:
         print()
         print_elapsed_table("program", programs)
