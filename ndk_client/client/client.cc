@@ -206,7 +206,7 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
       return false;
     }
     uint64_t now = NowUs();
-    if (deadline == 0) deadline = now + uint64_t{config_.block_timeout_ms} * 1000;
+    if (deadline == 0) deadline = now + config_.block_timeout_us;
     if (now > deadline) {
       Shutdown(kClientBufferOverran);
       return false;

@@ -213,7 +213,9 @@ void Daemon::AcceptClient() {
   if (reply.status == kReplyAccepted) {
     reply.sampling_interval = config_.sampling_interval;
     reply.max_stack_bytes = config_.max_stack_bytes;
-    reply.block_timeout_ms = config_.block_timeout_ms;
+    // Before version 3 the field held milliseconds.
+    reply.block_timeout_us = hello.version >= 3 ? config_.block_timeout_us
+                                                : (config_.block_timeout_us + 999) / 1000;
     reply.flags = config_.block_client ? uint32_t{kFlagBlockClient} : 0u;
     reply.shmem_size = client->buffer->total_size();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;

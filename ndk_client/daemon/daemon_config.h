@@ -19,7 +19,7 @@ struct DaemonConfig {
   uint64_t shmem_size = 8 * 1024 * 1024;  // ring buffer data area, a power of two
   uint32_t dump_interval_ms = 0;          // 0 = no periodic dumps
   bool block_client = true;
-  uint32_t block_timeout_ms = 5000;
+  uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;
   bool exit_when_clients_gone = false;  // stop once every connected client has gone

@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
 #include "daemon/daemon.h"
+#include "protocol/ring_buffer.h"
+#include "protocol/wire_protocol.h"
 
 namespace {
 
@@ -17,7 +20,7 @@ const char kUsage[] =
     "usage: droidheapd --socket PATH --output TRACE [targets] [options]\n"
     "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
-    "         --dump-interval-ms MS  --no-block-client  --block-timeout-ms MS (5000)\n"
+    "         --dump-interval-ms MS  --no-block-client  --block-timeout-us US (5000000)\n"
     "         --seed N  --workers N (1)  --exit-when-clients-gone\n"
     "         --stop-when-stdin-closes\n";
 
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
       {"shmem-size", required_argument, nullptr, kShmemSize},
       {"dump-interval-ms", required_argument, nullptr, kDumpInterval},
       {"no-block-client", no_argument, nullptr, kNoBlock},
-      {"block-timeout-ms", required_argument, nullptr, kBlockTimeout},
+      {"block-timeout-us", required_argument, nullptr, kBlockTimeout},
       {"seed", required_argument, nullptr, kSeed},
       {"workers", required_argument, nullptr, kWorkers},
       {"exit-when-clients-gone", no_argument, nullptr, kExitWhenGone},
@@ -109,7 +112,7 @@ int main(int argc, char** argv) {
         break;
       case kShmemSize:
         // Mapped twice over (ring_buffer.h): a 32-bit daemon's address space caps it at 1 GiB.
-        if (!ParseNumber(optarg, 4096, std::min(uint64_t{1} << 32, uint64_t{SIZE_MAX / 4} + 1),
+        if (!ParseNumber(optarg, 8192, std::min(uint64_t{1} << 32, uint64_t{SIZE_MAX / 4} + 1),
                          &n) ||
             (n & (n - 1)) != 0) {
           return Fail("--shmem-size (a power of two)", optarg);
@@ -122,8 +125,8 @@ int main(int argc, char** argv) {
         break;
       case kNoBlock: config.block_client = false; break;
       case kBlockTimeout:
-        if (!ParseNumber(optarg, 0, 1u << 31, &n)) return Fail("--block-timeout-ms", optarg);
-        config.block_timeout_ms = static_cast<uint32_t>(n);
+        if (!ParseNumber(optarg, 1, UINT32_MAX, &n)) return Fail("--block-timeout-us", optarg);
+        config.block_timeout_us = static_cast<uint32_t>(n);
         break;
       case kSeed:
         if (!ParseNumber(optarg, 0, UINT64_MAX, &config.random_seed)) return Fail("--seed", optarg);
@@ -143,8 +146,13 @@ int main(int argc, char** argv) {
   if (config.socket_path.empty()) return Fail("--socket", nullptr);
   if (config.output_path.empty()) return Fail("--output", nullptr);
   // The stack copy and its record must fit in half the buffer (see ring_buffer.h).
-  if (config.max_stack_bytes + 4096 > config.shmem_size / 2) {
+  if (config.max_stack_bytes + sizeof(droidheap::AllocRecord) + sizeof(droidheap::RecordHeader) >
+      config.shmem_size / 2) {
     return Fail("--max-stack (too large for --shmem-size)", nullptr);
+  }
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (page_size > 0 && config.shmem_size % static_cast<uint64_t>(page_size) != 0) {
+    return Fail("--shmem-size (not a multiple of this device's page size)", nullptr);
   }
   return droidheap::Daemon(std::move(config)).Run();
 }

@@ -28,8 +28,9 @@ namespace droidheap {
 
 constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
 constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
-// 2: ClientHello::abi.
-constexpr uint32_t kProtocolVersion = 2;
+// 2: ClientHello::abi. 3: DaemonReply::block_timeout_us (milliseconds before, as
+// block_timeout_ms; the daemon answers an older client in its unit).
+constexpr uint32_t kProtocolVersion = 3;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -61,7 +62,7 @@ enum ReplyStatus : uint32_t {
 };
 
 enum ClientFlags : uint32_t {
-  // Buffer full: wait (up to block_timeout_ms) for the daemon instead of tearing down at once.
+  // Buffer full: wait (up to block_timeout_us) for the daemon instead of tearing down at once.
   kFlagBlockClient = 1u << 0,
 };
 
@@ -72,7 +73,7 @@ struct alignas(8) DaemonReply {
   uint32_t status;  // ReplyStatus
   uint64_t sampling_interval;  // mean bytes between samples; 1 = every allocation
   uint32_t max_stack_bytes;    // upper bound of the raw stack copy per record
-  uint32_t block_timeout_ms;
+  uint32_t block_timeout_us;  // heapprofd's block_client_timeout_us
   uint32_t flags;  // ClientFlags
   uint32_t reserved;
   uint64_t shmem_size;  // total size of the shared memory object

@@ -36,7 +36,7 @@ int main() {
   FIELD(DaemonReply, status);
   FIELD(DaemonReply, sampling_interval);
   FIELD(DaemonReply, max_stack_bytes);
-  FIELD(DaemonReply, block_timeout_ms);
+  FIELD(DaemonReply, block_timeout_us);
   FIELD(DaemonReply, flags);
   FIELD(DaemonReply, reserved);
   FIELD(DaemonReply, shmem_size);

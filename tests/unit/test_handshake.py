@@ -16,6 +16,8 @@ HELLO_V2 = struct.Struct("<IIIiQII")  # ... abi, reserved
 HELLO_MAGIC = 0x50414548
 ACCEPTED, BAD_HELLO, UNSUPPORTED_ABI = 0, 2, 4
 ABI_X86, ABI_ARMEABI_V7A = 3, 4  # registers.h's Abi
+BLOCK_TIMEOUT_US = 2_500_300
+BLOCK_TIMEOUT_OFFSET = 28  # DaemonReply::block_timeout_us
 
 
 @pytest.fixture
@@ -26,7 +28,8 @@ def daemon(native_build, tmp_path):
     with open(log, "w") as log_file:
         process = subprocess.Popen(
             [str(native_build / "droidheapd"), "--socket", str(socket_path),
-             "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(1 << 20)],
+             "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(1 << 20),
+             "--block-timeout-us", str(BLOCK_TIMEOUT_US)],
             stderr=log_file)
     try:
         deadline = time.monotonic() + 10
@@ -39,9 +42,9 @@ def daemon(native_build, tmp_path):
         process.wait(timeout=30)
 
 
-def handshake(socket_path: pathlib.Path, hello: bytes):
-    """Sends `hello` with this process's own maps and mem fds; returns the reply's status and
-    whether a shared memory fd came with it."""
+def exchange(socket_path: pathlib.Path, hello: bytes):
+    """Sends `hello` with this process's own maps and mem fds; returns the reply and whether a
+    shared memory fd came with it."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(socket_path))
@@ -55,7 +58,13 @@ def handshake(socket_path: pathlib.Path, hello: bytes):
         for fd in received:
             os.close(fd)
     assert len(data) == 56, data
-    return struct.unpack_from("<IIII", data)[3], len(received) == 1
+    return data, len(received) == 1
+
+
+def handshake(socket_path: pathlib.Path, hello: bytes):
+    """The reply's status to `hello`, and whether a shared memory fd came with it."""
+    data, got_fd = exchange(socket_path, hello)
+    return struct.unpack_from("<IIII", data)[3], got_fd
 
 
 def logged(log, text: str) -> bool:
@@ -68,8 +77,8 @@ def logged(log, text: str) -> bool:
     return True
 
 
-def hello_v2(abi: int, size: int = HELLO_V2.size) -> bytes:
-    return HELLO_V2.pack(HELLO_MAGIC, 2, size, os.getpid(), 0, abi, 0).ljust(size, b"\0")
+def hello_v2(abi: int, size: int = HELLO_V2.size, version: int = 2) -> bytes:
+    return HELLO_V2.pack(HELLO_MAGIC, version, size, os.getpid(), 0, abi, 0).ljust(size, b"\0")
 
 
 def test_accepts_a_version_1_hello_as_the_daemons_own_abi(daemon):
@@ -105,3 +114,11 @@ def test_refuses_a_hello_claiming_an_absurd_size(daemon):
     socket_path, _ = daemon
     assert handshake(socket_path, HELLO_V2.pack(HELLO_MAGIC, 2, 1 << 20, os.getpid(), 0,
                                                 ABI_X86, 0)) == (BAD_HELLO, False)
+
+
+@pytest.mark.parametrize("version, timeout", [(2, 2501), (3, BLOCK_TIMEOUT_US)])
+def test_block_timeout_goes_in_microseconds_from_version_3_and_milliseconds_before(
+        daemon, version, timeout):
+    socket_path, _ = daemon
+    data, _ = exchange(socket_path, hello_v2(ABI_X86, version=version))
+    assert struct.unpack_from("<I", data, BLOCK_TIMEOUT_OFFSET)[0] == timeout
