@@ -1,8 +1,9 @@
 """droidheap's command line: one group, a module per command (droidheap/commands/).
 
-    droidheap [--local [--abi ABI]] [options] -- CMD ARGS...       profile CMD from its start
-    droidheap [--local [--abi ABI]] -n NAME[,NAME] | -p PID[,PID]   attach to running processes
-    droidheap [--local [--abi ABI]] shell -- CMD ARGS...           run CMD on the device
+    droidheap [--local [--abi ABI]] [options] -- CMD ARGS...        profile CMD from its start
+    droidheap [--local [--abi ABI]] [options] -n NAME[,NAME] | -p PID[,PID]
+                                                                    profile processes by name/pid
+    droidheap [--local [--abi ABI]] shell -- CMD ARGS...            run CMD on the device
 
 Without --local the device is reached over adb (-s SERIAL, else $ANDROID_SERIAL, else the only
 one connected).
@@ -19,6 +20,14 @@ from droidheap.errors import DroidheapError
 # Device selection: accepted anywhere before `--` and handed to the group.
 _DEVICE_FLAGS = {"--local", "--disable-selinux"}
 _DEVICE_OPTIONS = {"--abi", "--device-root", "-s", "--serial", "--mode"}
+# The group's own answers, which run no command.
+_GROUP_ANSWERS = {"-h", "--help", "--version"}
+_USAGE_FORMS = [
+    "[DEVICE OPTIONS] [OPTIONS] -- CMD ARGS...      profile CMD from its start",
+    "[DEVICE OPTIONS] [OPTIONS] -n NAME[,NAME]      processes by name, running and starting",
+    "[DEVICE OPTIONS] [OPTIONS] -p PID[,PID]        running processes by pid",
+    "[DEVICE OPTIONS] shell -- CMD ARGS...          run CMD on the device",
+]
 
 
 class DroidheapGroup(click.Group):
@@ -38,11 +47,29 @@ class DroidheapGroup(click.Group):
             else:
                 rest.append(arg)
             i += 1
-        if "--help" in rest and len(rest) == 1:
+        if len(rest) == 1 and rest[0] in _GROUP_ANSWERS:
             return super().parse_args(ctx, device_args + rest + tail)
         if not rest or rest[0] not in self.commands:
             rest = ["profile"] + rest
         return super().parse_args(ctx, device_args + rest + tail)
+
+
+    def format_usage(self, ctx, formatter):
+        for i, form in enumerate(_USAGE_FORMS):
+            formatter.write(f"{'Usage:' if i == 0 else '':<6} {ctx.command_path} {form}\n")
+
+    def format_options(self, ctx, formatter):
+        """Device options, then the profiling command's (the default command), then commands."""
+        def records(command, command_ctx):
+            return [r for r in (p.get_help_record(command_ctx) for p in command.get_params(
+                command_ctx)) if r]
+        with formatter.section("Device options"):
+            formatter.write_dl(records(self, ctx))
+        profile_ctx = click.Context(profile.command, parent=ctx, info_name="profile")
+        with formatter.section("Profiling options"):
+            formatter.write_dl([r for r in records(profile.command, profile_ctx)
+                                if r[0].startswith("-") and r[0] != "-h, --help"])
+        self.format_commands(ctx, formatter)
 
 
 @click.group(cls=DroidheapGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,9 +88,15 @@ class DroidheapGroup(click.Group):
                    "preload, or platform for processes droidheap did not start).")
 @click.option("--disable-selinux", is_flag=True,
               help="Root mode: SELinux permissive for the session (restored at the end).")
+@click.version_option(package_name="droidheap", prog_name="droidheap",
+                      message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx, local, abi, device_root, serial, mode, disable_selinux):
-    """droidheap: a native heap profiler for Android."""
+    """droidheap: a native heap profiler for Android (and, with --local, for this machine).
+
+    Profiles a program from its start or processes by name or pid, then writes a Perfetto trace,
+    pprof files and a summary to the output directory. `killall -USR1 droidheapd` on the device
+    dumps on demand."""
     ctx.obj = {"local": local, "abi": abi, "device_root": device_root, "serial": serial,
                "mode": mode, "disable_selinux": disable_selinux}
 

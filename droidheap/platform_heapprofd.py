@@ -70,7 +70,6 @@ _TRACE_DIR = "/data/misc/perfetto-traces"  # the one directory perfetto may writ
 # DISCARD so that a full buffer loses the newest data, never interned entries later dumps use.
 _BUFFER_KB = 63488
 _FLUSH_TIMEOUT_MS = 30000  # a final dump of a large heap takes a while to flush
-_BLOCK_TIMEOUT_US = 5_000_000  # as droidheapd's --block-timeout-ms default
 _UINT32_MAX = 2**32 - 1
 _START_TIMEOUT_S = 30.0
 _POLL_S = 0.5
@@ -88,7 +87,7 @@ class Eligibility:
 # ---- the trace config ----------------------------------------------------------------------
 
 def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequence[int],
-                       duration_ms: int) -> bytes:
+                       duration_ms: int, running: bool = True, startup: bool = True) -> bytes:
     """One buffer, the android.heapprofd data source configured from droidheap's flags, and
     linux.process_stats so that the dumps' processes have names (droidheapd writes them too)."""
     if not names and not pids:
@@ -116,7 +115,12 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
     heap.shmem_size_bytes = shmem
     heap.block_client = options.block_client
     if options.block_client:
-        heap.block_client_timeout_us = _BLOCK_TIMEOUT_US  # Android 11+; 10 ignores it
+        heap.block_client_timeout_us = options.block_client_timeout_us  # Android 11+
+    # Android 11+, as heap_profile's --no-running and --no-startup.
+    if not running:
+        heap.no_running = True
+    if not startup:
+        heap.no_startup = True
     if options.dump_interval_ms:
         # droidheapd's first periodic dump also comes one interval after the start.
         heap.continuous_dump_config.dump_phase_ms = options.dump_interval_ms
@@ -317,9 +321,10 @@ class PlatformSession:
 def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Sequence[str],
                          pids: Sequence[int], duration_ms: int, out_dir: pathlib.Path,
                          stop_requested: Optional[Callable[[], bool]] = None,
-                         note: Optional[Callable[[str], None]] = None) -> pathlib.Path:
+                         note: Optional[Callable[[str], None]] = None, running: bool = True,
+                         startup: bool = True) -> pathlib.Path:
     """See the module docstring. Raises DroidheapError, in one line, for every device failure."""
-    config = build_trace_config(options, names, pids, duration_ms)
+    config = build_trace_config(options, names, pids, duration_ms, running, startup)
     session = PlatformSession(device, note)
     session.start(config)
     try:

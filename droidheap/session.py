@@ -5,7 +5,7 @@ import pathlib
 import re
 import signal
 import time
-from typing import Iterable, Optional, Set
+from typing import Iterable, List, Optional, Set
 
 from droidheap.device.base import DaemonProcess, Device
 from droidheap.errors import DroidheapError
@@ -14,13 +14,51 @@ _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
 
 
+# The stack copied per sample is capped at this, and at what half the shared buffer holds beside a
+# record's own fields (ring_buffer.h: a record fits in half the buffer; an AllocRecord and its
+# header take 328 bytes).
+MAX_STACK_BYTES = 64 * 1024
+_RECORD_ROOM = 1024
+
+
 @dataclasses.dataclass
 class ProfileOptions:
+    """What heap_profile's flags set, as droidheapd takes them."""
     sampling_interval: int = 4096
     dump_interval_ms: int = 0
     block_client: bool = True
+    block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
+
+    @property
+    def max_stack_bytes(self) -> int:
+        return max(0, min(MAX_STACK_BYTES, self.shmem_size // 2 - _RECORD_ROOM))
+
+    def daemon_args(self) -> List[str]:
+        """droidheapd's flags for these options (targets and paths apart)."""
+        args = ["--interval", str(self.sampling_interval), "--shmem-size", str(self.shmem_size),
+                "--max-stack", str(self.max_stack_bytes)]
+        if self.dump_interval_ms:
+            args += ["--dump-interval-ms", str(self.dump_interval_ms)]
+        if self.block_client:
+            args += ["--block-timeout-us", str(self.block_client_timeout_us)]
+        else:
+            args.append("--no-block-client")
+        if self.seed:
+            args += ["--seed", str(self.seed)]
+        return args
+
+
+def target_args(pids: Iterable[int] = (), names: Iterable[str] = ()) -> List[str]:
+    """droidheapd's flags for the processes to signal (`pids`) and to accept (those and `names`)."""
+    pids, names = list(pids), list(names)
+    args = []
+    if pids:
+        args += ["--pid", ",".join(map(str, pids))]
+    if names:
+        args += ["--name", ",".join(names)]
+    return args
 
 
 class Session:
@@ -31,25 +69,14 @@ class Session:
         self.options = options
         self.daemon: Optional[DaemonProcess] = None
         self.failure: Optional[str] = None  # why the daemon ended badly, once it has
+        self.stopped = False
         self.trace_path = f"{device.layout.trace_dir}/droidheap-{time.time_ns()}.trace"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
               exit_when_clients_gone: bool = False) -> None:
         self.device.install_profiler()
         args = ["--socket", self.device.layout.socket_path, "--output", self.trace_path,
-                "--interval", str(self.options.sampling_interval),
-                "--shmem-size", str(self.options.shmem_size)]
-        pids, names = list(pids), list(names)
-        if pids:
-            args += ["--pid", ",".join(map(str, pids))]
-        if names:
-            args += ["--name", ",".join(names)]
-        if self.options.dump_interval_ms:
-            args += ["--dump-interval-ms", str(self.options.dump_interval_ms)]
-        if not self.options.block_client:
-            args.append("--no-block-client")
-        if self.options.seed:
-            args += ["--seed", str(self.options.seed)]
+                *self.options.daemon_args(), *target_args(pids, names)]
         if exit_when_clients_gone:
             args.append("--exit-when-clients-gone")
         self.daemon = self.device.start_daemon(args)
@@ -90,8 +117,9 @@ class Session:
     def stop(self) -> None:
         """Asks the daemon for its final dump and waits until it has written it. A daemon that
         failed is noted in `failure`, not raised: the dumps it wrote before are still pulled."""
-        if self.daemon is None:
+        if self.daemon is None or self.stopped:
             return
+        self.stopped = True
         self.daemon.signal(signal.SIGTERM)
         code = self.daemon.wait(_STOP_TIMEOUT_S)
         if code is None:

@@ -1,17 +1,20 @@
 """The default command: profile a program from its start (`-- CMD ARGS...`) or attach to running
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
 import contextlib
+import dataclasses
 import pathlib
 import signal
+import subprocess
 import tempfile
 import time
+from typing import List
 
 import click
 
 from droidheap.commands.device_choice import open_device
 from droidheap.device.local import program_name
 from droidheap.errors import DroidheapError
-from droidheap.session import ProfileOptions, Session
+from droidheap.session import ProfileOptions, Session, target_args
 
 _CONNECT_TIMEOUT_S = 5.0
 _EXIT_DUMP_TIMEOUT_S = 10.0
@@ -53,57 +56,90 @@ def _note(message):
     click.echo(f"droidheap: {message}", err=True)
 
 
+_UINT32_MAX = 2**32 - 1
+
+
+def _shmem_size(ctx, param, value):
+    # A page multiple too: every power of two from 8192 up is one of 4 KiB pages (droidheapd checks
+    # the device's own page size).
+    if value < 8192 or value > 2**32 or value & (value - 1):
+        raise click.BadParameter(f"{value} is not a power of two from 8192 to 4 GiB")
+    return value
+
+
 @click.command("profile", context_settings={"ignore_unknown_options": False})
-@click.option("-n", "--name", "names", metavar="NAME[,NAME]", help="Attach to processes by name.")
-@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Attach to processes by pid.")
-@click.option("-o", "--output", type=click.Path(), help="Output directory (default: a new one).")
-@click.option("-d", "--duration", "duration_ms", type=int, default=0, metavar="MS",
-              help="Stop attaching after MS milliseconds (default: until Ctrl-C or exit).")
-@click.option("-i", "--interval", type=int, default=4096, metavar="BYTES",
-              help="Mean sampling interval in bytes (1 = every allocation).")
-@click.option("-c", "--continuous-dump", "dump_interval_ms", type=int, default=0, metavar="MS",
-              help="Also dump every MS milliseconds.")
-@click.option("--no-block-client", is_flag=True,
-              help="End profiling instead of pausing the app when the buffer is full.")
-@click.option("--shmem-size", type=int, default=8 * 1024 * 1024, metavar="BYTES",
-              help="Shared buffer size per process (a power of two).")
+@click.option("-n", "--name", "names", metavar="NAME[,NAME]",
+              help="Profile processes by name (basename of argv[0], cut at '@'; an app's process "
+                   "name): those running and those that start during the session.")
+@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Profile processes by pid.")
+@click.option("-i", "--interval", type=click.IntRange(1, 2**40), default=4096, metavar="BYTES",
+              help="Mean sampling interval in bytes; 1 = every allocation. Default 4096.")
+@click.option("-d", "--duration", "duration_ms", type=click.IntRange(0, _UINT32_MAX), default=0,
+              metavar="MS", help="Profile for MS milliseconds; 0 (default) = until Ctrl-C, or "
+                                 "until the profiled processes exit.")
+@click.option("-c", "--continuous-dump", "dump_interval_ms", type=click.IntRange(0, _UINT32_MAX),
+              default=0, metavar="MS", help="Also dump every MS milliseconds; 0 = never.")
+@click.option("--block-client/--no-block-client", default=True,
+              help="When the shared buffer is full, pause the allocating thread until there is "
+                   "room (default), or end that process's profile instead.")
+@click.option("--block-client-timeout", "block_client_timeout_us",
+              type=click.IntRange(1, _UINT32_MAX), default=5_000_000, metavar="US",
+              help="With --block-client, pause an allocation at most US microseconds, then end "
+                   "that process's profile. Default 5000000.")
+@click.option("--shmem-size", type=int, default=8 * 1024 * 1024, callback=_shmem_size,
+              metavar="BYTES", help="Shared buffer per process: a power of two, at least 8192. "
+                                    "Default 8 MiB.")
+@click.option("--no-running", is_flag=True,
+              help="With -n: only processes that start during the session.")
+@click.option("--no-startup", is_flag=True,
+              help="With -n: only processes already running.")
+@click.option("--print-config", is_flag=True,
+              help="Print what would be run on the device, and do nothing.")
+@click.option("-o", "--output", type=click.Path(), help="Output directory, new or empty "
+                                                         "(default: a new one).")
 @click.option("--seed", type=int, default=0, hidden=True, help="Sampler seed (tests).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
-def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, no_block_client,
-            shmem_size, seed, argv):
-    """Profile CMD from its start, or attach with -n/-p."""
-    if interval < 1:
-        raise DroidheapError("the sampling interval (-i) must be at least 1 byte")
-    if duration_ms < 0 or dump_interval_ms < 0:
-        raise DroidheapError("durations (-d, -c) cannot be negative")
-    if shmem_size < 65536 or shmem_size & (shmem_size - 1):
-        raise DroidheapError("--shmem-size must be a power of two of at least 65536")
+def command(obj, names, pids, interval, duration_ms, dump_interval_ms, block_client,
+            block_client_timeout_us, shmem_size, no_running, no_startup, print_config, output, seed,
+            argv):
+    """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
     pid_list = _split_list(pids, int, "pid")
-    if sum(bool(x) for x in (argv, name_list, pid_list)) != 1:
-        raise DroidheapError("give exactly one of: -- CMD ARGS..., -n NAME, -p PID")
+    targets = Targets(name_list, pid_list, running=not no_running, startup=not no_startup)
+    targets.check(argv)
+    options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
+                             block_client=block_client,
+                             block_client_timeout_us=block_client_timeout_us,
+                             shmem_size=shmem_size, seed=seed)
+    if print_config:
+        _print_config(obj, options, targets, argv, duration_ms)
+        return
 
     device = open_device(obj)
-    options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
-                             block_client=not no_block_client, shmem_size=shmem_size, seed=seed)
-    targets = []
+    running = []
     if device.platform_profiler:
         pass  # the platform's heapprofd also waits for an app named -n to start
     elif argv:
         # Check the program before anything else, so a typo costs nothing.
         device.check_program(argv)
     else:
-        targets = _resolve_targets(device, name_list, pid_list)
-        if device.prefer_platform_profiler(targets):
+        if targets.names and targets.startup and not device.can_profile_at_start():
+            if not targets.running:
+                raise DroidheapError(f"{device.mode} mode cannot profile a process from its start "
+                                     f"unless droidheap starts it (-- CMD); root can")
+            _note(f"{device.mode} mode: processes named {','.join(targets.names)} that start "
+                  f"later are not profiled (root would); the running ones are")
+            targets.startup = False
+        running = _resolve_targets(device, targets)
+        if device.prefer_platform_profiler(running):
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
     if device.platform_profiler:
-        _run_platform(device, options, argv, name_list, pid_list, duration_ms, output)
+        _run_platform(device, options, argv, targets, duration_ms, output)
         return
-    for pid in targets:
+    for pid in running:
         device.check_attachable(pid)
-    pid_list = targets
     for warning in device.check_profiler_binaries():
         _note(warning)
     out = _prepare_output(output)
@@ -113,9 +149,9 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
         with _sigterm_as_interrupt():
             session = Session(device, options)
             if argv:
-                _run_spawned(device, session, list(argv))
+                _run_spawned(device, session, list(argv), duration_ms)
             else:
-                _run_attached(session, pid_list, duration_ms)
+                _run_attached(device, session, running, targets.startup_names(), duration_ms)
         _collect(session, out)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
@@ -127,21 +163,72 @@ def command(obj, names, pids, output, duration_ms, interval, dump_interval_ms, n
     device.unlock()
 
 
-def _resolve_targets(device, names, pids):
+@dataclasses.dataclass
+class Targets:
+    """What -n/-p and --no-running/--no-startup ask for."""
+    names: List[str]
+    pids: List[int]
+    running: bool
+    startup: bool
+
+    def check(self, argv) -> None:
+        """Usage errors (exit 2): what cannot go together."""
+        if argv and (self.names or self.pids):
+            raise click.UsageError("give either -- CMD ARGS... or -n/-p, not both")
+        if not argv and not self.names and not self.pids:
+            raise click.UsageError("nothing to profile: give -- CMD ARGS..., -n NAME or -p PID")
+        if not self.running and not self.startup:
+            raise click.UsageError("--no-running and --no-startup together leave nothing to "
+                                   "profile")
+        if argv and not self.startup:
+            raise click.UsageError("--no-startup cannot go with -- CMD: droidheap profiles it "
+                                   "from its start")
+        if argv and not self.running:
+            raise click.UsageError("--no-running applies to -n, not to -- CMD")
+        if self.pids and not self.running:
+            raise click.UsageError("--no-running leaves -p nothing to profile: processes that "
+                                   "start later have other pids")
+
+    def startup_names(self) -> List[str]:
+        return self.names if self.startup else []
+
+
+def _print_config(obj, options, targets, argv, duration_ms):
+    if obj["mode"] == "platform":
+        from google.protobuf import text_format
+
+        from droidheap import platform_heapprofd as platform
+        config = platform.pb.TraceConfig.FromString(platform.build_trace_config(
+            options, targets.names, targets.pids, duration_ms, targets.running, targets.startup))
+        click.echo(text_format.MessageToString(config), nl=False)
+        return
+    names = [program_name(argv)] if argv else targets.startup_names()
+    pids = [] if argv or not targets.running else targets.pids
+    words = ["droidheapd", *options.daemon_args(), *target_args(pids, names)]
+    if targets.names and targets.running and not argv:
+        words.append(f"(and signals the running processes named {','.join(targets.names)})")
+    click.echo(" ".join(words))
+    if argv:
+        click.echo(f"then starts: {' '.join(argv)} (profiled from its start)")
+
+
+def _resolve_targets(device, targets):
+    """The running processes to signal: the -p pids, and those named -n unless --no-running."""
     resolved = []
-    for name in names:
-        found = device.pidof(name)
-        if not found:
-            raise DroidheapError(f"no process named {name} on {device.describe()}")
-        resolved += found
-    for pid in pids:
+    if targets.running:
+        for name in targets.names:
+            found = device.pidof(name)
+            if not found and not targets.startup:
+                raise DroidheapError(f"no process named {name} on {device.describe()}")
+            resolved += found
+    for pid in targets.pids:
         if pid <= 0 or not device.process_exists(pid):
             raise DroidheapError(f"no process with pid {pid} on {device.describe()}")
         resolved.append(pid)
     return sorted(set(resolved))
 
 
-def _run_spawned(device, session, argv):
+def _run_spawned(device, session, argv, duration_ms):
     name = program_name(argv)
     try:
         session.start(names=[name])
@@ -153,7 +240,11 @@ def _run_spawned(device, session, argv):
         profiling = False
     try:
         process = device.spawn(argv)
-        code = _wait_for_program(process)
+        code = _wait_for_program(process, duration_ms if profiling else 0)
+        if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
+            _note(f"stopping after {duration_ms} ms; {argv[0]} goes on without profiling")
+            session.stop()
+            code = _wait_for_program(process, 0)
     finally:
         if profiling:
             device.disable_at_start(name)
@@ -169,20 +260,33 @@ def _run_spawned(device, session, argv):
     session.stop()
 
 
-def _wait_for_program(process):
+def _wait_for_program(process, duration_ms):
+    """The program's exit code, or None when it still runs after `duration_ms` (0: no limit)."""
+    deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
     while True:
         try:
-            code = process.wait()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            code = process.wait(timeout=timeout)
             return 128 - code if code < 0 else code
+        except subprocess.TimeoutExpired:
+            return None
         except KeyboardInterrupt:
             # The terminal's Ctrl-C reached the program too; a SIGTERM to us is passed on.
             with contextlib.suppress(OSError):
                 process.send_signal(signal.SIGTERM)
 
 
-def _run_attached(session, pids, duration_ms):
-    session.start(pids=pids, exit_when_clients_gone=True)
+def _run_attached(device, session, pids, startup_names, duration_ms):
+    """Profiles `pids` (signalled) and, from their start, programs named `startup_names` until
+    -d, Ctrl-C or, with no startup names, every profiled process's exit."""
+    session.start(pids=pids, names=startup_names, exit_when_clients_gone=not startup_names)
     try:
+        # Only once droidheapd listens: a program starting before would find no one to talk to.
+        for name in startup_names:
+            device.enable_at_start(name)
+        if startup_names:
+            _note(f"profiling {', '.join(startup_names)} from the start of each new process too; "
+                  f"Ctrl-C to stop")
         session.wait_until(lambda: set(pids) <= session.connected_pids(), _CONNECT_TIMEOUT_S)
         connected = session.connected_pids()
         for pid in pids:
@@ -190,20 +294,27 @@ def _run_attached(session, pids, duration_ms):
                 _note(f"attached to pid {pid}")
             else:
                 _note(f"warning: pid {pid} has not connected yet; it will at its next allocation")
+        announced = set(pids)
         deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
         while session.running() and (deadline is None or time.monotonic() < deadline):
+            for pid in sorted(session.connected_pids() - announced):
+                _note(f"profiling pid {pid} from its start")
+                announced.add(pid)
             time.sleep(0.05)
     except KeyboardInterrupt:
         _note("stopping")
+    finally:
+        for name in startup_names:
+            device.disable_at_start(name)
     session.stop()
 
 
-def _run_platform(device, options, argv, names, pids, duration_ms, output):
+def _run_platform(device, options, argv, targets, duration_ms, output):
     from droidheap import platform_heapprofd as platform
     if argv:
         raise DroidheapError("--mode platform profiles running apps (-n/-p); the platform's "
                              "heapprofd cannot start a program")
-    for name in names:
+    for name in targets.names:
         if not platform.check_profileable(device, name).verified:
             _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "
                   f"if it is not profileable the trace will hold no dump")
@@ -211,8 +322,9 @@ def _run_platform(device, options, argv, names, pids, duration_ms, output):
         _note(f"platform mode lacks {lack}")
     out = _prepare_output(output)
     with _sigterm_as_interrupt():
-        raw = platform.run_platform_session(device, options, names, pids, duration_ms, out,
-                                            note=_note)
+        raw = platform.run_platform_session(device, options, targets.names, targets.pids,
+                                            duration_ms, out, note=_note,
+                                            running=targets.running, startup=targets.startup)
     _convert(raw, out, device)
 
 

@@ -274,6 +274,9 @@ class AdbDevice(Device):
         except DroidheapError:
             return None
 
+    def can_profile_at_start(self) -> bool:
+        return self.route.name == "root"  # preload reaches only what droidheap starts
+
     def enable_at_start(self, name: str) -> None:
         self.route.enable_at_start(name)
 

@@ -74,6 +74,11 @@ class Device(abc.ABC):
     def disable_at_start(self, name: str) -> None:
         ...
 
+    def can_profile_at_start(self) -> bool:
+        """Whether enable_at_start reaches every program started on the device, not only those
+        droidheap starts."""
+        return True
+
     @abc.abstractmethod
     def pidof(self, name: str) -> List[int]:
         """Pids of running processes whose program name is `name`."""

@@ -162,7 +162,8 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
     pid = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        session = cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
+        # --no-startup: the session ends with the process.
+        session = cli.start("-n", "alloc_sites", "--no-startup", "-o", out, "-i", "1")
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         time.sleep(0.2)
         cli.shell(f"touch {go}")
@@ -172,6 +173,33 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
     finally:
         kill_all(program, session)
         _kill_device_program(pid)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.assert_left_as_it_was()
+
+
+def test_a_program_started_during_a_session_is_profiled_from_its_start_where_root_allows(
+        cli, device, local_program, tmp_path):
+    out = tmp_path / "out"
+    if device[1] == "preload":  # only what droidheap starts carries the preload library
+        result = cli.run("-n", "alloc_sites", "--no-running", "-o", out)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert "cannot profile a process from its start" in result.stderr.splitlines()[-1]
+        return
+    session = program = None
+    try:
+        session = cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
+        read_line_containing(session.stderr, "from the start of each new process", 30)
+        program = subprocess.Popen(
+            [str(cli.adb_server.binary), "-s", cli.serial, "shell", DEVICE_PROGRAM],
+            env=cli.env, stdout=subprocess.PIPE, text=True)
+        assert "done" in program.communicate(timeout=60)[0]
+        session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+        if program is not None and program.poll() is None:
+            program.kill()
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     cli.assert_left_as_it_was()
 
@@ -202,7 +230,7 @@ def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
 
 
 def test_bad_targets_are_one_line(cli, device):
-    result = cli.run("-n", "no_such_program")
+    result = cli.run("-n", "no_such_program", "--no-startup")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].startswith(
         "droidheap: no process named no_such_program on adb device")

@@ -78,7 +78,8 @@ def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, in
     session = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        target = ["-p", pid] if by == "pid" else ["-n", alloc_program.name]
+        # --no-startup: the session ends with the process (test_targets.py covers startup).
+        target = ["-p", pid] if by == "pid" else ["-n", alloc_program.name, "--no-startup"]
         session = cli.start("--local", *target, "-o", out, "-i", interval)
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         time.sleep(0.2)  # the client swaps its table in right after the handshake

@@ -13,8 +13,9 @@ def run_cli(args, tmp_path, **kwargs):
                           text=True, env=env, timeout=60, **kwargs)
 
 
-def assert_one_line_error(result, expected):
+def assert_one_line_error(result, expected, code=None):
     assert result.returncode != 0
+    assert code is None or result.returncode == code, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
@@ -22,13 +23,24 @@ def assert_one_line_error(result, expected):
     assert expected in lines[0]
 
 
-def test_rejects_zero_sampling_interval(tmp_path):
-    result = run_cli(["--local", "-i", "0", "--", "true"], tmp_path)
-    assert_one_line_error(result, "sampling interval")
+@pytest.mark.parametrize("args, expected", [
+    (["-i", "0"], "'--interval'"),
+    (["-i", "x"], "'--interval'"),
+    (["-d", "-5"], "'--duration'"),
+    (["-c", "-1"], "'--continuous-dump'"),
+    (["--shmem-size", "4096"], "'--shmem-size'"),
+    (["--shmem-size", str(3 << 20)], "power of two"),
+    (["--block-client-timeout", "0"], "'--block-client-timeout'"),
+    (["--no-startup"], "--no-startup cannot go with -- CMD"),
+    (["--no-running"], "--no-running applies to -n"),
+])
+def test_rejects_bad_values_with_usage_exit_code(tmp_path, args, expected):
+    result = run_cli(["--local", *args, "--", "true"], tmp_path)
+    assert_one_line_error(result, expected, code=2)
 
 
-def test_rejects_unknown_process_name(tmp_path):
-    result = run_cli(["--local", "-n", "no-such-program-xyz"], tmp_path)
+def test_rejects_unknown_process_name_when_not_waiting_for_it_to_start(tmp_path):
+    result = run_cli(["--local", "-n", "no-such-program-xyz", "--no-startup"], tmp_path)
     assert_one_line_error(result, "no process named no-such-program-xyz")
 
 
@@ -60,9 +72,15 @@ def test_rejects_unknown_option(tmp_path):
     assert_one_line_error(result, "--frobnicate")
 
 
-def test_requires_exactly_one_target(tmp_path):
-    result = run_cli(["--local", "-n", "a", "-p", "1"], tmp_path)
-    assert_one_line_error(result, "exactly one")
+@pytest.mark.parametrize("args, expected", [
+    (["-n", "a", "--", "true"], "either -- CMD ARGS... or -n/-p"),
+    ([], "nothing to profile"),
+    (["-n", "a", "--no-running", "--no-startup"], "leave nothing to profile"),
+    (["-p", "1", "--no-running"], "leaves -p nothing to profile"),
+])
+def test_requires_one_kind_of_target(tmp_path, args, expected):
+    result = run_cli(["--local", *args], tmp_path)
+    assert_one_line_error(result, expected, code=2)
 
 
 def test_refuses_to_signal_a_process_without_the_emulated_libc(tmp_path):

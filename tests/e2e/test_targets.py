@@ -1,0 +1,70 @@
+"""Which processes a session profiles, through the emulator device: `-n` takes those running and
+those that start during the session (bionic's heapprofd.enable.<name> route, as heapprofd's
+startup profiling), `--no-running` and `--no-startup` keep one route each; `-d` ends a spawned
+session while its program goes on."""
+import signal
+
+import pytest
+
+from tests.e2e.conftest import kill_all
+from tests.e2e.test_profile import assert_sites, read_line_containing
+from tests.e2e.trace_check import totals_by_leaf_function
+
+
+@pytest.mark.parametrize("flag, profiled", [(None, {"running", "started"}),
+                                            ("--no-running", {"started"}),
+                                            ("--no-startup", {"running"})])
+def test_name_takes_running_and_starting_processes_unless_told(cli, alloc_program, tmp_path,
+                                                               flag, profiled):
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    running = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+    session = started = None
+    try:
+        pids = {"running": int(read_line_containing(running.stdout, "waiting pid=", 30)
+                               .split("=")[1])}
+        session = cli.start("--local", "-n", alloc_program.name, "-i", "1", "-o", out,
+                            *([flag] if flag else []))
+        # Once the session says how it goes on, its daemon listens and the route is set.
+        read_line_containing(session.stderr, "from the start of each new process" if flag !=
+                             "--no-startup" else f"attached to pid {pids['running']}", 30)
+        started = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+        pids["started"] = int(read_line_containing(started.stdout, "waiting pid=", 30)
+                              .split("=")[1])
+        if "started" in profiled:
+            read_line_containing(session.stderr, f"profiling pid {pids['started']} from its "
+                                                 f"start", 30)
+        go.touch()
+        assert running.wait(timeout=60) == 0
+        assert started.wait(timeout=60) == 0
+        if flag != "--no-startup":  # it waits for more processes named so until Ctrl-C
+            session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(running, started, session)
+    per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
+    assert set(per_pid) == {pids[which] for which in profiled}, (per_pid.keys(), pids)
+    for which in profiled:
+        # Exact: the started one from its first allocation, the running one since it attached.
+        assert_sites(per_pid[pids[which]], 1)
+
+
+def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, alloc_program, tmp_path):
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    session = cli.start("--local", "-d", "1500", "-i", "1", "-o", out, "--",
+                        alloc_program, "--wait-file", go)
+    try:
+        read_line_containing(session.stderr, "stopping after 1500 ms", 60)
+        go.touch()  # the program's sites come after the profile has ended
+        read_line_containing(session.stdout, "done", 60)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+    per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
+    assert len(per_pid) == 1, per_pid.keys()
+    per_function = next(iter(per_pid.values()))
+    assert "heartbeat" in per_function
+    assert "site_leak_malloc" not in per_function, per_function.keys()
