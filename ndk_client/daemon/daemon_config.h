@@ -18,6 +18,7 @@ struct DaemonConfig {
   uint32_t max_stack_bytes = 64 * 1024;
   uint64_t shmem_size = 8 * 1024 * 1024;  // ring buffer data area, a power of two
   uint32_t dump_interval_ms = 0;          // 0 = no periodic dumps
+  bool dump_at_max = false;  // dumps hold what was in use at each process's peak, not now
   bool block_client = true;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
   uint64_t random_seed = 0;  // 0 = from the clock

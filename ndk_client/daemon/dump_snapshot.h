@@ -34,6 +34,9 @@ struct CallstackSample {
   uint64_t self_freed = 0;
   uint64_t alloc_count = 0;
   uint64_t free_count = 0;
+  // In use when the process's sampled heap was at its largest so far (heapprofd's self_max).
+  uint64_t peak_bytes = 0;
+  uint64_t peak_count = 0;
 };
 
 struct DumpSnapshot {
@@ -43,6 +46,7 @@ struct DumpSnapshot {
   uint64_t start_timestamp_ns = 0;  // when the process connected, on the same clock
   uint64_t sampling_interval = 0;
   bool from_startup = false;
+  bool at_peak = false;  // the samples say what was in use at the peak (--dump-at-max)
   bool disconnected = false;   // the process exited or closed the connection
   bool buffer_overran = false;
   bool buffer_corrupted = false;

@@ -30,6 +30,7 @@ uint32_t HeapTracker::InternCallstack(const std::vector<FrameInfo>& frames) {
   CallstackSample totals;
   totals.callstack = id;
   totals_.push_back(totals);
+  at_peak_.emplace_back();
   return id;
 }
 
@@ -42,7 +43,24 @@ uint32_t HeapTracker::InternMapping(const MappingInfo& mapping) {
   return static_cast<uint32_t>(mappings_.size() - 1);
 }
 
+void HeapTracker::BeforeChange(uint32_t callstack) {
+  AtPeak& at_peak = at_peak_[callstack];
+  if (at_peak.changed_at < peak_at_) {
+    const CallstackSample& totals = totals_[callstack];
+    at_peak.bytes = totals.self_allocated - totals.self_freed;
+    at_peak.count = totals.alloc_count - totals.free_count;
+  }
+  at_peak.changed_at = ++change_;
+}
+
+void HeapTracker::AfterGrowth() {
+  if (live_bytes_ <= peak_live_bytes_) return;
+  peak_live_bytes_ = live_bytes_;
+  peak_at_ = ++change_;
+}
+
 void HeapTracker::CreditFree(const LiveAllocation& live) {
+  BeforeChange(live.callstack);
   CallstackSample& totals = totals_[live.callstack];
   totals.self_freed += live.size;
   totals.free_count += live.count;
@@ -52,20 +70,23 @@ void HeapTracker::CreditFree(const LiveAllocation& live) {
 void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack,
                               uint64_t sample_size, uint64_t count) {
   if (callstack >= totals_.size()) return;
+  BeforeChange(callstack);
   CallstackSample& totals = totals_[callstack];
   totals.self_allocated += sample_size;
   totals.alloc_count += count;
   live_bytes_ += sample_size;
   const LiveAllocation incoming{sequence, callstack, sample_size, count};
   auto [live, inserted] = live_.Insert(address, incoming);
-  if (inserted) return;
-  if (live->sequence > sequence) {
-    // A newer block already lives here: this one was freed before it, unseen by us.
-    CreditFree(incoming);
-    return;
+  if (!inserted) {
+    if (live->sequence > sequence) {
+      // A newer block already lives here: this one was freed before it, unseen by us.
+      CreditFree(incoming);
+    } else {
+      CreditFree(*live);
+      *live = incoming;
+    }
   }
-  CreditFree(*live);
-  *live = incoming;
+  AfterGrowth();
 }
 
 void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
@@ -79,6 +100,16 @@ void HeapTracker::Snapshot(DumpSnapshot* out) const {
   out->mappings = mappings_;
   out->callstacks = callstacks_;
   out->samples = totals_;
+  for (CallstackSample& sample : out->samples) {
+    const AtPeak& at_peak = at_peak_[sample.callstack];
+    if (at_peak.changed_at < peak_at_) {  // unchanged since the peak
+      sample.peak_bytes = sample.self_allocated - sample.self_freed;
+      sample.peak_count = sample.alloc_count - sample.free_count;
+    } else {
+      sample.peak_bytes = at_peak.bytes;
+      sample.peak_count = at_peak.count;
+    }
+  }
 }
 
 }  // namespace droidheap

@@ -11,6 +11,11 @@
 //                                  free A seq 3   -> ignored: it freed an older block at A
 //                                  free A seq 7   -> S credited the free, live[A] erased
 //   (nothing at A)                 free A         -> ignored: an allocation never sampled
+//
+// It also keeps, per call stack, the bytes and blocks in use at the moment the process's sampled
+// heap was largest (heapprofd's dump_at_max), lazily: a call stack that has not changed since
+// that moment still holds its value of then, so only a call stack's first change after a new peak
+// copies its value aside.
 #pragma once
 
 #include <stdint.h>
@@ -39,6 +44,7 @@ class HeapTracker {
   void Snapshot(DumpSnapshot* out) const;
 
   uint64_t live_bytes() const { return live_bytes_; }
+  uint64_t peak_live_bytes() const { return peak_live_bytes_; }
 
  private:
   struct FramesHash {
@@ -48,14 +54,29 @@ class HeapTracker {
     bool operator()(const std::vector<FrameInfo>& a, const std::vector<FrameInfo>& b) const;
   };
   void CreditFree(const LiveAllocation& live);
+  // Before `callstack`'s totals change: keeps its value at the peak when this is its first change
+  // since then.
+  void BeforeChange(uint32_t callstack);
+  // After the live bytes grew: a new peak is now.
+  void AfterGrowth();
+
+  struct AtPeak {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    uint64_t changed_at = 0;  // change_ when the call stack last changed
+  };
 
   std::vector<MappingInfo> mappings_;
   std::vector<std::vector<FrameInfo>> callstacks_;
   // Every sample looks its stack up here: hashed, one comparison on a hit.
   std::unordered_map<std::vector<FrameInfo>, uint32_t, FramesHash, FramesEqual> callstack_ids_;
   std::vector<CallstackSample> totals_;  // by callstack id
+  std::vector<AtPeak> at_peak_;  // by callstack id
   LiveAllocations live_;
   uint64_t live_bytes_ = 0;
+  uint64_t peak_live_bytes_ = 0;
+  uint64_t change_ = 0;   // counts changes of any call stack's totals
+  uint64_t peak_at_ = 0;  // change_ when the latest peak was reached; 0 = none yet
 };
 
 }  // namespace droidheap

@@ -20,9 +20,9 @@ const char kUsage[] =
     "usage: droidheapd --socket PATH --output TRACE [targets] [options]\n"
     "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
-    "         --dump-interval-ms MS  --no-block-client  --block-timeout-us US (5000000)\n"
-    "         --seed N  --workers N (1)  --exit-when-clients-gone\n"
-    "         --stop-when-stdin-closes\n";
+    "         --dump-interval-ms MS  --dump-at-max  --no-block-client\n"
+    "         --block-timeout-us US (5000000)  --seed N  --workers N (1)\n"
+    "         --exit-when-clients-gone  --stop-when-stdin-closes\n";
 
 bool ParseNumber(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
   if (text == nullptr || *text == '\0' || *text == '-') return false;
@@ -57,7 +57,7 @@ int Fail(const char* what, const char* value) {
 int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
-    kNoBlock, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
+    kDumpAtMax, kNoBlock, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
       {"max-stack", required_argument, nullptr, kMaxStack},
       {"shmem-size", required_argument, nullptr, kShmemSize},
       {"dump-interval-ms", required_argument, nullptr, kDumpInterval},
+      {"dump-at-max", no_argument, nullptr, kDumpAtMax},
       {"no-block-client", no_argument, nullptr, kNoBlock},
       {"block-timeout-us", required_argument, nullptr, kBlockTimeout},
       {"seed", required_argument, nullptr, kSeed},
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
         if (!ParseNumber(optarg, 1, 1u << 31, &n)) return Fail("--dump-interval-ms", optarg);
         config.dump_interval_ms = static_cast<uint32_t>(n);
         break;
+      case kDumpAtMax: config.dump_at_max = true; break;
       case kNoBlock: config.block_client = false; break;
       case kBlockTimeout:
         if (!ParseNumber(optarg, 1, UINT32_MAX, &n)) return Fail("--block-timeout-us", optarg);

@@ -109,7 +109,8 @@ struct ProcessHeapSamples {
 };
 struct HeapSample {
   enum : uint32_t {
-    kCallstackId = 1, kSelfAllocated = 2, kSelfFreed = 3, kAllocCount = 5, kFreeCount = 6
+    kCallstackId = 1, kSelfAllocated = 2, kSelfFreed = 3, kAllocCount = 5, kFreeCount = 6,
+    kSelfMax = 8, kSelfMaxCount = 9
   };
 };
 struct ProcessStats {

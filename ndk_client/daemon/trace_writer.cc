@@ -215,10 +215,15 @@ bool TraceWriter::WriteProcess(const DumpSnapshot& process) {
     if (callstack_iid == 0) continue;  // an index the snapshot does not hold: nothing to point at
     sample.Clear();
     sample.Varint(HeapSample::kCallstackId, callstack_iid);
-    sample.Varint(HeapSample::kSelfAllocated, s.self_allocated);
-    sample.Varint(HeapSample::kSelfFreed, s.self_freed);
-    sample.Varint(HeapSample::kAllocCount, s.alloc_count);
-    sample.Varint(HeapSample::kFreeCount, s.free_count);
+    if (process.at_peak) {  // as heapprofd's dump_at_max: the peak alone
+      sample.Varint(HeapSample::kSelfMax, s.peak_bytes);
+      sample.Varint(HeapSample::kSelfMaxCount, s.peak_count);
+    } else {
+      sample.Varint(HeapSample::kSelfAllocated, s.self_allocated);
+      sample.Varint(HeapSample::kSelfFreed, s.self_freed);
+      sample.Varint(HeapSample::kAllocCount, s.alloc_count);
+      sample.Varint(HeapSample::kFreeCount, s.free_count);
+    }
     size_t packet_bytes = interned_.size() + dumps_.size() + samples_.size();
     if (packet_bytes > 0 && packet_bytes + staged.size() + sample.size() > kPacketBudget) {
       if (!samples_.empty()) {

@@ -321,6 +321,7 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   s.start_timestamp_ns = client->start_timestamp_ns;
   s.sampling_interval = config_.sampling_interval;
   s.from_startup = client->from_startup;
+  s.at_peak = config_.dump_at_max;
   RingBufferMetadata* meta = client->buffer->metadata();
   s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran;
   s.buffer_corrupted = client->buffer_corrupted;

@@ -55,6 +55,26 @@ void TestCallstacksAreInterned() {
   CHECK(t.InternMapping(m) == t.InternMapping(m));
 }
 
+void TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest() {
+  HeapTracker t;
+  uint32_t a = t.InternCallstack({{0, 0x10}});
+  uint32_t b = t.InternCallstack({{0, 0x20}});
+  uint32_t c = t.InternCallstack({{0, 0x30}});
+  t.RecordAlloc(0x1000, 1, a, 100, 1);
+  t.RecordAlloc(0x2000, 2, b, 300, 3);
+  t.RecordAlloc(0x3000, 3, a, 50, 1);  // the peak: a 150 in 2, b 300 in 3
+  t.RecordFree(0x2000, 4);
+  t.RecordFree(0x1000, 5);
+  t.RecordAlloc(0x4000, 6, c, 200, 1);  // 250 live: below the peak
+  CHECK(t.peak_live_bytes() == 450 && t.live_bytes() == 250);
+  CHECK(Totals(t, a).peak_bytes == 150 && Totals(t, a).peak_count == 2);
+  CHECK(Totals(t, b).peak_bytes == 300 && Totals(t, b).peak_count == 3);
+  CHECK(Totals(t, c).peak_bytes == 0 && Totals(t, c).peak_count == 0);
+  t.RecordAlloc(0x5000, 7, c, 300, 1);  // 550: a new peak, where every stack stands now
+  CHECK(Totals(t, a).peak_bytes == 50 && Totals(t, b).peak_bytes == 0);
+  CHECK(Totals(t, c).peak_bytes == 500 && Totals(t, c).peak_count == 2);
+}
+
 }  // namespace
 
 int main() {
@@ -62,6 +82,7 @@ int main() {
   TestUnknownAndOlderFreesAreIgnored();
   TestReuseOfAnAddressCreditsTheOldBlock();
   TestCallstacksAreInterned();
+  TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest();
   printf("heap_tracker_test: ok\n");
   return 0;
 }
