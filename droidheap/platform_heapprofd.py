@@ -87,11 +87,12 @@ class Eligibility:
 # ---- the trace config ----------------------------------------------------------------------
 
 def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequence[int],
-                       duration_ms: int, running: bool = True, startup: bool = True) -> bytes:
+                       duration_ms: int, running: bool = True, startup: bool = True,
+                       every_process: bool = False) -> bytes:
     """One buffer, the android.heapprofd data source configured from droidheap's flags, and
     linux.process_stats so that the dumps' processes have names (droidheapd writes them too)."""
-    if not names and not pids:
-        raise DroidheapError("the platform's heapprofd needs targets: -n NAME or -p PID")
+    if not names and not pids and not every_process:
+        raise DroidheapError("the platform's heapprofd needs targets: -n NAME, -p PID or --all")
     # 0 is not "every allocation" but a crash of the target before Android 12.
     if not 1 <= options.sampling_interval <= 2**63:
         raise DroidheapError("the sampling interval (-i) must be at least 1 byte")
@@ -112,6 +113,8 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
     heap.sampling_interval_bytes = options.sampling_interval
     heap.process_cmdline.extend(names)
     heap.pid.extend(pids)
+    if every_process:
+        heap.all = True  # every process the platform lets it profile
     heap.shmem_size_bytes = shmem
     heap.block_client = options.block_client
     if options.block_client:
@@ -121,6 +124,8 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
         heap.no_running = True
     if not startup:
         heap.no_startup = True
+    if options.dump_at_max:
+        heap.dump_at_max = True  # Android 11+
     if options.dump_interval_ms:
         # droidheapd's first periodic dump also comes one interval after the start.
         heap.continuous_dump_config.dump_phase_ms = options.dump_interval_ms
@@ -322,9 +327,10 @@ def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Se
                          pids: Sequence[int], duration_ms: int, out_dir: pathlib.Path,
                          stop_requested: Optional[Callable[[], bool]] = None,
                          note: Optional[Callable[[str], None]] = None, running: bool = True,
-                         startup: bool = True) -> pathlib.Path:
+                         startup: bool = True, every_process: bool = False) -> pathlib.Path:
     """See the module docstring. Raises DroidheapError, in one line, for every device failure."""
-    config = build_trace_config(options, names, pids, duration_ms, running, startup)
+    config = build_trace_config(options, names, pids, duration_ms, running, startup,
+                                every_process)
     session = PlatformSession(device, note)
     session.start(config)
     try:
@@ -333,5 +339,5 @@ def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Se
     except BaseException:
         session.abort()
         raise
-    targets = ", ".join([*names, *(f"pid {pid}" for pid in pids)])
+    targets = ", ".join([*names, *(f"pid {pid}" for pid in pids)]) or "any process"
     return session.pull(out_dir, targets)

@@ -138,7 +138,7 @@ def _comments(dump: HeapDump, cmdline: str) -> List[str]:
                 f"droidheap dump {dump.index} of pid {dump.pid}, heap {dump.heap_name}, "
                 f"sampling interval {dump.sampling_interval_bytes} bytes"]
     flags = [name.replace("_", " ") for name in ("from_startup", "disconnected", "buffer_overran",
-                                                 "buffer_corrupted", "hit_guardrail")
+                                                 "buffer_corrupted", "hit_guardrail", "at_peak")
              if getattr(dump, name)]
     if flags:
         comments.append("flags: " + ", ".join(flags))
@@ -163,6 +163,8 @@ def build_profile(dump: HeapDump, symbols: SymbolTable, cmdline: str = "",
     for sample in dump.samples:
         values = [sample.alloc_count, sample.self_allocated,
                   sample.alloc_count - sample.free_count, sample.in_use]
+        if dump.at_peak:  # what was in use at the peak; what was allocated is not known
+            values[:2] = [0, 0]
         if not any(values):
             continue
         # Perfetto call stacks are root first; pprof's location_id is leaf first.

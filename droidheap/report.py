@@ -44,6 +44,7 @@ class ProcessSummary:
     buffer_overran: bool
     unwinding_errors: int
     top_sites: List[CallSite]
+    at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
 
     @property
     def in_use(self) -> int:
@@ -82,7 +83,7 @@ def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
                 free_count=sum(s.free_count for s in samples),
                 disconnected=last.disconnected, buffer_overran=last.buffer_overran,
                 unwinding_errors=last.stats.unwinding_errors,
-                top_sites=_call_sites(last, symbols)))
+                top_sites=_call_sites(last, symbols), at_peak=last.at_peak))
     return summaries
 
 
@@ -105,10 +106,14 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
         name = s.cmdline or "?"
         dumps = f"{s.dumps} dump" + ("" if s.dumps == 1 else "s")
         lines = [f"pid {s.pid} ({name}), heap {s.heap_name}, {dumps}, "
-                 f"sampling interval {s.sampling_interval_bytes} B",
-                 f"  allocated {human_bytes(s.allocated)} in {s.alloc_count} objects, "
-                 f"in use at the last dump {human_bytes(s.in_use)} in "
-                 f"{s.alloc_count - s.free_count} objects"]
+                 f"sampling interval {s.sampling_interval_bytes} B"]
+        if s.at_peak:
+            lines.append(f"  in use at the peak of the sampled heap {human_bytes(s.in_use)} in "
+                         f"{s.alloc_count - s.free_count} objects")
+        else:
+            lines.append(f"  allocated {human_bytes(s.allocated)} in {s.alloc_count} objects, "
+                         f"in use at the last dump {human_bytes(s.in_use)} in "
+                         f"{s.alloc_count - s.free_count} objects")
         notes = [text for flag, text in (
             (s.disconnected, "process disconnected"),
             (s.buffer_overran, "buffer overran: samples were lost"),

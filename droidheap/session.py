@@ -26,6 +26,7 @@ class ProfileOptions:
     """What heap_profile's flags set, as droidheapd takes them."""
     sampling_interval: int = 4096
     dump_interval_ms: int = 0
+    dump_at_max: bool = False
     block_client: bool = True
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
@@ -41,6 +42,8 @@ class ProfileOptions:
                 "--max-stack", str(self.max_stack_bytes)]
         if self.dump_interval_ms:
             args += ["--dump-interval-ms", str(self.dump_interval_ms)]
+        if self.dump_at_max:
+            args.append("--dump-at-max")
         if self.block_client:
             args += ["--block-timeout-us", str(self.block_client_timeout_us)]
         else:
@@ -50,10 +53,12 @@ class ProfileOptions:
         return args
 
 
-def target_args(pids: Iterable[int] = (), names: Iterable[str] = ()) -> List[str]:
-    """droidheapd's flags for the processes to signal (`pids`) and to accept (those and `names`)."""
+def target_args(pids: Iterable[int] = (), names: Iterable[str] = (),
+                every_process: bool = False) -> List[str]:
+    """droidheapd's flags for the processes to signal (`pids`) and to accept (those and `names`,
+    or every process)."""
     pids, names = list(pids), list(names)
-    args = []
+    args = ["--all"] if every_process else []
     if pids:
         args += ["--pid", ",".join(map(str, pids))]
     if names:
@@ -73,10 +78,10 @@ class Session:
         self.trace_path = f"{device.layout.trace_dir}/droidheap-{time.time_ns()}.trace"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
-              exit_when_clients_gone: bool = False) -> None:
+              every_process: bool = False, exit_when_clients_gone: bool = False) -> None:
         self.device.install_profiler()
         args = ["--socket", self.device.layout.socket_path, "--output", self.trace_path,
-                *self.options.daemon_args(), *target_args(pids, names)]
+                *self.options.daemon_args(), *target_args(pids, names, every_process)]
         if exit_when_clients_gone:
             args.append("--exit-when-clients-gone")
         self.daemon = self.device.start_daemon(args)

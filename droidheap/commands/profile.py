@@ -72,6 +72,9 @@ def _shmem_size(ctx, param, value):
               help="Profile processes by name (basename of argv[0], cut at '@'; an app's process "
                    "name): those running and those that start during the session.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Profile processes by pid.")
+@click.option("--all", "every_process", is_flag=True,
+              help="Profile every process that can be: those running and those that start "
+                   "during the session (on --local, those started on the emulated device).")
 @click.option("-i", "--interval", type=click.IntRange(1, 2**40), default=4096, metavar="BYTES",
               help="Mean sampling interval in bytes; 1 = every allocation. Default 4096.")
 @click.option("-d", "--duration", "duration_ms", type=click.IntRange(0, _UINT32_MAX), default=0,
@@ -79,6 +82,9 @@ def _shmem_size(ctx, param, value):
                                  "until the profiled processes exit.")
 @click.option("-c", "--continuous-dump", "dump_interval_ms", type=click.IntRange(0, _UINT32_MAX),
               default=0, metavar="MS", help="Also dump every MS milliseconds; 0 = never.")
+@click.option("--dump-at-max", is_flag=True,
+              help="Each dump holds what was in use when the process's sampled heap was at its "
+                   "largest so far, instead of what is in use at the dump.")
 @click.option("--block-client/--no-block-client", default=True,
               help="When the shared buffer is full, pause the allocating thread until there is "
                    "room (default), or end that process's profile instead.")
@@ -100,16 +106,17 @@ def _shmem_size(ctx, param, value):
 @click.option("--seed", type=int, default=0, hidden=True, help="Sampler seed (tests).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
-def command(obj, names, pids, interval, duration_ms, dump_interval_ms, block_client,
-            block_client_timeout_us, shmem_size, no_running, no_startup, print_config, output, seed,
-            argv):
+def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
+            block_client, block_client_timeout_us, shmem_size, no_running, no_startup,
+            print_config, output, seed, argv):
     """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
     pid_list = _split_list(pids, int, "pid")
-    targets = Targets(name_list, pid_list, running=not no_running, startup=not no_startup)
+    targets = Targets(name_list, pid_list, every_process, running=not no_running,
+                      startup=not no_startup)
     targets.check(argv)
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
-                             block_client=block_client,
+                             dump_at_max=dump_at_max, block_client=block_client,
                              block_client_timeout_us=block_client_timeout_us,
                              shmem_size=shmem_size, seed=seed)
     if print_config:
@@ -124,12 +131,13 @@ def command(obj, names, pids, interval, duration_ms, dump_interval_ms, block_cli
         # Check the program before anything else, so a typo costs nothing.
         device.check_program(argv)
     else:
-        if targets.names and targets.startup and not device.can_profile_at_start():
+        if (targets.names or targets.every_process) and targets.startup \
+                and not device.can_profile_at_start():
             if not targets.running:
                 raise DroidheapError(f"{device.mode} mode cannot profile a process from its start "
                                      f"unless droidheap starts it (-- CMD); root can")
-            _note(f"{device.mode} mode: processes named {','.join(targets.names)} that start "
-                  f"later are not profiled (root would); the running ones are")
+            _note(f"{device.mode} mode: processes that start later are not profiled (root would "
+                  f"profile them); the running ones are")
             targets.startup = False
         running = _resolve_targets(device, targets)
         if device.prefer_platform_profiler(running):
@@ -151,7 +159,7 @@ def command(obj, names, pids, interval, duration_ms, dump_interval_ms, block_cli
             if argv:
                 _run_spawned(device, session, list(argv), duration_ms)
             else:
-                _run_attached(device, session, running, targets.startup_names(), duration_ms)
+                _run_attached(device, session, running, targets, duration_ms)
         _collect(session, out)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
@@ -165,18 +173,22 @@ def command(obj, names, pids, interval, duration_ms, dump_interval_ms, block_cli
 
 @dataclasses.dataclass
 class Targets:
-    """What -n/-p and --no-running/--no-startup ask for."""
+    """What -n/-p/--all and --no-running/--no-startup ask for."""
     names: List[str]
     pids: List[int]
+    every_process: bool
     running: bool
     startup: bool
 
     def check(self, argv) -> None:
         """Usage errors (exit 2): what cannot go together."""
-        if argv and (self.names or self.pids):
-            raise click.UsageError("give either -- CMD ARGS... or -n/-p, not both")
-        if not argv and not self.names and not self.pids:
-            raise click.UsageError("nothing to profile: give -- CMD ARGS..., -n NAME or -p PID")
+        if argv and (self.names or self.pids or self.every_process):
+            raise click.UsageError("give either -- CMD ARGS... or -n/-p/--all, not both")
+        if self.every_process and (self.names or self.pids):
+            raise click.UsageError("--all already takes every process: no -n or -p with it")
+        if not argv and not self.names and not self.pids and not self.every_process:
+            raise click.UsageError("nothing to profile: give -- CMD ARGS..., -n NAME, -p PID or "
+                                   "--all")
         if not self.running and not self.startup:
             raise click.UsageError("--no-running and --no-startup together leave nothing to "
                                    "profile")
@@ -192,6 +204,10 @@ class Targets:
     def startup_names(self) -> List[str]:
         return self.names if self.startup else []
 
+    def from_startup(self) -> bool:
+        """Whether processes that start during the session are profiled."""
+        return self.startup and bool(self.names or self.every_process)
+
 
 def _print_config(obj, options, targets, argv, duration_ms):
     if obj["mode"] == "platform":
@@ -199,25 +215,38 @@ def _print_config(obj, options, targets, argv, duration_ms):
 
         from droidheap import platform_heapprofd as platform
         config = platform.pb.TraceConfig.FromString(platform.build_trace_config(
-            options, targets.names, targets.pids, duration_ms, targets.running, targets.startup))
+            options, targets.names, targets.pids, duration_ms, targets.running, targets.startup,
+            targets.every_process))
         click.echo(text_format.MessageToString(config), nl=False)
         return
     names = [program_name(argv)] if argv else targets.startup_names()
     pids = [] if argv or not targets.running else targets.pids
-    words = ["droidheapd", *options.daemon_args(), *target_args(pids, names)]
+    words = ["droidheapd", *options.daemon_args(),
+             *target_args(pids, names, targets.every_process and targets.startup)]
     if targets.names and targets.running and not argv:
         words.append(f"(and signals the running processes named {','.join(targets.names)})")
+    if targets.every_process and targets.running:
+        words.append("(and signals every running process that can be profiled)")
     click.echo(" ".join(words))
     if argv:
         click.echo(f"then starts: {' '.join(argv)} (profiled from its start)")
 
 
 def _resolve_targets(device, targets):
-    """The running processes to signal: the -p pids, and those named -n unless --no-running."""
+    """The running processes to signal: the -p pids, and those named -n (or all, with --all)
+    unless --no-running."""
+    if targets.every_process:
+        return device.profileable_pids() if targets.running else []
     resolved = []
     if targets.running:
         for name in targets.names:
-            found = device.pidof(name)
+            try:
+                found = device.pidof(name)
+            except DroidheapError as e:  # named processes the device cannot reach
+                if not targets.startup:
+                    raise
+                _note(f"warning: {e}; profiling only those named {name} that start from now")
+                found = []
             if not found and not targets.startup:
                 raise DroidheapError(f"no process named {name} on {device.describe()}")
             resolved += found
@@ -276,17 +305,22 @@ def _wait_for_program(process, duration_ms):
                 process.send_signal(signal.SIGTERM)
 
 
-def _run_attached(device, session, pids, startup_names, duration_ms):
-    """Profiles `pids` (signalled) and, from their start, programs named `startup_names` until
-    -d, Ctrl-C or, with no startup names, every profiled process's exit."""
-    session.start(pids=pids, names=startup_names, exit_when_clients_gone=not startup_names)
+def _run_attached(device, session, pids, targets, duration_ms):
+    """Profiles `pids` (signalled) and, from their start, the programs `targets` names (or all)
+    until -d, Ctrl-C or, when no program is taken at its start, every profiled process's exit."""
+    startup_names = targets.startup_names()
+    every_process = targets.every_process and targets.startup  # else the pids found running
+    session.start(pids=pids, names=startup_names, every_process=every_process,
+                  exit_when_clients_gone=not targets.from_startup())
     try:
         # Only once droidheapd listens: a program starting before would find no one to talk to.
         for name in startup_names:
             device.enable_at_start(name)
-        if startup_names:
-            _note(f"profiling {', '.join(startup_names)} from the start of each new process too; "
-                  f"Ctrl-C to stop")
+        if every_process:
+            device.enable_all_at_start()
+        if targets.from_startup():
+            _note(f"profiling {'every process' if every_process else ', '.join(startup_names)} "
+                  f"from the start of each new process too; Ctrl-C to stop")
         session.wait_until(lambda: set(pids) <= session.connected_pids(), _CONNECT_TIMEOUT_S)
         connected = session.connected_pids()
         for pid in pids:
@@ -306,6 +340,8 @@ def _run_attached(device, session, pids, startup_names, duration_ms):
     finally:
         for name in startup_names:
             device.disable_at_start(name)
+        if every_process:
+            device.disable_all_at_start()
     session.stop()
 
 
@@ -324,7 +360,8 @@ def _run_platform(device, options, argv, targets, duration_ms, output):
     with _sigterm_as_interrupt():
         raw = platform.run_platform_session(device, options, targets.names, targets.pids,
                                             duration_ms, out, note=_note,
-                                            running=targets.running, startup=targets.startup)
+                                            running=targets.running, startup=targets.startup,
+                                            every_process=targets.every_process)
     _convert(raw, out, device)
 
 

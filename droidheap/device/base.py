@@ -5,6 +5,8 @@ import dataclasses
 import pathlib
 from typing import List, Optional, Sequence
 
+from droidheap.errors import DroidheapError
+
 
 @dataclasses.dataclass
 class DeviceLayout:
@@ -72,6 +74,17 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def disable_at_start(self, name: str) -> None:
+        ...
+
+    def profileable_pids(self) -> List[int]:
+        """Every running process the profiling signal may reach (--all)."""
+        raise DroidheapError(f"--all is not available on {self.describe()}")
+
+    def enable_all_at_start(self) -> None:
+        """Every program started from now on loads the client at start (heapprofd.enable=all)."""
+        raise DroidheapError(f"--all is not available on {self.describe()}")
+
+    def disable_all_at_start(self) -> None:
         ...
 
     def can_profile_at_start(self) -> bool:

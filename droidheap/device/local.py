@@ -229,6 +229,19 @@ class LocalDevice(Device):
     def disable_at_start(self, name: str) -> None:
         self.set_properties(_start_properties(name, ""))
 
+    def enable_all_at_start(self) -> None:
+        self.set_properties({"heapprofd.enable": "all"})
+
+    def disable_all_at_start(self) -> None:
+        self.set_properties({"heapprofd.enable": ""})
+
+    # Processes -------------------------------------------------------------------------------
+    def profileable_pids(self) -> List[int]:
+        """The processes running with this device's emulated libc (of its ABI)."""
+        pids = [int(entry.name) for entry in pathlib.Path("/proc").iterdir()
+                if entry.name.isdigit() and int(entry.name) != os.getpid()]
+        return sorted(pid for pid in pids if self._runs_here(pid))
+
     # Processes -------------------------------------------------------------------------------
     def pidof(self, name: str) -> List[int]:
         """The processes named `name` on this device: those running with its emulated libc. When

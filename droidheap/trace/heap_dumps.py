@@ -92,6 +92,9 @@ class HeapDump:
     buffer_corrupted: bool = False
     hit_guardrail: bool = False
     rejected_concurrent: bool = False
+    # Its samples hold what was in use when the process's sampled heap was largest (heapprofd's
+    # dump_at_max: self_max, read here as allocated and never freed), not totals since the start.
+    at_peak: bool = False
     stats: DumpStats = dataclasses.field(default_factory=DumpStats)
     samples: List[Sample] = dataclasses.field(default_factory=list)
 
@@ -276,8 +279,12 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             _merge_header(dump, src)
             for s in src.samples:
                 frames = seq.callstack(s.callstack_id)
-                dump.samples.append(Sample(frames, s.self_allocated, s.self_freed,
-                                           s.alloc_count, s.free_count))
+                if s.HasField("self_max") or s.HasField("self_max_count"):
+                    dump.at_peak = True
+                    dump.samples.append(Sample(frames, s.self_max, 0, s.self_max_count, 0))
+                else:
+                    dump.samples.append(Sample(frames, s.self_allocated, s.self_freed,
+                                               s.alloc_count, s.free_count))
         if not profile.continued:
             _finish(result, pending.pop(seq_id))
     for unfinished in pending.values():

@@ -1,6 +1,7 @@
 """Which processes a session profiles, through the emulator device: `-n` takes those running and
 those that start during the session (bionic's heapprofd.enable.<name> route, as heapprofd's
-startup profiling), `--no-running` and `--no-startup` keep one route each; `-d` ends a spawned
+startup profiling), `--all` every process on the device likewise (heapprofd.enable=all),
+`--no-running` and `--no-startup` keep one route each; `-d` ends a spawned
 session while its program goes on."""
 import signal
 
@@ -11,11 +12,15 @@ from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 
 
-@pytest.mark.parametrize("flag, profiled", [(None, {"running", "started"}),
-                                            ("--no-running", {"started"}),
-                                            ("--no-startup", {"running"})])
-def test_name_takes_running_and_starting_processes_unless_told(cli, alloc_program, tmp_path,
-                                                               flag, profiled):
+@pytest.mark.parametrize("target, flag, profiled", [
+    ("-n", None, {"running", "started"}),
+    ("-n", "--no-running", {"started"}),
+    ("-n", "--no-startup", {"running"}),
+    ("--all", None, {"running", "started"}),
+    ("--all", "--no-running", {"started"}),
+])
+def test_running_and_starting_processes_are_taken_unless_told(cli, alloc_program, tmp_path,
+                                                              target, flag, profiled):
     go = tmp_path / "go"
     out = tmp_path / "out"
     running = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
@@ -23,8 +28,8 @@ def test_name_takes_running_and_starting_processes_unless_told(cli, alloc_progra
     try:
         pids = {"running": int(read_line_containing(running.stdout, "waiting pid=", 30)
                                .split("=")[1])}
-        session = cli.start("--local", "-n", alloc_program.name, "-i", "1", "-o", out,
-                            *([flag] if flag else []))
+        targets = ["-n", alloc_program.name] if target == "-n" else ["--all"]
+        session = cli.start("--local", *targets, "-i", "1", "-o", out, *([flag] if flag else []))
         # Once the session says how it goes on, its daemon listens and the route is set.
         read_line_containing(session.stderr, "from the start of each new process" if flag !=
                              "--no-startup" else f"attached to pid {pids['running']}", 30)

@@ -73,7 +73,8 @@ def test_rejects_unknown_option(tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["-n", "a", "--", "true"], "either -- CMD ARGS... or -n/-p"),
+    (["-n", "a", "--", "true"], "either -- CMD ARGS... or -n/-p/--all"),
+    (["--all", "-p", "12"], "no -n or -p with it"),
     ([], "nothing to profile"),
     (["-n", "a", "--no-running", "--no-startup"], "leave nothing to profile"),
     (["-p", "1", "--no-running"], "leaves -p nothing to profile"),

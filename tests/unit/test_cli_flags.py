@@ -7,7 +7,8 @@ import pytest
 from tests.unit.test_cli_errors import run_cli
 
 # heap_profile's flags that droidheap has, with droidheap's device flags.
-FLAGS = ["-n, --name", "-p, --pid", "-i, --interval", "-d, --duration", "-c, --continuous-dump",
+FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration", "-c, --continuous-dump",
+         "--dump-at-max",
          "--block-client / --no-block-client", "--block-client-timeout", "--shmem-size",
          "--no-running", "--no-startup", "--print-config", "-o, --output", "-s, --serial",
          "--local", "--version"]
@@ -37,36 +38,45 @@ def print_config(tmp_path, *args):
 
 def test_print_config_shows_the_daemon_command_and_touches_no_device(tmp_path):
     out = print_config(tmp_path, "--local", "-i", "512", "-c", "250", "--no-block-client",
-                       "--shmem-size", "65536", "--", "/bin/prog@x", "arg")
+                       "--dump-at-max", "--shmem-size", "65536", "--", "/bin/prog@x", "arg")
     words = out.splitlines()[0].split()
     assert words[0] == "droidheapd"
     for flag, value in [("--interval", "512"), ("--dump-interval-ms", "250"),
                         ("--shmem-size", "65536"), ("--name", "prog")]:
         assert words[words.index(flag) + 1] == value, out
     assert "--no-block-client" in words and "--block-timeout-us" not in words
+    assert "--dump-at-max" in words
     # The stack copy shrinks with the buffer: a record fits in half of it.
     assert int(words[words.index("--max-stack") + 1]) <= 65536 // 2 - 328
     assert "then starts: /bin/prog@x arg" in out
     assert not (tmp_path / "device").exists()
 
 
-@pytest.mark.parametrize("args, names, pids", [
-    (["-n", "a,b"], "a,b", None),
-    (["-n", "a", "--no-startup"], None, None),  # running ones only: resolved to pids at start
-    (["-n", "a", "--no-running"], "a", None),
-    (["-p", "12,13"], None, "12,13"),
+@pytest.mark.parametrize("args, names, pids, every_process", [
+    (["-n", "a,b"], "a,b", None, False),
+    (["-n", "a", "--no-startup"], None, None, False),  # running ones only: pids found at start
+    (["-n", "a", "--no-running"], "a", None, False),
+    (["-p", "12,13"], None, "12,13", False),
+    (["--all"], None, None, True),
+    (["--all", "--no-startup"], None, None, False),
 ])
-def test_print_config_targets_follow_running_and_startup(tmp_path, args, names, pids):
+def test_print_config_targets_follow_running_and_startup(tmp_path, args, names, pids,
+                                                         every_process):
     words = print_config(tmp_path, "--local", *args).split()
     assert (words[words.index("--name") + 1] if "--name" in words else None) == names
     assert (words[words.index("--pid") + 1] if "--pid" in words else None) == pids
+    assert ("--all" in words) == every_process
     assert words[words.index("--block-timeout-us") + 1] == "5000000"
 
 
 def test_print_config_in_platform_mode_is_heapprofds_config(tmp_path):
     out = print_config(tmp_path, "--mode", "platform", "-n", "com.example.app", "--no-running",
-                       "--block-client-timeout", "1500", "-i", "8192")
-    for line in ['process_cmdline: "com.example.app"', "no_running: true",
+                       "--block-client-timeout", "1500", "-i", "8192", "--dump-at-max")
+    for line in ['process_cmdline: "com.example.app"', "no_running: true", "dump_at_max: true",
                  "block_client_timeout_us: 1500", "sampling_interval_bytes: 8192"]:
         assert line in out, out
     assert "no_startup" not in out
+
+
+def test_print_config_in_platform_mode_takes_all(tmp_path):
+    assert "all: true" in print_config(tmp_path, "--mode", "platform", "--all")
