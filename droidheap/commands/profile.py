@@ -296,13 +296,16 @@ def _wait_for_program(process, duration_ms):
         try:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             code = process.wait(timeout=timeout)
-            return 128 - code if code < 0 else code
-        except subprocess.TimeoutExpired:
-            return None
+        except subprocess.TimeoutExpired:  # a local program's; an adb one's wait returns None
+            code = None
         except KeyboardInterrupt:
             # The terminal's Ctrl-C reached the program too; a SIGTERM to us is passed on.
             with contextlib.suppress(OSError):
                 process.send_signal(signal.SIGTERM)
+            continue
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
 
 
 def _run_attached(device, session, pids, targets, duration_ms):

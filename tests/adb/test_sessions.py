@@ -204,6 +204,26 @@ def test_a_program_started_during_a_session_is_profiled_from_its_start_where_roo
     cli.assert_left_as_it_was()
 
 
+def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, local_program,
+                                                                 tmp_path):
+    out = tmp_path / "out"
+    go = "/data/local/tmp/go-duration"
+    cli.shell(f"rm -f {go}")
+    session = cli.start("-d", "1500", "-i", "1", "-o", out, "--", DEVICE_PROGRAM,
+                        "--wait-file", go)
+    try:
+        read_line_containing(session.stderr, "stopping after 1500 ms", 60)
+        cli.shell(f"touch {go}")  # the program's sites come after the profile has ended
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        cli.shell(f"touch {go}")
+        kill_all(session)
+    per_function = single_process(totals_by_leaf_function(out / "raw-trace", local_program))
+    assert "heartbeat" in per_function and "site_leak_malloc" not in per_function, per_function
+    cli.assert_left_as_it_was()
+
+
 def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
     go = "/data/local/tmp/go-killed"
     cli.shell(f"rm -f {go}")
