@@ -271,8 +271,8 @@ def _run_spawned(device, session, argv, duration_ms):
         process = device.spawn(argv)
         code = _wait_for_program(process, duration_ms if profiling else 0)
         if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
-            _note(f"stopping after {duration_ms} ms; {argv[0]} goes on without profiling")
             session.stop()
+            _note(f"stopped profiling after {duration_ms} ms; {argv[0]} goes on without it")
             code = _wait_for_program(process, 0)
     finally:
         if profiling:

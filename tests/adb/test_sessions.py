@@ -212,7 +212,7 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, lo
     session = cli.start("-d", "1500", "-i", "1", "-o", out, "--", DEVICE_PROGRAM,
                         "--wait-file", go)
     try:
-        read_line_containing(session.stderr, "stopping after 1500 ms", 60)
+        read_line_containing(session.stderr, "stopped profiling after 1500 ms", 60)
         cli.shell(f"touch {go}")  # the program's sites come after the profile has ended
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr

@@ -1,5 +1,6 @@
 """End to end through the emulator device: a multi-threaded C program profiled from its start and
 by attaching, checked against the bytes it is known to allocate at each site."""
+import os
 import pathlib
 import select
 import shutil
@@ -56,18 +57,33 @@ def test_spawned_profile_is_within_the_sampling_bound(cli, alloc_program, tmp_pa
 
 
 def read_line_containing(stream, text, timeout_s):
+    """The next line of a Popen's text `stream` that contains `text`, within `timeout_s`.
+
+    It reads the pipe itself, keeping what follows the line on the stream for the next call:
+    readline() would pull later lines into the stream's own buffer, where select() no longer sees
+    them."""
     deadline = time.monotonic() + timeout_s
     seen = []
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], 0.1)
-        if ready:
-            line = stream.readline()
-            if not line:
+    pending = getattr(stream, "pending_text", "")
+    fd = stream.fileno()
+    try:
+        while True:
+            while "\n" in pending:
+                line, pending = pending.split("\n", 1)
+                seen.append(line + "\n")
+                if text in line:
+                    return line + "\n"
+            if time.monotonic() >= deadline:
                 break
-            seen.append(line)
-            if text in line:
-                return line
-    raise AssertionError(f"no line with {text!r} within {timeout_s}s: {seen}")
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                pending += data.decode(errors="replace")
+    finally:
+        stream.pending_text = pending
+    raise AssertionError(f"no line with {text!r} within {timeout_s}s: {seen + [pending]}")
 
 
 @pytest.mark.parametrize("by, interval", [("pid", 1), ("name", 4096)])

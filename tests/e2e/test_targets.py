@@ -61,7 +61,7 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, alloc_prog
     session = cli.start("--local", "-d", "1500", "-i", "1", "-o", out, "--",
                         alloc_program, "--wait-file", go)
     try:
-        read_line_containing(session.stderr, "stopping after 1500 ms", 60)
+        read_line_containing(session.stderr, "stopped profiling after 1500 ms", 60)
         go.touch()  # the program's sites come after the profile has ended
         read_line_containing(session.stdout, "done", 60)
         _, stderr = session.communicate(timeout=120)
