@@ -3,10 +3,10 @@ was still in use at the last dump, and the call sites (leaf frames, i.e. the cal
 holding the most memory."""
 import dataclasses
 import pathlib
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from droidheap.symbolizer import SourceLine, SymbolTable
-from droidheap.trace.heap_dumps import HeapDump, TraceDumps
+from droidheap.trace.heap_dumps import HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
 
@@ -45,6 +45,8 @@ class ProcessSummary:
     unwinding_errors: int
     top_sites: List[CallSite]
     at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
+    # What the kernel said at the last dump that had the process alive.
+    memory: Optional[ProcessMemory] = None
 
     @property
     def in_use(self) -> int:
@@ -83,7 +85,8 @@ def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
                 free_count=sum(s.free_count for s in samples),
                 disconnected=last.disconnected, buffer_overran=last.buffer_overran,
                 unwinding_errors=last.stats.unwinding_errors,
-                top_sites=_call_sites(last, symbols), at_peak=last.at_peak))
+                top_sites=_call_sites(last, symbols), at_peak=last.at_peak,
+                memory=next((d.memory for d in reversed(heap_dumps) if d.memory), None)))
     return summaries
 
 
@@ -114,6 +117,13 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
             lines.append(f"  allocated {human_bytes(s.allocated)} in {s.alloc_count} objects, "
                          f"in use at the last dump {human_bytes(s.in_use)} in "
                          f"{s.alloc_count - s.free_count} objects")
+        if s.memory:
+            m = s.memory
+            lines.append(f"  the process: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "
+                         f"{human_bytes(m.rss_anon_kb * 1024)}, files "
+                         f"{human_bytes(m.rss_file_kb * 1024)}, shared "
+                         f"{human_bytes(m.rss_shmem_kb * 1024)}: droidheap's buffer among it), "
+                         f"swap {human_bytes(m.swap_kb * 1024)}")
         notes = [text for flag, text in (
             (s.disconnected, "process disconnected"),
             (s.buffer_overran, "buffer overran: samples were lost"),

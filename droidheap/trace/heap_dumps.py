@@ -15,7 +15,7 @@ matched by path and build id) land on the same mapping there:
 """
 import bisect
 import dataclasses
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -69,6 +69,16 @@ class Sample:
 
 
 @dataclasses.dataclass
+class ProcessMemory:
+    """What the kernel said the process held at the dump (a process_stats packet), in KiB."""
+    rss_kb: int = 0
+    rss_anon_kb: int = 0
+    rss_file_kb: int = 0
+    rss_shmem_kb: int = 0  # droidheap's shared buffer is among it
+    swap_kb: int = 0
+
+
+@dataclasses.dataclass
 class DumpStats:
     unwinding_errors: int = 0
     heap_samples: int = 0
@@ -95,6 +105,7 @@ class HeapDump:
     # Its samples hold what was in use when the process's sampled heap was largest (heapprofd's
     # dump_at_max: self_max, read here as allocated and never freed), not totals since the start.
     at_peak: bool = False
+    memory: Optional[ProcessMemory] = None  # unknown for a process gone by the dump
     stats: DumpStats = dataclasses.field(default_factory=DumpStats)
     samples: List[Sample] = dataclasses.field(default_factory=list)
 
@@ -250,6 +261,8 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
     sequences: Dict[int, _Sequence] = {}
     # Per sequence: the dump being assembled, (pid, heap) -> HeapDump.
     pending: Dict[int, Dict[Tuple[int, str], HeapDump]] = {}
+    # Per sequence: pid -> what the process_stats packet before the dump being assembled said.
+    memory: Dict[int, Dict[int, ProcessMemory]] = {}
     for packet in packets:
         seq_id = packet.trusted_packet_sequence_id
         if packet.sequence_flags & _SEQ_INCREMENTAL_STATE_CLEARED or seq_id not in sequences:
@@ -263,6 +276,11 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             if pb.BUILTIN_CLOCK_MONOTONIC_COARSE in clocks and pb.BUILTIN_CLOCK_REALTIME in clocks:
                 bisect.insort(result.wall_clock_pairs, (clocks[pb.BUILTIN_CLOCK_MONOTONIC_COARSE],
                                                         clocks[pb.BUILTIN_CLOCK_REALTIME]))
+        if packet.HasField("process_stats"):
+            for proc in packet.process_stats.processes:
+                memory.setdefault(seq_id, {})[proc.pid] = ProcessMemory(
+                    proc.vm_rss_kb, proc.rss_anon_kb, proc.rss_file_kb, proc.rss_shmem_kb,
+                    proc.vm_swap_kb)
         if packet.HasField("interned_data"):
             seq.add_interned(packet.interned_data)
         if not packet.HasField("profile_packet"):
@@ -276,6 +294,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 index = _next_index(result, current, src.pid)
                 current[key] = _new_dump(src.pid, index, src)
             dump = current[key]
+            dump.memory = memory.get(seq_id, {}).get(src.pid, dump.memory)
             _merge_header(dump, src)
             for s in src.samples:
                 frames = seq.callstack(s.callstack_id)
@@ -287,6 +306,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                                                s.alloc_count, s.free_count))
         if not profile.continued:
             _finish(result, pending.pop(seq_id))
+            memory.pop(seq_id, None)
     for unfinished in pending.values():
         if unfinished:
             result.warnings.append("the last dump was cut short (its final fragment is missing); "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "daemon/heap_tracker.h"
+#include "daemon/process_memory.h"
 #include "protocol/ring_buffer.h"
 #include "unwinder/process_maps.h"
 #include "unwinder/registers.h"
@@ -51,6 +52,10 @@ struct ClientConnection {
   uint64_t heap_samples = 0;
   uint64_t map_reparses = 0;
   uint64_t unwinding_time_us = 0;  // draining its records: unwinding, mostly, and booking
+  // Its memory as last read (process_memory.h), at most every 100 ms while it
+  // sends records: a process's exit dump comes after its memory is gone.
+  ProcessMemory memory;
+  uint64_t memory_read_us = 0;
 };
 
 }  // namespace droidheap

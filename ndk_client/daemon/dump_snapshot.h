@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/process_memory.h"
+
 namespace droidheap {
 
 struct MappingInfo {
@@ -55,6 +57,7 @@ struct DumpSnapshot {
   uint64_t map_reparses = 0;
   uint64_t total_unwinding_time_us = 0;
   uint64_t client_blocked_us = 0;
+  ProcessMemory memory;  // at the dump
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
   std::vector<CallstackSample> samples;

@@ -67,7 +67,8 @@ namespace pb {
 struct Trace { enum : uint32_t { kPacket = 1 }; };
 struct TracePacket {
   enum : uint32_t {
-    kProcessTree = 2, kClockSnapshot = 6, kTimestamp = 8, kTrustedPacketSequenceId = 10,
+    kProcessTree = 2, kClockSnapshot = 6, kTimestamp = 8, kProcessStats = 9,
+    kTrustedPacketSequenceId = 10,
     kInternedData = 12, kSequenceFlags = 13, kProfilePacket = 37, kFirstPacketOnSequence = 87
   };
   enum : uint64_t { kIncrementalStateCleared = 1, kNeedsIncrementalState = 2 };  // SequenceFlags
@@ -83,6 +84,13 @@ struct ClockSnapshot {
 struct ProcessTree {
   enum : uint32_t { kProcesses = 1 };
   enum : uint32_t { kPid = 1, kCmdline = 3 };  // Process
+};
+struct ProcessMemoryStats {  // perfetto.protos.ProcessStats, the process_stats data source's
+  enum : uint32_t { kProcesses = 1 };
+  enum : uint32_t {  // Process
+    kPid = 1, kVmRssKb = 3, kRssAnonKb = 4, kRssFileKb = 5, kRssShmemKb = 6, kVmSwapKb = 7,
+    kVmHwmKb = 9
+  };
 };
 struct InternedData {
   enum : uint32_t {

@@ -129,7 +129,7 @@ bool TraceWriter::WriteDump(const std::vector<DumpSnapshot>& processes) {
   std::vector<int32_t> described_now;
   // A sequence (re)start carries its own clock snapshot.
   bool ok = sequence_started_ ? WriteClockSnapshot() : WriteSequenceStart();
-  ok = ok && WriteProcessTree(processes, &described_now);
+  ok = ok && WriteProcessTree(processes, &described_now) && WriteProcessStats(processes);
   for (const DumpSnapshot& process : processes) ok = ok && WriteProcess(process);
   ok = ok && FlushProfilePacket(/*continued=*/false) && Commit();
   if (!ok) RollBack(described_now);
@@ -195,6 +195,30 @@ bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes,
   if (tree.empty()) return true;
   ProtoEncoder packet = NewPacket(0);
   packet.Message(pb::TracePacket::kProcessTree, tree);
+  return WritePacket(packet);
+}
+
+// What the kernel says each process holds, as Perfetto's process_stats data source writes it: the
+// trace processor shows it as the process's mem.rss and mem.swap counters.
+bool TraceWriter::WriteProcessStats(const std::vector<DumpSnapshot>& processes) {
+  using Stats = pb::ProcessMemoryStats;
+  ProtoEncoder stats;
+  for (const DumpSnapshot& process : processes) {
+    const ProcessMemory& m = process.memory;
+    if (!m.known) continue;
+    ProtoEncoder entry;
+    entry.Int32(Stats::kPid, process.pid);
+    entry.Varint(Stats::kVmRssKb, m.rss_kb);
+    entry.Varint(Stats::kRssAnonKb, m.rss_anon_kb);
+    entry.Varint(Stats::kRssFileKb, m.rss_file_kb);
+    entry.Varint(Stats::kRssShmemKb, m.rss_shmem_kb);
+    entry.Varint(Stats::kVmSwapKb, m.swap_kb);
+    entry.Varint(Stats::kVmHwmKb, m.peak_rss_kb);
+    stats.Message(Stats::kProcesses, entry);
+  }
+  if (stats.empty()) return true;
+  ProtoEncoder packet = NewPacket(0);
+  packet.Message(pb::TracePacket::kProcessStats, stats);
   return WritePacket(packet);
 }
 

@@ -91,6 +91,7 @@ class TraceWriter {
   bool WriteClockSnapshot();
   // A packet of the sequence, stamped packet_timestamp_, with `flags` (0: none).
   ProtoEncoder NewPacket(uint64_t flags) const;
+  bool WriteProcessStats(const std::vector<DumpSnapshot>& processes);
   bool WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                         std::vector<int32_t>* described_now);
   bool WriteProcess(const DumpSnapshot& process);

@@ -21,6 +21,7 @@ namespace {
 constexpr int kPollTimeoutMs = 50;
 constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from starving the rest
 constexpr size_t kMaxFrames = 256;
+constexpr uint64_t kMemoryReadIntervalUs = 100 * 1000;
 // How much of a sample to ask the memory system for before reading it (see HandleAlloc).
 constexpr size_t kPrefetchBytes = 16 * 1024;
 constexpr size_t kCacheLine = 64;
@@ -174,8 +175,18 @@ bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
   // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
   const uint64_t begin_us = MonotonicUs();
   const bool empty = DrainRecords(client, max_records);
-  client->unwinding_time_us += MonotonicUs() - begin_us;
+  const uint64_t end_us = MonotonicUs();
+  client->unwinding_time_us += end_us - begin_us;
+  if (end_us - client->memory_read_us > kMemoryReadIntervalUs && !client->socket_closed) {
+    ReadMemory(client, end_us);
+  }
   return empty;
+}
+
+void UnwindingWorker::ReadMemory(ClientConnection* client, uint64_t now_us) {
+  client->memory_read_us = now_us;
+  ProcessMemory memory = ReadProcessMemory(client->pid);
+  if (memory.known) client->memory = memory;  // a process exiting keeps its last figures
 }
 
 bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records) {
@@ -330,6 +341,8 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   s.map_reparses = client->map_reparses;
   s.total_unwinding_time_us = client->unwinding_time_us;
   s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
+  if (!client->socket_closed) ReadMemory(client, MonotonicUs());
+  s.memory = client->memory;
   client->tracker.Snapshot(&s);
   return s;
 }

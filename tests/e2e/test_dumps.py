@@ -1,10 +1,13 @@
 """What a dump holds, through the emulator device: with --dump-at-max, what was in use when the
 process's sampled heap was largest (heapprofd's dump_at_max), in the trace (self_max, as Perfetto's
-trace processor reads it), the pprof files (in-use values) and the summary."""
+trace processor reads it), the pprof files (in-use values) and the summary; and beside every dump
+what the kernel says the process holds (RSS, swap), as Perfetto's process_stats writes it."""
 import collections
 import gzip
 
 from droidheap.pprof import Profile
+from droidheap.trace.heap_dumps import rebuild_dumps
+from droidheap.trace.reader import parse_trace
 from tests.e2e.test_profile import single_process
 from tests.e2e.trace_check import read_dumps
 from tests.trace_processor import LoadedTrace
@@ -50,3 +53,22 @@ def test_dump_at_max_holds_the_peak(cli, programs, tmp_path):
         assert trace.problems() == []
         sites = single_process(trace.totals_by_site("peak_"))
         assert sites["peak_phase"].allocated == PEAK["peak_phase"][0], sites
+
+
+def test_each_dump_carries_the_processs_memory(cli, alloc_program, tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("--local", "-i", "1", "-c", "200", "-o", out, "--", alloc_program,
+                     "--linger", "600")
+    assert result.returncode == 0, result.stderr
+    assert "the process: RSS " in result.stdout, result.stdout
+    dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
+    (pid, process_dumps), = dumps.items()
+    # The periodic dumps read it while the process lives; its exit dump keeps the last reading.
+    assert all(d.memory and d.memory.rss_kb > 0 for d in process_dumps), process_dumps
+    # As Perfetto's process_stats data source writes it: the process's mem.rss counter.
+    with LoadedTrace(out / "symbolized-trace") as trace:
+        assert trace.problems() == []
+        rss = trace.rows("select c.value from counter c join process_counter_track t "
+                         "on c.track_id = t.id join process p using (upid) "
+                         f"where t.name = 'mem.rss' and p.pid = {pid}")
+        assert len(rss) == len(process_dumps) and all(r["value"] > 0 for r in rss), rss
