@@ -1,10 +1,10 @@
 #include "daemon/process_memory.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "common/small_file.h"
 
 namespace droidheap {
 namespace {
@@ -23,13 +23,8 @@ ProcessMemory ReadProcessMemory(int pid) {
   ProcessMemory memory;
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/status", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return memory;
   char text[8192];
-  ssize_t n = read(fd, text, sizeof(text) - 1);
-  close(fd);
-  if (n <= 0) return memory;
-  text[n] = '\0';
+  if (ReadSmallFile(path, text, sizeof(text)) <= 0) return memory;
   for (char* line = text; line != nullptr && *line != '\0';) {
     char* end = strchr(line, '\n');
     if (end != nullptr) *end = '\0';

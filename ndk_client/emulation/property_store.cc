@@ -1,9 +1,9 @@
 #include "emulation/property_store.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "common/small_file.h"
 
 namespace droidheap {
 
@@ -22,18 +22,12 @@ bool GetProperty(const char* key, char* value, size_t value_size) {
   memcpy(path, root, root_len);
   memcpy(path + root_len, kName, sizeof(kName));
 
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   // The store is small (a few dozen properties); 64 KiB is ample and keeps this heap-free.
   static constexpr size_t kMaxStore = 64 * 1024;
   char buf[kMaxStore];
-  size_t len = 0;
-  while (len < sizeof(buf)) {
-    ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-    if (n <= 0) break;
-    len += static_cast<size_t>(n);
-  }
-  close(fd);
+  const ssize_t read_bytes = ReadSmallFile(path, buf, sizeof(buf));
+  if (read_bytes < 0) return false;
+  const size_t len = static_cast<size_t>(read_bytes);
 
   size_t key_len = strlen(key);
   for (size_t line = 0; line < len;) {

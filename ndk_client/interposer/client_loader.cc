@@ -13,6 +13,7 @@
 
 #include <atomic>
 
+#include "common/small_file.h"
 #include "interposer/dispatch.h"
 
 namespace droidheap {
@@ -176,13 +177,8 @@ void InstallProfilingSignalRoute() {
 }
 
 bool ProgramName(char* out, size_t out_size) {
-  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char buf[1024];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  if (ReadSmallFile("/proc/self/cmdline", buf, sizeof(buf)) <= 0) return false;
   const char* base = strrchr(buf, '/');
   base = base ? base + 1 : buf;
   size_t len = strcspn(base, "@");
