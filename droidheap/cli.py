@@ -1,8 +1,10 @@
 """droidheap's command line: one group, a module per command (droidheap/commands/).
 
     droidheap [--local [--abi ABI]] [options] -- CMD ARGS...        profile CMD from its start
-    droidheap [--local [--abi ABI]] [options] -n NAME[,NAME] | -p PID[,PID]
-                                                                    profile processes by name/pid
+    droidheap [--local [--abi ABI]] [options] -n NAME[,NAME] | -p PID[,PID] | --all
+                                                                    profile running (and, by
+                                                                    name or --all, starting)
+                                                                    processes
     droidheap [--local [--abi ABI]] shell -- CMD ARGS...            run CMD on the device
 
 Without --local the device is reached over adb (-s SERIAL, else $ANDROID_SERIAL, else the only
@@ -26,6 +28,7 @@ _USAGE_FORMS = [
     "[DEVICE OPTIONS] [OPTIONS] -- CMD ARGS...      profile CMD from its start",
     "[DEVICE OPTIONS] [OPTIONS] -n NAME[,NAME]      processes by name, running and starting",
     "[DEVICE OPTIONS] [OPTIONS] -p PID[,PID]        running processes by pid",
+    "[DEVICE OPTIONS] [OPTIONS] --all               every process, running and starting",
     "[DEVICE OPTIONS] shell -- CMD ARGS...          run CMD on the device",
 ]
 
@@ -52,7 +55,6 @@ class DroidheapGroup(click.Group):
         if not rest or rest[0] not in self.commands:
             rest = ["profile"] + rest
         return super().parse_args(ctx, device_args + rest + tail)
-
 
     def format_usage(self, ctx, formatter):
         for i, form in enumerate(_USAGE_FORMS):

@@ -242,7 +242,6 @@ class LocalDevice(Device):
                 if entry.name.isdigit() and int(entry.name) != os.getpid()]
         return sorted(pid for pid in pids if self._runs_here(pid))
 
-    # Processes -------------------------------------------------------------------------------
     def pidof(self, name: str) -> List[int]:
         """The processes named `name` on this device: those running with its emulated libc. When
         only processes elsewhere on the host have that name, says why they are not on it."""

@@ -19,7 +19,7 @@ def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
     assert result.returncode == 0, result.stderr
     for flag in FLAGS:
         assert flag in result.stdout, flag
-    for form in ["-- CMD ARGS...", "-n NAME[,NAME]", "-p PID[,PID]", "shell -- CMD ARGS..."]:
+    for form in ["-- CMD ARGS...", "-n NAME[,NAME]", "-p PID[,PID]", "--all", "shell -- CMD ARGS..."]:
         assert f"droidheap [DEVICE OPTIONS]" in result.stdout and form in result.stdout, form
 
 
