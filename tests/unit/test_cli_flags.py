@@ -7,8 +7,8 @@ import pytest
 from tests.unit.test_cli_errors import run_cli
 
 # heap_profile's flags that droidheap has, with droidheap's device flags.
-FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration", "-c, --continuous-dump",
-         "--dump-at-max",
+FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration",
+         "-c, --continuous-dump", "--dump-at-max",
          "--block-client / --no-block-client", "--block-client-timeout", "--shmem-size",
          "--no-running", "--no-startup", "--print-config", "-o, --output", "-s, --serial",
          "--local", "--version"]
@@ -19,7 +19,8 @@ def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
     assert result.returncode == 0, result.stderr
     for flag in FLAGS:
         assert flag in result.stdout, flag
-    for form in ["-- CMD ARGS...", "-n NAME[,NAME]", "-p PID[,PID]", "--all", "shell -- CMD ARGS..."]:
+    for form in ["-- CMD ARGS...", "-n NAME[,NAME]", "-p PID[,PID]", "--all",
+                 "shell -- CMD ARGS..."]:
         assert f"droidheap [DEVICE OPTIONS]" in result.stdout and form in result.stdout, form
 
 
