@@ -142,6 +142,14 @@ def _comments(dump: HeapDump, cmdline: str) -> List[str]:
              if getattr(dump, name)]
     if flags:
         comments.append("flags: " + ", ".join(flags))
+    if dump.totals:
+        t = dump.totals
+        comments.append(f"exact since profiling began: {t.alloc_count} allocations "
+                        f"({t.alloc_bytes} bytes), {t.free_count} frees ({t.free_bytes} bytes)")
+    if dump.allocator:
+        a = dump.allocator
+        comments.append(f"mallinfo: {a.in_use_bytes} bytes in use, {a.free_bytes} free, "
+                        f"{a.system_bytes} from the system")
     return comments
 
 

@@ -1,11 +1,13 @@
 """The short text summary printed after a profile: per process and heap, what was allocated, what
-was still in use at the last dump, and the call sites (leaf frames, i.e. the callers of malloc)
-holding the most memory."""
+was still in use at the last dump (sampled, and exactly when the daemon counted it), what the
+allocator and the kernel said the process held, and the call sites (leaf frames, i.e. the callers
+of malloc) holding the most memory."""
 import dataclasses
 import pathlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from droidheap.symbolizer import SourceLine, SymbolTable
+from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
@@ -47,6 +49,9 @@ class ProcessSummary:
     at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
     # What the kernel said at the last dump that had the process alive.
     memory: Optional[ProcessMemory] = None
+    # The exact totals and the allocator's figures at the last dump that had them.
+    totals: Optional[HeapTotals] = None
+    allocator: Optional[AllocatorStats] = None
 
     @property
     def in_use(self) -> int:
@@ -65,6 +70,15 @@ def _call_sites(dump: HeapDump, symbols: SymbolTable) -> List[CallSite]:
         site.free_count += sample.free_count
     ranked = sorted(sites.values(), key=lambda s: (-s.in_use, -s.allocated, s.function))
     return ranked[:TOP_SITES]
+
+
+_T = TypeVar("_T")
+
+
+def _last_known(figures: Sequence[Optional[_T]]) -> Optional[_T]:
+    """The latest value of a figure that some dumps lack (a process gone by the dump, an older
+    daemon)."""
+    return next((f for f in reversed(figures) if f is not None), None)
 
 
 def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
@@ -86,7 +100,9 @@ def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
                 disconnected=last.disconnected, buffer_overran=last.buffer_overran,
                 unwinding_errors=last.stats.unwinding_errors,
                 top_sites=_call_sites(last, symbols), at_peak=last.at_peak,
-                memory=next((d.memory for d in reversed(heap_dumps) if d.memory), None)))
+                memory=_last_known([d.memory for d in heap_dumps]),
+                totals=_last_known([d.totals for d in heap_dumps]),
+                allocator=_last_known([d.allocator for d in heap_dumps])))
     return summaries
 
 
@@ -111,12 +127,24 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
         lines = [f"pid {s.pid} ({name}), heap {s.heap_name}, {dumps}, "
                  f"sampling interval {s.sampling_interval_bytes} B"]
         if s.at_peak:
-            lines.append(f"  in use at the peak of the sampled heap {human_bytes(s.in_use)} in "
-                         f"{s.alloc_count - s.free_count} objects")
+            # The peak is the sampled heap's, not necessarily the real heap's.
+            lines.append(f"  sampled: in use at the peak of the sampled heap "
+                         f"{human_bytes(s.in_use)} in {s.alloc_count - s.free_count} objects")
         else:
-            lines.append(f"  allocated {human_bytes(s.allocated)} in {s.alloc_count} objects, "
-                         f"in use at the last dump {human_bytes(s.in_use)} in "
+            lines.append(f"  sampled: allocated {human_bytes(s.allocated)} in {s.alloc_count} "
+                         f"objects, in use at the last dump {human_bytes(s.in_use)} in "
                          f"{s.alloc_count - s.free_count} objects")
+        if s.totals:  # cumulative at the dump, so meaningful beside a peak too
+            t = s.totals
+            lines.append(f"  exact since profiling began: {t.alloc_count} allocations "
+                         f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees "
+                         f"({human_bytes(t.free_bytes)}); {t.live_blocks} blocks, "
+                         f"{human_bytes(t.in_use_bytes)} in use")
+        if s.allocator:
+            a = s.allocator
+            lines.append(f"  the allocator (mallinfo): {human_bytes(a.in_use_bytes)} in use, "
+                         f"{human_bytes(a.free_bytes)} free, {human_bytes(a.system_bytes)} taken "
+                         "from the system")
         if s.memory:
             m = s.memory
             lines.append(f"  the process: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "

@@ -28,6 +28,7 @@ class ProfileOptions:
     dump_interval_ms: int = 0
     dump_at_max: bool = False
     block_client: bool = True
+    exact_totals: bool = True
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
@@ -48,6 +49,8 @@ class ProfileOptions:
             args += ["--block-timeout-us", str(self.block_client_timeout_us)]
         else:
             args.append("--no-block-client")
+        if not self.exact_totals:
+            args.append("--no-exact-totals")
         if self.seed:
             args += ["--seed", str(self.seed)]
         return args

@@ -5,7 +5,8 @@ heapprofd-style traces intern mappings, frames and call stacks on a packet seque
 own table), or, in older traces, in the ProfilePacket itself (one `strings` table for all). Both
 persist across dumps until a packet clears the sequence's incremental state. A dump may be split
 over several ProfilePackets (`continued` on all but the last); a process may appear in several of
-them, its samples spread over the fragments.
+them, its samples spread over the fragments. Before a dump's first fragment, a process_stats packet
+and counter tracks (counter_tracks.py) give figures of each process at the dump.
 
 Names follow Perfetto's trace processor, so that symbols appended for a mapping (module_symbols,
 matched by path and build id) land on the same mapping there:
@@ -18,6 +19,8 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTotals
 
 PSEUDO_PREFIX = "[droidheap"
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
@@ -106,6 +109,9 @@ class HeapDump:
     # dump_at_max: self_max, read here as allocated and never freed), not totals since the start.
     at_peak: bool = False
     memory: Optional[ProcessMemory] = None  # unknown for a process gone by the dump
+    # From counter tracks: None when a figure did not arrive (an older daemon, no mallinfo yet).
+    totals: Optional[HeapTotals] = None  # of this dump's heap, cumulative at the dump
+    allocator: Optional[AllocatorStats] = None  # the whole process's, the same for each heap
     stats: DumpStats = dataclasses.field(default_factory=DumpStats)
     samples: List[Sample] = dataclasses.field(default_factory=list)
 
@@ -263,11 +269,14 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
     pending: Dict[int, Dict[Tuple[int, str], HeapDump]] = {}
     # Per sequence: pid -> what the process_stats packet before the dump being assembled said.
     memory: Dict[int, Dict[int, ProcessMemory]] = {}
+    # Per sequence: its counter tracks, which outlive a restart (they are not incremental state).
+    counters: Dict[int, CounterTracks] = {}
     for packet in packets:
         seq_id = packet.trusted_packet_sequence_id
         if packet.sequence_flags & _SEQ_INCREMENTAL_STATE_CLEARED or seq_id not in sequences:
             sequences[seq_id] = _Sequence()
         seq = sequences[seq_id]
+        tracks = counters.setdefault(seq_id, CounterTracks())
         if packet.HasField("process_tree"):
             for proc in packet.process_tree.processes:
                 result.cmdlines[proc.pid] = " ".join(proc.cmdline)
@@ -281,6 +290,10 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 memory.setdefault(seq_id, {})[proc.pid] = ProcessMemory(
                     proc.vm_rss_kb, proc.rss_anon_kb, proc.rss_file_kb, proc.rss_shmem_kb,
                     proc.vm_swap_kb)
+        if packet.HasField("track_descriptor"):
+            tracks.add_descriptor(packet.track_descriptor)
+        if packet.HasField("track_event"):
+            tracks.add_event(packet.track_event)
         if packet.HasField("interned_data"):
             seq.add_interned(packet.interned_data)
         if not packet.HasField("profile_packet"):
@@ -295,6 +308,8 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 current[key] = _new_dump(src.pid, index, src)
             dump = current[key]
             dump.memory = memory.get(seq_id, {}).get(src.pid, dump.memory)
+            dump.totals = tracks.totals(src.pid, dump.heap_name)
+            dump.allocator = tracks.allocator(src.pid)
             _merge_header(dump, src)
             for s in src.samples:
                 frames = seq.callstack(s.callstack_id)
@@ -307,6 +322,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
         if not profile.continued:
             _finish(result, pending.pop(seq_id))
             memory.pop(seq_id, None)
+            tracks.dump_finished()
     for unfinished in pending.values():
         if unfinished:
             result.warnings.append("the last dump was cut short (its final fragment is missing); "

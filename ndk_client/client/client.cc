@@ -27,6 +27,7 @@ namespace {
 
 constexpr int kHandshakeTimeoutSeconds = 5;
 constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
+constexpr uint64_t kAllocatorStatsPeriodUs = 100 * 1000;
 
 // Per-thread stack bounds, found once per thread (pthread_getattr_np allocates; the hook guard
 // makes that allocation pass straight through).
@@ -69,9 +70,11 @@ bool SendHello(int sock) {
   return ok;
 }
 
-// Receives the reply and at most one fd; any extra fds are closed.
-bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
+// Receives the reply with the ring buffer's fd and the totals' (version 4); any extra fds are
+// closed. The reply comes in one message: what a version 3 daemon left out reads as zero.
+bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
   *shmem_fd = -1;
+  *totals_fd = -1;
   memset(reply, 0, sizeof(*reply));
   iovec iov{reply, sizeof(*reply)};
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
@@ -80,7 +83,7 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -89,15 +92,25 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
       memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
       if (*shmem_fd < 0) {
         *shmem_fd = fd;
+      } else if (*totals_fd < 0) {
+        *totals_fd = fd;
       } else {
         close(fd);
       }
     }
   }
-  bool ok = n == static_cast<ssize_t>(sizeof(*reply)) && !(msg.msg_flags & MSG_CTRUNC) &&
+  if (n < static_cast<ssize_t>(sizeof(*reply))) {
+    memset(reinterpret_cast<char*>(reply) + (n > 0 ? n : 0), 0,
+           sizeof(*reply) - static_cast<size_t>(n > 0 ? n : 0));
+  }
+  bool ok = n >= static_cast<ssize_t>(kDaemonReplyV3Size) && !(msg.msg_flags & MSG_CTRUNC) &&
             reply->magic == kReplyMagic && reply->version >= 1 &&
-            reply->size >= sizeof(DaemonReply) && reply->status == kReplyAccepted &&
+            reply->size >= kDaemonReplyV3Size && reply->status == kReplyAccepted &&
             *shmem_fd >= 0 && reply->sampling_interval >= 1;
+  if (!ok || reply->totals_size == 0) {
+    if (*totals_fd >= 0) close(*totals_fd);
+    *totals_fd = -1;
+  }
   if (!ok && *shmem_fd >= 0) {
     close(*shmem_fd);
     *shmem_fd = -1;
@@ -107,9 +120,18 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd) {
 
 }  // namespace
 
-Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
-               const DaemonReply& config, const ProcessIdentity& identity)
-    : sock_(sock), buffer_(buffer), sampled_(sampled), config_(config), identity_(identity) {}
+std::atomic<uint32_t> Client::generation_{0};
+
+Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, SharedTotals* totals,
+               const DaemonReply& config, const ProcessIdentity& identity,
+               const MallocDispatch* previous)
+    : sock_(sock),
+      buffer_(buffer),
+      sampled_(sampled),
+      totals_(totals),
+      config_(config),
+      identity_(identity),
+      previous_(previous) {}
 
 Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
   sockaddr_un addr{};
@@ -123,17 +145,23 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   DaemonReply reply;
   int shmem_fd = -1;
+  int totals_fd = -1;
   if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock) ||
-      !ReceiveReply(sock, &reply, &shmem_fd)) {
+      !ReceiveReply(sock, &reply, &shmem_fd, &totals_fd)) {
     close(sock);
     return nullptr;
   }
   SharedRingBuffer* buffer = SharedRingBuffer::Attach(shmem_fd, reply.shmem_size);
   if (buffer == nullptr) {
     close(shmem_fd);
+    if (totals_fd >= 0) close(totals_fd);
     close(sock);
     return nullptr;
   }
+  // Without totals the session goes on: the dumps then only lack them.
+  SharedTotals* totals = totals_fd >= 0 ? SharedTotals::Attach(totals_fd, reply.totals_size)
+                                        : nullptr;
+  if (totals == nullptr && totals_fd >= 0) close(totals_fd);
   // Wake-up bytes must never block the program.
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
   // Fresh anonymous pages are zero, the empty table; only the buckets in use get touched.
@@ -143,6 +171,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   if (table == MAP_FAILED || storage == nullptr) {
     if (table != MAP_FAILED) munmap(table, sizeof(SampledAddresses));
     if (storage != nullptr) previous->free(storage);
+    SharedTotals::Destroy(totals);
     SharedRingBuffer::Destroy(buffer);
     close(sock);
     return nullptr;
@@ -152,7 +181,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   if (reply.sampling_interval <= 1) sampled->ReportEveryFree();
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();
-  return new (storage) Client(sock, buffer, sampled, reply, identity);
+  return new (storage) Client(sock, buffer, sampled, totals, reply, identity, previous);
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
@@ -271,6 +300,7 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   memcpy(r.body + sizeof(AllocRecord), reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
          static_cast<size_t>(stack_size));
   Publish(r);
+  RecordAllocatorStats(false);
 #ifdef DROIDHEAP_REFERENCE_UNWIND
   DroidheapReferenceUnwind(identity_.pid(), sequence);  // test builds: client/reference_unwind.cc
 #endif
@@ -282,6 +312,24 @@ void Client::RecordFree(uint64_t address, uint64_t sequence) {
   SharedRingBuffer::Reservation r;
   if (!Reserve(kRecordFree, sizeof(FreeRecord), &r)) return;
   FreeRecord record{sequence, address};
+  memcpy(r.body, &record, sizeof(record));
+  Publish(r);
+}
+
+void Client::RecordAllocatorStats(bool now) {
+  if (!identity_.InOriginalProcess()) return;
+  const uint64_t now_us = NowUs();
+  uint64_t due = next_allocator_stats_us_.load(std::memory_order_relaxed);
+  if (!now && now_us < due) return;
+  // One thread sends; the others go on.
+  if (!next_allocator_stats_us_.compare_exchange_strong(due, now_us + kAllocatorStatsPeriodUs,
+                                                        std::memory_order_relaxed)) {
+    return;
+  }
+  const AllocatorFigures figures = InterpretMallinfo(previous_->mallinfo());
+  SharedRingBuffer::Reservation r;
+  if (!Reserve(kRecordAllocatorStats, sizeof(AllocatorStatsRecord), &r)) return;
+  AllocatorStatsRecord record{figures.in_use_bytes, figures.free_bytes, figures.system_bytes};
   memcpy(r.body, &record, sizeof(record));
   Publish(r);
 }
@@ -302,6 +350,7 @@ void Client::WaitUntilDrained(uint32_t timeout_ms) {
 
 void Client::Shutdown(ClientStopReason reason) {
   if (!enabled_.exchange(false)) return;
+  generation_.fetch_add(1, std::memory_order_release);
   uint32_t running = kClientRunning;
   buffer_->metadata()->stop_reason.compare_exchange_strong(running, reason);
   // The daemon sees EOF, drains what is in the buffer and writes this process's last dump.
@@ -310,6 +359,7 @@ void Client::Shutdown(ClientStopReason reason) {
 
 void Client::DisableInChild() {
   enabled_.store(false);
+  generation_.fetch_add(1, std::memory_order_release);
   close(sock_);
 }
 

@@ -14,6 +14,7 @@
 #include "client/process_identity.h"
 #include "client/sampled_addresses.h"
 #include "common/malloc_dispatch.h"
+#include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
 #include "protocol/wire_protocol.h"
 
@@ -29,6 +30,15 @@ class Client {
   uint64_t random_seed() const { return config_.random_seed; }
   // The addresses of this process's live sampled blocks; lives as long as the client.
   const SampledAddresses* sampled() const { return sampled_; }
+  // Where the threads count every allocation and free; nullptr when the daemon keeps no totals.
+  // Lives as long as the client.
+  SharedTotals* totals() const { return totals_; }
+
+  // Changes whenever a client starts or stops recording (NewGeneration, Shutdown,
+  // DisableInChild): what the hooks' per-thread view of the session is checked against.
+  static uint32_t generation() { return generation_.load(std::memory_order_relaxed); }
+  // A client was installed.
+  static void NewGeneration() { generation_.fetch_add(1, std::memory_order_release); }
 
   // Hook path, any thread. The Record* callers hold the thread's re-entrancy guard.
   // A sampled block, right after the allocator returned it.
@@ -43,6 +53,9 @@ class Client {
   // A realloc that failed: the block FreeSequence forgot is still live, and still sampled.
   void KeepSampled(uint64_t address) { sampled_->Insert(address); }
   void RecordFree(uint64_t address, uint64_t sequence);
+  // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the
+  // sampled path and at exit.
+  void RecordAllocatorStats(bool now);
 
   // Waits, at most timeout_ms, until the daemon has read every record written so far: at exit,
   // while it can still read this process's maps (they name the libraries the records' stacks
@@ -55,8 +68,9 @@ class Client {
   void DisableInChild();
 
  private:
-  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, const DaemonReply& config,
-         const ProcessIdentity& identity);
+  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, SharedTotals* totals,
+         const DaemonReply& config, const ProcessIdentity& identity,
+         const MallocDispatch* previous);
   // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
   uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
@@ -66,9 +80,13 @@ class Client {
   int sock_;
   SharedRingBuffer* buffer_;
   SampledAddresses* sampled_;
+  SharedTotals* totals_;
   DaemonReply config_;
   ProcessIdentity identity_;
+  const MallocDispatch* previous_;
   std::atomic<bool> enabled_{true};
+  std::atomic<uint64_t> next_allocator_stats_us_{0};
+  static std::atomic<uint32_t> generation_;
   // Written by every sampled allocation and free, while the fields above are read by every
   // malloc and free of every thread: on a line of its own, or each sample would take that line
   // away from the other cores.

@@ -1,9 +1,9 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
-// per MallocDispatch slot. Each replacement first asks this thread's sampler (allocations) or the
-// table of sampled addresses (frees) whether the call may concern the profile; nearly always it
-// does not, and the replacement ends in a tail call to the previous allocator. Otherwise it calls
-// the previous allocator and then records a sampled allocation, or reports the free of a sampled
-// block so the daemon can match it.
+// per MallocDispatch slot. Each replacement counts the call in this thread's slot of the exact
+// totals (client/thread_totals.h), then asks this thread's sampler (allocations) or the table of
+// sampled addresses (frees) whether the call may concern the profile; nearly always it does not,
+// and the replacement is done with the previous allocator's answer. Otherwise it records a sampled
+// allocation, or reports the free of a sampled block so the daemon can match it.
 //
 // Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
 // thread-local guard against re-entry (pthread_getattr_np and friends allocate).
@@ -16,8 +16,8 @@
 
 #include "client/client.h"
 #include "client/sampler.h"
+#include "client/thread_totals.h"
 #include "common/platform.h"
-
 
 namespace droidheap {
 namespace {
@@ -30,6 +30,7 @@ std::atomic<uint32_t> g_session{0};
 std::atomic<const SampledAddresses*> g_sampled{nullptr};
 DROIDHEAP_TLS bool t_in_hook = false;
 DROIDHEAP_TLS Sampler t_sampler;
+DROIDHEAP_TLS ThreadTotals t_totals;
 
 constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
 
@@ -48,6 +49,35 @@ class HookGuard {
 Client* ActiveClient() {
   Client* client = g_client.load(std::memory_order_acquire);
   return (client != nullptr && client->enabled()) ? client : nullptr;
+}
+
+// Out of line: once per thread and session.
+__attribute__((noinline)) void RefreshTotals(uint32_t generation) {
+  Client* client = ActiveClient();
+  t_totals.Refresh(generation, client != nullptr ? client->totals() : nullptr);
+}
+
+// The slot this thread counts its calls in; nullptr when no session counts them.
+inline TotalsSlot* CountingSlot() {
+  const uint32_t generation = Client::generation();
+  if (__builtin_expect(generation != t_totals.generation(), 0)) RefreshTotals(generation);
+  return t_totals.slot();
+}
+
+// Every block handed out and every block given back is counted at its usable size, what the
+// allocator really set aside: the two sides then cancel exactly. Returns `ptr`.
+inline void* CountAlloc(void* ptr) {
+  if (ptr == nullptr) return ptr;
+  TotalsSlot* slot = CountingSlot();
+  if (slot != nullptr) t_totals.CountAlloc(slot, g_previous->malloc_usable_size(ptr));
+  return ptr;
+}
+
+// Before the block goes back to the allocator: its usable size is gone after.
+inline void CountFree(void* ptr) {
+  if (ptr == nullptr) return;
+  TotalsSlot* slot = CountingSlot();
+  if (slot != nullptr) t_totals.CountFree(slot, g_previous->malloc_usable_size(ptr));
 }
 
 // Whether an allocation of `size` may be sampled: false for our own allocations and, after one
@@ -103,10 +133,13 @@ constexpr uint32_t kExitDrainTimeoutMs = 1000;
 
 __attribute__((destructor)) void DrainAtExit() {
   Client* client = ActiveClient();
-  if (client != nullptr) client->WaitUntilDrained(kExitDrainTimeoutMs);
+  if (client == nullptr) return;
+  client->RecordAllocatorStats(true);
+  client->WaitUntilDrained(kExitDrainTimeoutMs);
 }
 
 void DisableInForkedChild() {
+  t_totals.ForgetInChild();
   Client* client = g_client.load(std::memory_order_acquire);
   if (client != nullptr) client->DisableInChild();
 }
@@ -138,14 +171,15 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   char buf[4096];
   Client* client = Client::Connect(SocketPath(options, buf, sizeof(buf)), previous);
   if (client == nullptr) return false;
-  static bool atfork_registered = false;
-  if (!atfork_registered) {
+  static bool registered = false;
+  if (!registered) {
     pthread_atfork(nullptr, nullptr, DisableInForkedChild);
-    atfork_registered = true;
+    registered = ThreadTotals::CreateThreadKey();
   }
   g_session.fetch_add(1, std::memory_order_relaxed);
   g_sampled.store(client->sampled(), std::memory_order_release);
   g_client.store(client, std::memory_order_release);
+  Client::NewGeneration();
   return true;
 }
 
@@ -167,18 +201,17 @@ EXPORT void heapprofd_free_malloc_leak_info(uint8_t*) {}
 EXPORT ssize_t heapprofd_malloc_backtrace(void*, uintptr_t*, size_t) { return 0; }
 EXPORT bool heapprofd_write_malloc_leak_info(FILE*) { return false; }
 
-// malloc, calloc and free, the calls programs make by the million, keep their other paths out of
-// line: the hook itself then needs no frame and no saved register, only the decision and a tail
-// call (either way, so the stack a sample unwinds is as deep as before).
+// malloc, calloc and free, the calls programs make by the million, keep their sampled paths out of
+// line: the hook itself stays small, only the count, the decision and the call.
 namespace droidheap {
 namespace {
 
 __attribute__((noinline)) void* MallocMaybeSampled(size_t size) {
-  return RecordIfSampled(g_previous->malloc(size), size);
+  return RecordIfSampled(CountAlloc(g_previous->malloc(size)), size);
 }
 
 __attribute__((noinline)) void* CallocMaybeSampled(size_t n, size_t size, size_t total) {
-  return RecordIfSampled(g_previous->calloc(n, size), total);
+  return RecordIfSampled(CountAlloc(g_previous->calloc(n, size)), total);
 }
 
 __attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
@@ -191,19 +224,20 @@ __attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
 }  // namespace droidheap
 
 EXPORT void* heapprofd_malloc(size_t size) {
-  if (!MaybeSampled(size)) return g_previous->malloc(size);
+  if (!MaybeSampled(size)) return CountAlloc(g_previous->malloc(size));
   return MallocMaybeSampled(size);
 }
 
 EXPORT void* heapprofd_calloc(size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(total)) {
-    return g_previous->calloc(n, size);
+    return CountAlloc(g_previous->calloc(n, size));
   }
   return CallocMaybeSampled(n, size, total);
 }
 
 EXPORT void heapprofd_free(void* ptr) {
+  CountFree(ptr);
   if (!MaybeSampledBlock(ptr)) return g_previous->free(ptr);
   FreeMaybeSampled(ptr);
 }
@@ -211,9 +245,13 @@ EXPORT void heapprofd_free(void* ptr) {
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   const uint64_t sequence = MaybeSampledBlock(ptr) ? FreeSequence(ptr) : 0;
   const bool may_sample = MaybeSampled(size);
+  TotalsSlot* slot = ptr != nullptr ? CountingSlot() : nullptr;
+  const uint64_t old_size = slot != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
   void* p = g_previous->realloc(ptr, size);
   // The old block is gone when the call succeeded, or when size 0 freed it; else it lives on.
   if (p != nullptr || size == 0) {
+    if (slot != nullptr) t_totals.CountFree(slot, old_size);
+    CountAlloc(p);
     ReportFree(ptr, sequence);
   } else if (sequence != 0) {
     Client* client = ActiveClient();
@@ -223,32 +261,34 @@ EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
 }
 
 EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {
-  if (!MaybeSampled(size)) return g_previous->memalign(alignment, size);
-  return RecordIfSampled(g_previous->memalign(alignment, size), size);
+  if (!MaybeSampled(size)) return CountAlloc(g_previous->memalign(alignment, size));
+  return RecordIfSampled(CountAlloc(g_previous->memalign(alignment, size)), size);
 }
 
 EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
-  if (!MaybeSampled(size)) return g_previous->posix_memalign(out, alignment, size);
+  const bool may_sample = MaybeSampled(size);
   int rc = g_previous->posix_memalign(out, alignment, size);
-  if (rc == 0) RecordIfSampled(*out, size);
+  if (rc != 0) return rc;
+  CountAlloc(*out);
+  if (may_sample) RecordIfSampled(*out, size);
   return rc;
 }
 
 EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
-  if (!MaybeSampled(size)) return g_previous->aligned_alloc(alignment, size);
-  return RecordIfSampled(g_previous->aligned_alloc(alignment, size), size);
+  if (!MaybeSampled(size)) return CountAlloc(g_previous->aligned_alloc(alignment, size));
+  return RecordIfSampled(CountAlloc(g_previous->aligned_alloc(alignment, size)), size);
 }
 
 #if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
 // 32-bit bionic's two extra slots. The sample is the size asked for, as for memalign.
 EXPORT void* heapprofd_pvalloc(size_t size) {
-  if (!MaybeSampled(size)) return g_previous->pvalloc(size);
-  return RecordIfSampled(g_previous->pvalloc(size), size);
+  if (!MaybeSampled(size)) return CountAlloc(g_previous->pvalloc(size));
+  return RecordIfSampled(CountAlloc(g_previous->pvalloc(size)), size);
 }
 
 EXPORT void* heapprofd_valloc(size_t size) {
-  if (!MaybeSampled(size)) return g_previous->valloc(size);
-  return RecordIfSampled(g_previous->valloc(size), size);
+  if (!MaybeSampled(size)) return CountAlloc(g_previous->valloc(size));
+  return RecordIfSampled(CountAlloc(g_previous->valloc(size)), size);
 }
 #endif
 

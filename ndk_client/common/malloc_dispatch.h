@@ -10,11 +10,46 @@
 #include <stdio.h>
 #include <malloc.h>
 
-#if defined(__BIONIC__)
-using droidheap_mallinfo = struct mallinfo;
+#include <type_traits>
+
+// The mallinfo slot's struct. bionic's has size_t fields. glibc's mallinfo has int fields, which
+// wrap past 2 GiB; its mallinfo2 (2.33) has size_t ones, and the table is ours there (the
+// emulation layer's, or the preload library's), so it carries mallinfo2.
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 33)
+#define DROIDHEAP_MALLINFO2 1
+#endif
+#endif
+#if defined(DROIDHEAP_MALLINFO2)
+using droidheap_mallinfo = struct mallinfo2;
+constexpr char kMallinfoSymbol[] = "mallinfo2";
 #else
 using droidheap_mallinfo = struct mallinfo;
+constexpr char kMallinfoSymbol[] = "mallinfo";
 #endif
+
+// What a mallinfo answer means, which differs between allocators: bytes in blocks handed out,
+// bytes the allocator holds free, bytes it took from the system. glibc counts mmapped blocks
+// apart from the arenas (hblkhd); bionic's allocators (scudo, jemalloc) count every block in
+// uordblks and what they mapped in hblkhd.
+struct AllocatorFigures {
+  uint64_t in_use_bytes;
+  uint64_t free_bytes;
+  uint64_t system_bytes;
+};
+// A field as unsigned: the int fields of an old glibc's mallinfo then wrap at 4 GiB, not 2.
+template <typename Field>
+inline uint64_t MallinfoField(Field value) {
+  return static_cast<std::make_unsigned_t<Field>>(value);
+}
+inline AllocatorFigures InterpretMallinfo(const droidheap_mallinfo& info) {
+#if defined(__BIONIC__)
+  return {MallinfoField(info.uordblks), MallinfoField(info.fordblks), MallinfoField(info.hblkhd)};
+#else
+  return {MallinfoField(info.uordblks) + MallinfoField(info.hblkhd), MallinfoField(info.fordblks),
+          MallinfoField(info.arena) + MallinfoField(info.hblkhd)};
+#endif
+}
 
 extern "C" {
 typedef void* (*MallocCalloc)(size_t, size_t);

@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
+#include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/wire_protocol.h"
 #include "unwinder/process_maps.h"
 #include "unwinder/registers.h"
 
@@ -33,6 +36,8 @@ struct ClientConnection {
   int maps_fd = -1;
   int mem_fd = -1;
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> buffer;
+  // Its exact totals; none for a client older than protocol 4.
+  std::unique_ptr<SharedTotals, SharedTotals::Deleter> totals;
   uint64_t start_timestamp_ns = 0;  // CLOCK_MONOTONIC_COARSE, at the handshake
   bool from_startup = false;
 
@@ -56,6 +61,8 @@ struct ClientConnection {
   // sends records: a process's exit dump comes after its memory is gone.
   ProcessMemory memory;
   uint64_t memory_read_us = 0;
+  // What its allocator last said it holds (its AllocatorStatsRecords).
+  std::optional<AllocatorStatsRecord> allocator;
 };
 
 }  // namespace droidheap

@@ -203,13 +203,17 @@ void Daemon::AcceptClient() {
   } else {
     client->layout = layout;
     client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
-    if (!client->buffer) reply.status = kReplyDaemonBusy;
+    const bool counts = hello.version >= 4 && config_.exact_totals;
+    if (counts) client->totals.reset(SharedTotals::Create());
+    if (!client->buffer || (counts && !client->totals)) {
+      reply.status = kReplyDaemonBusy;
+    }
     // Read the maps now, while the client waits for this reply: a short-lived process may be gone
     // (its maps empty) before its first record is unwound.
     client->maps.Reload(client->maps_fd);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's
-  int shmem_fd = -1;
+  int fds[2] = {-1, -1};
   if (reply.status == kReplyAccepted) {
     reply.sampling_interval = config_.sampling_interval;
     reply.max_stack_bytes = config_.max_stack_bytes;
@@ -219,21 +223,26 @@ void Daemon::AcceptClient() {
     reply.flags = config_.block_client ? uint32_t{kFlagBlockClient} : 0u;
     reply.shmem_size = client->buffer->total_size();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
-    shmem_fd = client->buffer->fd();
+    fds[0] = client->buffer->fd();
+    if (client->totals) {
+      reply.totals_size = SharedTotals::kSize;
+      fds[1] = client->totals->fd();
+    }
   }
+  const size_t fd_count = fds[0] < 0 ? 0 : fds[1] < 0 ? 1 : 2;
   iovec iov{&reply, sizeof(reply)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (shmem_fd >= 0) {
+  if (fd_count > 0) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(fd_count * sizeof(int));
     cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &shmem_fd, sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
+    memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
   }
   bool sent = sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
   if (reply.status != kReplyAccepted || !sent) {

@@ -20,6 +20,9 @@ struct DaemonConfig {
   uint32_t dump_interval_ms = 0;          // 0 = no periodic dumps
   bool dump_at_max = false;  // dumps hold what was in use at each process's peak, not now
   bool block_client = true;
+  // Clients count every allocation and free (protocol/heap_totals.h): two malloc_usable_size
+  // calls per malloc+free pair.
+  bool exact_totals = true;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;

@@ -5,10 +5,13 @@
 
 #include <stdint.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "daemon/process_memory.h"
+#include "protocol/heap_totals.h"
+#include "protocol/wire_protocol.h"
 
 namespace droidheap {
 
@@ -58,6 +61,8 @@ struct DumpSnapshot {
   uint64_t total_unwinding_time_us = 0;
   uint64_t client_blocked_us = 0;
   ProcessMemory memory;  // at the dump
+  std::optional<HeapTotals> totals;  // of libc.malloc, exact; none from an older client
+  std::optional<AllocatorStatsRecord> allocator;  // as the process last reported it
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
   std::vector<CallstackSample> samples;

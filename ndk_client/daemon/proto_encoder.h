@@ -68,8 +68,9 @@ struct Trace { enum : uint32_t { kPacket = 1 }; };
 struct TracePacket {
   enum : uint32_t {
     kProcessTree = 2, kClockSnapshot = 6, kTimestamp = 8, kProcessStats = 9,
-    kTrustedPacketSequenceId = 10,
-    kInternedData = 12, kSequenceFlags = 13, kProfilePacket = 37, kFirstPacketOnSequence = 87
+    kTrustedPacketSequenceId = 10, kTrackEvent = 11,
+    kInternedData = 12, kSequenceFlags = 13, kProfilePacket = 37, kTrackDescriptor = 60,
+    kFirstPacketOnSequence = 87
   };
   enum : uint64_t { kIncrementalStateCleared = 1, kNeedsIncrementalState = 2 };  // SequenceFlags
 };
@@ -91,6 +92,18 @@ struct ProcessMemoryStats {  // perfetto.protos.ProcessStats, the process_stats 
     kPid = 1, kVmRssKb = 3, kRssAnonKb = 4, kRssFileKb = 5, kRssShmemKb = 6, kVmSwapKb = 7,
     kVmHwmKb = 9
   };
+};
+struct TrackDescriptor {
+  enum : uint32_t { kUuid = 1, kName = 2, kProcess = 3, kParentUuid = 5, kCounter = 8 };
+};
+struct ProcessDescriptor { enum : uint32_t { kPid = 1 }; };
+struct CounterDescriptor {
+  enum : uint32_t { kUnit = 3 };
+  enum : uint64_t { kUnitCount = 2, kUnitSizeBytes = 3 };  // Unit
+};
+struct TrackEvent {
+  enum : uint32_t { kType = 9, kTrackUuid = 11, kCounterValue = 30 };
+  enum : uint64_t { kTypeCounter = 4 };  // Type
 };
 struct InternedData {
   enum : uint32_t {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "daemon/clock.h"
+#include "daemon/counter_tracks.h"
 
 namespace droidheap {
 namespace {
@@ -129,7 +130,8 @@ bool TraceWriter::WriteDump(const std::vector<DumpSnapshot>& processes) {
   std::vector<int32_t> described_now;
   // A sequence (re)start carries its own clock snapshot.
   bool ok = sequence_started_ ? WriteClockSnapshot() : WriteSequenceStart();
-  ok = ok && WriteProcessTree(processes, &described_now) && WriteProcessStats(processes);
+  ok = ok && WriteProcessTree(processes, &described_now) && WriteProcessStats(processes) &&
+       WriteCounters(processes);
   for (const DumpSnapshot& process : processes) ok = ok && WriteProcess(process);
   ok = ok && FlushProfilePacket(/*continued=*/false) && Commit();
   if (!ok) RollBack(described_now);
@@ -220,6 +222,23 @@ bool TraceWriter::WriteProcessStats(const std::vector<DumpSnapshot>& processes) 
   ProtoEncoder packet = NewPacket(0);
   packet.Message(pb::TracePacket::kProcessStats, stats);
   return WritePacket(packet);
+}
+
+bool TraceWriter::WriteCounters(const std::vector<DumpSnapshot>& processes) {
+  for (const DumpSnapshot& process : processes) {
+    const CounterPackets counters = DumpCounters(process);
+    for (const ProtoEncoder& descriptor : counters.descriptors) {
+      ProtoEncoder packet = NewPacket(0);
+      packet.Message(pb::TracePacket::kTrackDescriptor, descriptor);
+      if (!WritePacket(packet)) return false;
+    }
+    for (const ProtoEncoder& event : counters.events) {
+      ProtoEncoder packet = NewPacket(0);
+      packet.Message(pb::TracePacket::kTrackEvent, event);
+      if (!WritePacket(packet)) return false;
+    }
+  }
+  return true;
 }
 
 // The process's samples go into the current ProfilePacket, each with the interned entries it is

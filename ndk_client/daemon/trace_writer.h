@@ -6,6 +6,7 @@
 //   [start]  clock_snapshot, INCREMENTAL_STATE_CLEARED, interned iid 0 = "" for the string tables
 //   [dump]   clock_snapshot
 //            process_tree for processes not yet described
+//            process_stats; track descriptors and counter values (counter_tracks.h)
 //            profile_packet index=N   continued=true  + interned_data new to the sequence  ...
 //            profile_packet index=N+k continued=false + interned_data new to the sequence
 //   [dump]   ...
@@ -92,6 +93,8 @@ class TraceWriter {
   // A packet of the sequence, stamped packet_timestamp_, with `flags` (0: none).
   ProtoEncoder NewPacket(uint64_t flags) const;
   bool WriteProcessStats(const std::vector<DumpSnapshot>& processes);
+  // Exact totals and allocator figures: counter tracks (counter_tracks.h).
+  bool WriteCounters(const std::vector<DumpSnapshot>& processes);
   bool WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                         std::vector<int32_t>* described_now);
   bool WriteProcess(const DumpSnapshot& process);

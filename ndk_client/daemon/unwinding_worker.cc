@@ -210,6 +210,11 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       FreeRecord free_record;
       memcpy(&free_record, record.body, sizeof(free_record));
       client->tracker.RecordFree(free_record.address, free_record.sequence);
+    } else if (record.type == kRecordAllocatorStats &&
+               record.body_size >= sizeof(AllocatorStatsRecord)) {
+      AllocatorStatsRecord stats;
+      memcpy(&stats, record.body, sizeof(stats));
+      client->allocator = stats;
     }
     client->buffer->Consume(record);
   }
@@ -343,6 +348,8 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
   if (!client->socket_closed) ReadMemory(client, MonotonicUs());
   s.memory = client->memory;
+  if (client->totals) s.totals = client->totals->Sum();
+  s.allocator = client->allocator;
   client->tracker.Snapshot(&s);
   return s;
 }

@@ -51,10 +51,14 @@ void LibcMallocEnable() {}
 // glibc's takes a non-const pointer; bionic's (and the table's) a const one.
 size_t LibcMallocUsableSize(const void* ptr) { return ::malloc_usable_size(const_cast<void*>(ptr)); }
 
+#if defined(DROIDHEAP_MALLINFO2)
+droidheap_mallinfo LibcMallinfo() { return ::mallinfo2(); }
+#else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 droidheap_mallinfo LibcMallinfo() { return ::mallinfo(); }
 #pragma GCC diagnostic pop
+#endif
 
 const MallocDispatch kLibcDispatch = {
     __libc_calloc,     __libc_free,       LibcMallinfo,      __libc_malloc, LibcMallocUsableSize,

@@ -116,7 +116,7 @@ const MallocDispatch* Next() {
     MallocDispatch d{};
     Find("calloc", &d.calloc, static_cast<MallocCalloc>(nullptr));
     Find("free", &g_next_free, static_cast<MallocFree>(nullptr));
-    Find("mallinfo", &d.mallinfo, EmptyMallinfo);
+    Find(kMallinfoSymbol, &d.mallinfo, EmptyMallinfo);
     Find("malloc", &d.malloc, static_cast<MallocMalloc>(nullptr));
     Find("malloc_usable_size", &g_next_usable_size, static_cast<MallocMallocUsableSize>(nullptr));
     Find("memalign", &d.memalign, static_cast<MallocMemalign>(nullptr));

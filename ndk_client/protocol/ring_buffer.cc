@@ -1,37 +1,17 @@
 #include "protocol/ring_buffer.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
-#include <string.h>
+#include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <stdlib.h>
-
 #include <new>
 
-#ifndef MFD_CLOEXEC
-#define MFD_CLOEXEC 0x0001U
-#endif
-#ifndef MFD_ALLOW_SEALING
-#define MFD_ALLOW_SEALING 0x0002U
-#endif
-#ifndef F_ADD_SEALS
-#define F_ADD_SEALS 1033
-#define F_GET_SEALS 1034
-#define F_SEAL_SEAL 0x0001
-#define F_SEAL_SHRINK 0x0002
-#define F_SEAL_GROW 0x0004
-#endif
+#include "protocol/shared_memory.h"
 
 namespace droidheap {
 namespace {
-
-constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 uint64_t NowUs() {
   timespec ts;
@@ -86,14 +66,8 @@ SharedRingBuffer* SharedRingBuffer::Map(int fd, size_t page_size, size_t data_si
 SharedRingBuffer* SharedRingBuffer::Create(size_t data_size) {
   size_t page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (!IsPowerOfTwo(data_size) || data_size < page_size) return nullptr;
-  int fd = static_cast<int>(
-      syscall(__NR_memfd_create, "droidheap_ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  int fd = CreateSealedMemory("droidheap_ring", page_size + data_size);
   if (fd < 0) return nullptr;
-  if (ftruncate(fd, static_cast<off_t>(page_size + data_size)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, kRequiredSeals | F_SEAL_SEAL) != 0) {
-    close(fd);
-    return nullptr;
-  }
   SharedRingBuffer* rb = Map(fd, page_size, data_size);
   if (rb == nullptr) {
     close(fd);
@@ -106,16 +80,13 @@ SharedRingBuffer* SharedRingBuffer::Create(size_t data_size) {
 
 SharedRingBuffer* SharedRingBuffer::Attach(int fd, uint64_t expected_total_size) {
   size_t page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected_total_size ||
-      expected_total_size <= page_size || !IsPowerOfTwo(expected_total_size - page_size)) {
+  // Without the seals the daemon's mapping could be truncated under it (SIGBUS).
+  if (!IsSealedMemory(fd, expected_total_size) || expected_total_size <= page_size ||
+      !IsPowerOfTwo(expected_total_size - page_size)) {
     return nullptr;
   }
   // A 64-bit daemon may offer more than a 32-bit process can map twice over.
   if (expected_total_size - page_size > (SIZE_MAX - page_size) / 2) return nullptr;
-  // Without these seals the daemon's mapping could be truncated under it (SIGBUS).
-  int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals) return nullptr;
   SharedRingBuffer* rb = Map(fd, page_size, expected_total_size - page_size);
   if (rb == nullptr) return nullptr;
   if (rb->meta_->version != kRingBufferVersion || rb->meta_->data_size != rb->data_size_) {

@@ -2,7 +2,8 @@
 //
 // Socket (SOCK_STREAM unix socket, path passed to the client through its options string):
 //   client -> daemon  ClientHello + SCM_RIGHTS{/proc/self/maps fd, /proc/self/mem fd}
-//   daemon -> client  DaemonReply + SCM_RIGHTS{shared memory fd}   (no fd when rejected)
+//   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd}   (no fd when rejected;
+//                     the totals fd from version 4, heap_totals.h)
 //   client -> daemon  single wake-up bytes afterwards (content ignored); EOF = client gone.
 //
 // Shared memory: see ring_buffer.h. Every record in it starts with a RecordHeader; the record
@@ -29,8 +30,9 @@ namespace droidheap {
 constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
 constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 2: ClientHello::abi. 3: DaemonReply::block_timeout_us (milliseconds before, as
-// block_timeout_ms; the daemon answers an older client in its unit).
-constexpr uint32_t kProtocolVersion = 3;
+// block_timeout_ms; the daemon answers an older client in its unit). 4: DaemonReply::totals_size
+// and the totals fd; AllocatorStatsRecord.
+constexpr uint32_t kProtocolVersion = 4;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -78,17 +80,23 @@ struct alignas(8) DaemonReply {
   uint32_t reserved;
   uint64_t shmem_size;  // total size of the shared memory object
   uint64_t random_seed;  // sampler seed; 0 = seed from the clock (tests pin it)
+  // Version 4. Size of the shared totals (heap_totals.h), the reply's second fd; 0 = none.
+  uint64_t totals_size;
 };
-static_assert(sizeof(DaemonReply) == 56, "wire layout");
+// A reply of version 3 stops before totals_size: the client reads what came and zeroes the rest.
+constexpr uint32_t kDaemonReplyV3Size = 56;
+static_assert(sizeof(DaemonReply) == 64, "wire layout");
 static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
                   offsetof(DaemonReply, max_stack_bytes) == 24 &&
                   offsetof(DaemonReply, shmem_size) == 40 &&
-                  offsetof(DaemonReply, random_seed) == 48,
+                  offsetof(DaemonReply, random_seed) == 48 &&
+                  offsetof(DaemonReply, totals_size) == 56,
               "wire layout");
 
 enum RecordType : uint32_t {
   kRecordAlloc = 1,
   kRecordFree = 2,
+  kRecordAllocatorStats = 3,  // version 4
 };
 
 struct alignas(8) AllocRecord {
@@ -112,5 +120,14 @@ struct alignas(8) FreeRecord {
   uint64_t address;
 };
 static_assert(sizeof(FreeRecord) == 16, "wire layout");
+
+// What the allocator itself says it holds (mallinfo), read in the process at most every 100 ms
+// while it samples, and at exit. Already interpreted per libc (common/platform.h).
+struct alignas(8) AllocatorStatsRecord {
+  uint64_t in_use_bytes;  // in blocks handed out and not freed
+  uint64_t free_bytes;    // held by the allocator, free
+  uint64_t system_bytes;  // taken from the system (heap and mmapped)
+};
+static_assert(sizeof(AllocatorStatsRecord) == 24, "wire layout");
 
 }  // namespace droidheap

@@ -1,13 +1,14 @@
 // The layout of every struct two processes share (wire_protocol.h: the socket messages and the
-// records; ring_buffer.h: the shared metadata), printed one field a line. A 32-bit app talks to a
-// 64-bit daemon on a phone, so tests/unit/test_native.py compares the output of a 32-bit build
-// with a 64-bit build's: they must be identical. The static_asserts next to the structs pin the
+// records; ring_buffer.h: the shared metadata; heap_totals.h: the totals' slots), printed one
+// field a line. A 32-bit app talks to a 64-bit daemon on a phone, so tests/unit/test_native.py
+// compares the output of a 32-bit build with a 64-bit build's: they must be identical. The static_asserts next to the structs pin the
 // same offsets at compile time; this catches what they do not list.
 #include <stddef.h>
 #include <stdio.h>
 
 #include <atomic>
 
+#include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
 #include "protocol/wire_protocol.h"
 #include "tests/test_util.h"
@@ -41,6 +42,7 @@ int main() {
   FIELD(DaemonReply, reserved);
   FIELD(DaemonReply, shmem_size);
   FIELD(DaemonReply, random_seed);
+  FIELD(DaemonReply, totals_size);
 
   STRUCT(AllocRecord);
   FIELD(AllocRecord, sequence);
@@ -55,6 +57,18 @@ int main() {
   STRUCT(FreeRecord);
   FIELD(FreeRecord, sequence);
   FIELD(FreeRecord, address);
+
+  STRUCT(AllocatorStatsRecord);
+  FIELD(AllocatorStatsRecord, in_use_bytes);
+  FIELD(AllocatorStatsRecord, free_bytes);
+  FIELD(AllocatorStatsRecord, system_bytes);
+
+  STRUCT(TotalsSlot);
+  FIELD(TotalsSlot, taken);
+  FIELD(TotalsSlot, alloc_count);
+  FIELD(TotalsSlot, alloc_bytes);
+  FIELD(TotalsSlot, free_count);
+  FIELD(TotalsSlot, free_bytes);
 
   STRUCT(RecordHeader);
   FIELD(RecordHeader, size);

@@ -5,7 +5,7 @@ import pathlib
 import re
 import shutil
 import subprocess
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -33,26 +33,55 @@ class FakeMapping:
 SampleRow = Tuple[int, int, int, int, int]
 
 
+def heap_counters(alloc_count: int, alloc_bytes: int, free_count: int, free_bytes: int,
+                  heap: str = "libc.malloc") -> Dict[str, int]:
+    """The exact totals of a heap, named as droidheapd names its counter tracks."""
+    return {f"{heap}: allocations": alloc_count, f"{heap}: allocated bytes": alloc_bytes,
+            f"{heap}: frees": free_count, f"{heap}: freed bytes": free_bytes}
+
+
+def mallinfo_counters(in_use: int, free: int, system: int) -> Dict[str, int]:
+    return {"mallinfo: in use bytes": in_use, "mallinfo: free bytes": free,
+            "mallinfo: system bytes": system}
+
+
 class TraceBuilder:
     """Writes packets the way droidheapd does: one sequence, the first packet clearing incremental
     state, entries interned once (in the next packet written) and referred to by every later
-    dump."""
+    dump, counter tracks described once per sequence."""
 
     def __init__(self, seq_id: int = SEQ_ID):
         self.seq_id = seq_id
         self.packets: List[pb.TracePacket] = []
+        # (pid, counter name) -> track uuid; (pid, "") is the process track. Kept over a restart,
+        # as droidheapd derives them from the pid.
+        self._track_uuids: Dict[Tuple[int, str], int] = {}
+        self._start_sequence()
+
+    def _start_sequence(self) -> None:
+        self._clear_next = True
+        # The trace processor counts ProfilePacket indexes from 0 in each incremental-state
+        # generation.
+        self._profile_packets = 0
         self._pending = pb.InternedData()
         self._strings: Dict[str, int] = {}
         self._build_ids: Dict[bytes, int] = {}
         self._mappings: Dict[FakeMapping, int] = {}
         self._frames: Dict[Tuple[int, int], int] = {}
         self._callstacks: Dict[Tuple[int, ...], int] = {}
-        self._profile_packets = 0
+        self._described_tracks: Set[int] = set()
+
+    def restart(self):
+        """Starts the sequence again, as droidheapd does after a failed dump: the next packet
+        clears incremental state; entries are interned and counter tracks described anew."""
+        self._start_sequence()
+        return self
 
     def _packet(self) -> pb.TracePacket:
         packet = pb.TracePacket(trusted_packet_sequence_id=self.seq_id)
-        if not self.packets:
+        if self._clear_next:
             packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+            self._clear_next = False
         self.packets.append(packet)
         return packet
 
@@ -67,6 +96,43 @@ class TraceBuilder:
 
     def process(self, pid: int, *cmdline: str):
         self._packet().process_tree.processes.add(pid=pid, ppid=1, cmdline=list(cmdline))
+        return self
+
+    def process_stats(self, pid: int, rss_kb: int, rss_anon_kb: int = 0):
+        self._packet().process_stats.processes.add(pid=pid, vm_rss_kb=rss_kb,
+                                                   rss_anon_kb=rss_anon_kb)
+        return self
+
+    def _track_uuid(self, pid: int, name: str = "") -> int:
+        """The uuid of `pid`'s counter track `name` (its process track for ""), described first
+        (after its parent) when the sequence has not had it."""
+        parent = self._track_uuid(pid) if name else 0
+        uuid = self._track_uuids.setdefault((pid, name), len(self._track_uuids) + 1)
+        if uuid not in self._described_tracks:
+            self._described_tracks.add(uuid)
+            track = self._packet().track_descriptor
+            track.uuid = uuid
+            if name:
+                track.parent_uuid = parent
+                track.name = name
+                in_bytes = name.endswith(" bytes")
+                track.counter.unit = (pb.CounterDescriptor.UNIT_SIZE_BYTES if in_bytes
+                                      else pb.CounterDescriptor.UNIT_COUNT)
+            else:
+                track.process.pid = pid
+        return uuid
+
+    def counters(self, pid: int, values: Dict[str, int], timestamp: int = BOOTTIME_NS + 10**9):
+        """`pid`'s counter values for the next dump, one packet each, after the descriptors of
+        the tracks new to the sequence (the process track first)."""
+        uuids = {name: self._track_uuid(pid, name) for name in values}
+        for name, value in values.items():
+            packet = self._packet()
+            packet.timestamp = timestamp
+            event = packet.track_event
+            event.type = pb.TrackEvent.TYPE_COUNTER
+            event.track_uuid = uuids[name]
+            event.counter_value = value
         return self
 
     def _path_id(self, component: str) -> int:

@@ -11,7 +11,7 @@ FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration",
          "-c, --continuous-dump", "--dump-at-max",
          "--block-client / --no-block-client", "--block-client-timeout", "--shmem-size",
          "--no-running", "--no-startup", "--print-config", "-o, --output", "-s, --serial",
-         "--local", "--version"]
+         "--local", "--version", "--exact-totals / --no-exact-totals"]
 
 
 def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
@@ -39,14 +39,15 @@ def print_config(tmp_path, *args):
 
 def test_print_config_shows_the_daemon_command_and_touches_no_device(tmp_path):
     out = print_config(tmp_path, "--local", "-i", "512", "-c", "250", "--no-block-client",
-                       "--dump-at-max", "--shmem-size", "65536", "--", "/bin/prog@x", "arg")
+                       "--dump-at-max", "--shmem-size", "65536", "--no-exact-totals", "--",
+                       "/bin/prog@x", "arg")
     words = out.splitlines()[0].split()
     assert words[0] == "droidheapd"
     for flag, value in [("--interval", "512"), ("--dump-interval-ms", "250"),
                         ("--shmem-size", "65536"), ("--name", "prog")]:
         assert words[words.index(flag) + 1] == value, out
     assert "--no-block-client" in words and "--block-timeout-us" not in words
-    assert "--dump-at-max" in words
+    assert "--dump-at-max" in words and "--no-exact-totals" in words
     # The stack copy shrinks with the buffer: a record fits in half of it.
     assert int(words[words.index("--max-stack") + 1]) <= 65536 // 2 - 328
     assert "then starts: /bin/prog@x arg" in out

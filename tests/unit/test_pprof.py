@@ -11,7 +11,8 @@ from droidheap.pprof import Profile, build_profile, pprof_file_name, write_pprof
 from droidheap.symbolizer import ModuleSymbols, SourceLine, SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from fixtures_trace import APP, LIBC, two_process_trace
+from fixtures_trace import (APP, LIBC, TraceBuilder, heap_counters, mallinfo_counters,
+                            two_process_trace)
 
 TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
 
@@ -118,6 +119,22 @@ def test_comment_holds_the_cmdline_and_time_is_set(pprof_files):
     assert comments[0] == "/data/local/tmp/app --fast"
     assert "flags: disconnected" in comments
     assert p.time_nanos == 123 and p.duration_nanos == 2 * 10**9
+
+
+def test_comment_holds_the_exact_totals_and_mallinfo_when_known():
+    b = TraceBuilder()
+    stack = b.callstack([(APP, 0x2000)])
+    b.counters(7, {**heap_counters(10, 1000, 4, 400), **mallinfo_counters(700, 300, 4096)})
+    b.dump({7: [(stack, 64, 0, 1, 0)]})
+    b.dump({7: [(stack, 128, 0, 2, 0)]})  # none this time
+    known, unknown = rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[7]
+    p = build_profile(known, _symbols())
+    comments = _strings(p, p.comment)
+    assert ("exact since profiling began: 10 allocations (1000 bytes), 4 frees (400 bytes)"
+            in comments)
+    assert "mallinfo: 700 bytes in use, 300 free, 4096 from the system" in comments
+    p = build_profile(unknown, _symbols())
+    assert not [c for c in _strings(p, p.comment) if c.startswith(("exact", "mallinfo"))]
 
 
 def test_one_file_per_process_and_dump(pprof_files):

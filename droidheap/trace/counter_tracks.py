@@ -1,0 +1,87 @@
+"""Reads the figures droidheapd writes beside each dump as Perfetto counter tracks of the process
+(ndk_client/daemon/counter_tracks.h): the exact totals of a heap, "<heap>: allocations",
+"<heap>: allocated bytes", "<heap>: frees", "<heap>: freed bytes", and what the allocator says it
+holds, "mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes".
+
+On a sequence, a process track (`process.pid`) and its counter tracks (children by parent_uuid)
+are described before the dump that uses them (droidheapd describes them at every dump; a
+descriptor seen twice is one track). Each dump's values, one TYPE_COUNTER event per counter, come
+before its profile packets. A counter that did not arrive is unknown, not 0.
+"""
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+_TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
+_MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class HeapTotals:
+    """Every allocation and free of one heap since profiling of the process began, counted exactly
+    (not sampled), bytes at usable sizes (what the allocator handed out)."""
+    alloc_count: int
+    alloc_bytes: int
+    free_count: int
+    free_bytes: int
+
+    # Exact when profiling began with the process. For one attached while running, frees of blocks
+    # allocated before count too: these can then be below what is in use, even negative.
+    @property
+    def in_use_bytes(self) -> int:
+        return self.alloc_bytes - self.free_bytes
+
+    @property
+    def live_blocks(self) -> int:
+        return self.alloc_count - self.free_count
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocatorStats:
+    """What the allocator says (mallinfo), as the process last reported it: at most every 100 ms
+    while it allocates, and at exit."""
+    in_use_bytes: int  # in allocated blocks
+    free_bytes: int    # free inside the allocator
+    system_bytes: int  # taken from the system
+
+
+class CounterTracks:
+    """The counter tracks of one trusted packet sequence and the values read since its last finished
+    dump; owned by rebuild_dumps, one per sequence."""
+
+    def __init__(self):
+        self._pids: Dict[int, int] = {}  # process track uuid -> pid
+        self._counters: Dict[int, Tuple[int, str]] = {}  # counter track uuid -> (parent, name)
+        self._values: Dict[int, Dict[str, int]] = {}  # pid -> counter name -> value
+
+    def add_descriptor(self, track: pb.TrackDescriptor) -> None:
+        if track.HasField("process"):
+            self._pids[track.uuid] = track.process.pid
+        elif track.HasField("counter"):
+            self._counters[track.uuid] = (track.parent_uuid, track.name)
+
+    def add_event(self, event: pb.TrackEvent) -> None:
+        if event.type != pb.TrackEvent.TYPE_COUNTER or not event.HasField("counter_value"):
+            return
+        parent, name = self._counters.get(event.track_uuid, (0, ""))
+        # The parent is looked up now, not when the counter was described: Perfetto lets a child
+        # be described before its parent.
+        if parent in self._pids:
+            self._values.setdefault(self._pids[parent], {})[name] = event.counter_value
+
+    def totals(self, pid: int, heap: str) -> Optional[HeapTotals]:
+        figures = self._figures(pid, [f"{heap}: {name}" for name in _TOTALS])
+        return HeapTotals(*figures) if figures else None
+
+    def allocator(self, pid: int) -> Optional[AllocatorStats]:
+        figures = self._figures(pid, _MALLINFO)
+        return AllocatorStats(*figures) if figures else None
+
+    def dump_finished(self) -> None:
+        self._values.clear()
+
+    def _figures(self, pid: int, names: Sequence[str]) -> Optional[List[int]]:
+        """The values of all `names`, or None unless every one arrived."""
+        values = self._values.get(pid, {})
+        return [values[n] for n in names] if all(n in values for n in names) else None

@@ -1,0 +1,41 @@
+#include "client/thread_totals.h"
+
+#include <pthread.h>
+
+namespace droidheap {
+namespace {
+
+pthread_key_t g_thread_key;
+
+void OnThreadExit(void* totals) { static_cast<ThreadTotals*>(totals)->EndThread(); }
+
+}  // namespace
+
+bool ThreadTotals::CreateThreadKey() { return pthread_key_create(&g_thread_key, OnThreadExit) == 0; }
+
+void ThreadTotals::Refresh(uint32_t generation, SharedTotals* totals) {
+  generation_ = generation;
+  if (totals_ != nullptr) totals_->Release(slot_);
+  totals_ = totals;
+  slot_ = totals != nullptr ? totals->Claim() : nullptr;
+  shared_ = totals != nullptr && totals->IsShared(slot_);
+  // Held as a pointer to this thread-local, so that the key's destructor runs at thread exit.
+  // glibc may allocate here (keys past the first 32): the generation above ends that re-entry.
+  if (slot_ != nullptr && !shared_) pthread_setspecific(g_thread_key, this);
+}
+
+void ThreadTotals::EndThread() {
+  if (totals_ == nullptr || shared_) return;
+  totals_->Release(slot_);
+  slot_ = totals_->shared_slot();
+  shared_ = true;
+}
+
+void ThreadTotals::ForgetInChild() {
+  totals_ = nullptr;
+  slot_ = nullptr;
+  shared_ = false;
+  pthread_setspecific(g_thread_key, nullptr);
+}
+
+}  // namespace droidheap

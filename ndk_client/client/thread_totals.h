@@ -1,0 +1,50 @@
+// One thread's part in the exact totals of the current session (protocol/heap_totals.h): the slot
+// it counts its allocations and frees in. Thread-local, never shared; a zero-initialised one
+// counts nowhere until its first Refresh.
+//
+// The slot is looked up again whenever the recording generation (Client::generation()) changes,
+// that is when a session starts or stops: one load and compare per call otherwise. A thread gives
+// its slot back when it ends (a pthread key's destructor) and then counts in the shared slot, for
+// the frees that other destructors still make.
+#pragma once
+
+#include <stdint.h>
+
+#include "protocol/heap_totals.h"
+
+namespace droidheap {
+
+class ThreadTotals {
+ public:
+  uint32_t generation() const { return generation_; }
+  TotalsSlot* slot() const { return slot_; }
+
+  // Counts in `totals` (nullptr: nowhere) from now on, as of `generation`. Gives back the slot
+  // held so far. Safe to re-enter from an allocation it makes: the generation is set first.
+  void Refresh(uint32_t generation, SharedTotals* totals);
+  // The thread ends: its slot goes back, and it counts in the shared slot from now on.
+  void EndThread();
+  // In a forked child: the slot is the parent thread's (the mapping is shared); forget it without
+  // giving it back.
+  void ForgetInChild();
+
+  void CountAlloc(TotalsSlot* slot, uint64_t bytes) const {
+    AddToSlot(&slot->alloc_count, 1, shared_);
+    AddToSlot(&slot->alloc_bytes, bytes, shared_);
+  }
+  void CountFree(TotalsSlot* slot, uint64_t bytes) const {
+    AddToSlot(&slot->free_count, 1, shared_);
+    AddToSlot(&slot->free_bytes, bytes, shared_);
+  }
+
+  // Once per process, before any Refresh: the key whose destructor calls EndThread.
+  static bool CreateThreadKey();
+
+ private:
+  uint32_t generation_ = 0;
+  bool shared_ = false;
+  TotalsSlot* slot_ = nullptr;
+  SharedTotals* totals_ = nullptr;  // where slot_ belongs
+};
+
+}  // namespace droidheap

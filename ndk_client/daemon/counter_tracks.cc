@@ -1,0 +1,79 @@
+#include "daemon/counter_tracks.h"
+
+#include <stdint.h>
+
+#include <string>
+
+namespace droidheap {
+namespace {
+
+// "dh" in the top bytes keeps clear of the uuids other producers pick at random, low bytes free
+// for the counters of one process.
+constexpr uint64_t kUuidBase = uint64_t{0x6468} << 48;
+constexpr char kMallocHeap[] = "libc.malloc";
+
+struct Counter {
+  uint64_t id;  // fixed per name: the low byte of its track's uuid
+  std::string name;
+  uint64_t unit;
+  uint64_t value;
+};
+
+uint64_t ProcessTrackUuid(int32_t pid) {
+  return kUuidBase | (uint64_t{static_cast<uint32_t>(pid)} << 8);
+}
+
+std::vector<Counter> CountersOf(const DumpSnapshot& process) {
+  using Unit = pb::CounterDescriptor;
+  std::vector<Counter> counters;
+  if (process.totals) {
+    const std::string heap = std::string(kMallocHeap) + ": ";
+    const HeapTotals& t = *process.totals;
+    counters.push_back({1, heap + "allocations", Unit::kUnitCount, t.alloc_count});
+    counters.push_back({2, heap + "allocated bytes", Unit::kUnitSizeBytes, t.alloc_bytes});
+    counters.push_back({3, heap + "frees", Unit::kUnitCount, t.free_count});
+    counters.push_back({4, heap + "freed bytes", Unit::kUnitSizeBytes, t.free_bytes});
+  }
+  if (process.allocator) {
+    const AllocatorStatsRecord& a = *process.allocator;
+    counters.push_back({5, "mallinfo: in use bytes", Unit::kUnitSizeBytes, a.in_use_bytes});
+    counters.push_back({6, "mallinfo: free bytes", Unit::kUnitSizeBytes, a.free_bytes});
+    counters.push_back({7, "mallinfo: system bytes", Unit::kUnitSizeBytes, a.system_bytes});
+  }
+  return counters;
+}
+
+}  // namespace
+
+CounterPackets DumpCounters(const DumpSnapshot& process) {
+  CounterPackets out;
+  const std::vector<Counter> counters = CountersOf(process);
+  if (counters.empty()) return out;
+  const uint64_t process_uuid = ProcessTrackUuid(process.pid);
+  ProtoEncoder pid;
+  pid.Int32(pb::ProcessDescriptor::kPid, process.pid);
+  ProtoEncoder process_track;
+  process_track.Varint(pb::TrackDescriptor::kUuid, process_uuid);
+  process_track.Message(pb::TrackDescriptor::kProcess, pid);
+  out.descriptors.push_back(process_track);
+  for (const Counter& c : counters) {
+    const uint64_t uuid = process_uuid | c.id;
+    ProtoEncoder counter;
+    counter.Varint(pb::CounterDescriptor::kUnit, c.unit);
+    ProtoEncoder track;
+    track.Varint(pb::TrackDescriptor::kUuid, uuid);
+    track.Varint(pb::TrackDescriptor::kParentUuid, process_uuid);
+    track.Bytes(pb::TrackDescriptor::kName, c.name);
+    track.Message(pb::TrackDescriptor::kCounter, counter);
+    out.descriptors.push_back(track);
+    ProtoEncoder event;
+    event.Varint(pb::TrackEvent::kType, pb::TrackEvent::kTypeCounter);
+    event.Varint(pb::TrackEvent::kTrackUuid, uuid);
+    // int64 on the wire; no figure here comes near 2^63.
+    event.Varint(pb::TrackEvent::kCounterValue, c.value);
+    out.events.push_back(event);
+  }
+  return out;
+}
+
+}  // namespace droidheap

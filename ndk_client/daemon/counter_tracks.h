@@ -1,0 +1,28 @@
+// A dump's figures that are not call stacks -- the exact totals of the heap and what the allocator
+// says it holds -- as Perfetto counter tracks under the process: the trace processor shows each
+// as a counter of the process, the UI as a track that moves from dump to dump, and the host reads
+// them back by name (droidheap/trace/).
+//
+// Names: "<heap>: allocations", "<heap>: allocated bytes", "<heap>: frees", "<heap>: freed bytes"
+// (every call, counted at usable sizes) and "mallinfo: in use bytes", "mallinfo: free bytes",
+// "mallinfo: system bytes". Track uuids are derived from the pid, so every dump can describe its
+// tracks again (the same descriptor twice is one track) and a restarted sequence needs nothing
+// remembered.
+#pragma once
+
+#include <vector>
+
+#include "daemon/dump_snapshot.h"
+#include "daemon/proto_encoder.h"
+
+namespace droidheap {
+
+struct CounterPackets {
+  std::vector<ProtoEncoder> descriptors;  // TracePacket.track_descriptor bodies
+  std::vector<ProtoEncoder> events;       // TracePacket.track_event bodies, one per value
+};
+
+// The tracks and values of `process`'s dump; nothing for figures it does not have.
+CounterPackets DumpCounters(const DumpSnapshot& process);
+
+}  // namespace droidheap
