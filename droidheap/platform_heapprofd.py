@@ -126,6 +126,8 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
         heap.no_startup = True
     if options.dump_at_max:
         heap.dump_at_max = True  # Android 11+
+    if not options.fork_teardown:
+        heap.disable_fork_teardown = True  # Android 11+
     if options.dump_interval_ms:
         # droidheapd's first periodic dump also comes one interval after the start.
         heap.continuous_dump_config.dump_phase_ms = options.dump_interval_ms

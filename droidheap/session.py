@@ -29,6 +29,7 @@ class ProfileOptions:
     dump_at_max: bool = False
     block_client: bool = True
     exact_totals: bool = True
+    fork_teardown: bool = True
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
@@ -51,6 +52,8 @@ class ProfileOptions:
             args.append("--no-block-client")
         if not self.exact_totals:
             args.append("--no-exact-totals")
+        if not self.fork_teardown:
+            args.append("--disable-fork-teardown")
         if self.seed:
             args += ["--seed", str(self.seed)]
         return args

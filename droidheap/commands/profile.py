@@ -98,6 +98,9 @@ def _shmem_size(ctx, param, value):
 @click.option("--exact-totals/--no-exact-totals", default=True,
               help="Count every allocation and free beside the samples (default); without, "
                    "the unsampled calls cost about 1 ns instead of 5.")
+@click.option("--disable-fork-teardown", is_flag=True,
+              help="Profile a forked child as a process of its own, from the fork on, instead "
+                   "of only leaving it out.")
 @click.option("--no-running", is_flag=True,
               help="With -n: only processes that start during the session.")
 @click.option("--no-startup", is_flag=True,
@@ -110,8 +113,8 @@ def _shmem_size(ctx, param, value):
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
-            block_client, block_client_timeout_us, shmem_size, exact_totals, no_running, no_startup,
-            print_config, output, seed, argv):
+            block_client, block_client_timeout_us, shmem_size, exact_totals,
+            disable_fork_teardown, no_running, no_startup, print_config, output, seed, argv):
     """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
     pid_list = _split_list(pids, int, "pid")
@@ -121,7 +124,8 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              dump_at_max=dump_at_max, block_client=block_client,
                              block_client_timeout_us=block_client_timeout_us,
-                             shmem_size=shmem_size, exact_totals=exact_totals, seed=seed)
+                             shmem_size=shmem_size, exact_totals=exact_totals,
+                             fork_teardown=not disable_fork_teardown, seed=seed)
     if print_config:
         _print_config(obj, options, targets, argv, duration_ms)
         return

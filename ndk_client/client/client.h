@@ -33,6 +33,10 @@ class Client {
   // Where the threads count every allocation and free; nullptr when the daemon keeps no totals.
   // Lives as long as the client.
   SharedTotals* totals() const { return totals_; }
+  const ProcessIdentity& identity() const { return identity_; }
+  // Whether a forked child is profiled as a process of its own (heapprofd's
+  // disable_fork_teardown).
+  bool profiles_forked_children() const { return config_.flags & kFlagDisableForkTeardown; }
 
   // Changes whenever a client starts or stops recording (NewGeneration, Shutdown,
   // DisableInChild): what the hooks' per-thread view of the session is checked against.

@@ -54,7 +54,11 @@ Client* ActiveClient() {
 // Out of line: once per thread and session.
 __attribute__((noinline)) void RefreshTotals(uint32_t generation) {
   Client* client = ActiveClient();
-  t_totals.Refresh(generation, client != nullptr ? client->totals() : nullptr);
+  if (client == nullptr) {
+    t_totals.Refresh(generation, nullptr, nullptr);
+  } else {
+    t_totals.Refresh(generation, client->totals(), &client->identity());
+  }
 }
 
 // The slot this thread counts its calls in; nullptr when no session counts them.
@@ -138,22 +142,45 @@ __attribute__((destructor)) void DrainAtExit() {
   client->WaitUntilDrained(kExitDrainTimeoutMs);
 }
 
-void DisableInForkedChild() {
-  t_totals.ForgetInChild();
-  Client* client = g_client.load(std::memory_order_acquire);
-  if (client != nullptr) client->DisableInChild();
-}
+// Where the session's daemon listens, from the options: a forked child profiled as a process of
+// its own connects there again.
+char g_socket_path[108];
 
-const char* SocketPath(const char* options, char* buf, size_t size) {
+void SetSocketPath(const char* options) {
   static const char kKey[] = "socket=";
   const char* found = options ? strstr(options, kKey) : nullptr;
-  if (found == nullptr) return kDefaultSocket;
-  found += sizeof(kKey) - 1;
-  size_t len = strcspn(found, " ,");
-  if (len == 0 || len >= size) return kDefaultSocket;
-  memcpy(buf, found, len);
-  buf[len] = '\0';
-  return buf;
+  size_t len = 0;
+  if (found != nullptr) {
+    found += sizeof(kKey) - 1;
+    len = strcspn(found, " ,");
+  }
+  if (len == 0 || len >= sizeof(g_socket_path)) {
+    found = kDefaultSocket;
+    len = sizeof(kDefaultSocket) - 1;
+  }
+  memcpy(g_socket_path, found, len);
+  g_socket_path[len] = '\0';
+}
+
+// Makes `client` the one the hooks record to: a new session.
+void Install(Client* client) {
+  g_session.fetch_add(1, std::memory_order_relaxed);
+  g_sampled.store(client->sampled(), std::memory_order_release);
+  g_client.store(client, std::memory_order_release);
+  Client::NewGeneration();
+}
+
+// A forked child's session, the parent's, ends here (its records would be booked against the
+// parent). With fork teardown disabled the child then starts one of its own, from this point on.
+void AtForkChild() {
+  t_totals.ForgetInChild();
+  Client* client = g_client.load(std::memory_order_acquire);
+  if (client == nullptr) return;
+  const bool own_session = client->enabled() && client->profiles_forked_children();
+  client->DisableInChild();
+  if (!own_session) return;
+  Client* child = Client::Connect(g_socket_path, g_previous);
+  if (child != nullptr) Install(child);
 }
 
 }  // namespace
@@ -168,18 +195,16 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   Client* current = g_client.load(std::memory_order_acquire);
   if (current != nullptr && current->enabled()) return true;  // already profiling
   g_previous = previous;
-  char buf[4096];
-  Client* client = Client::Connect(SocketPath(options, buf, sizeof(buf)), previous);
+  SetSocketPath(options);
+  Client* client = Client::Connect(g_socket_path, previous);
   if (client == nullptr) return false;
   static bool registered = false;
   if (!registered) {
-    pthread_atfork(nullptr, nullptr, DisableInForkedChild);
-    registered = ThreadTotals::CreateThreadKey();
+    pthread_atfork(nullptr, nullptr, AtForkChild);
+    ThreadTotals::CreateThreadKey();
+    registered = true;
   }
-  g_session.fetch_add(1, std::memory_order_relaxed);
-  g_sampled.store(client->sampled(), std::memory_order_release);
-  g_client.store(client, std::memory_order_release);
-  Client::NewGeneration();
+  Install(client);
   return true;
 }
 

@@ -13,9 +13,11 @@ void OnThreadExit(void* totals) { static_cast<ThreadTotals*>(totals)->EndThread(
 
 bool ThreadTotals::CreateThreadKey() { return pthread_key_create(&g_thread_key, OnThreadExit) == 0; }
 
-void ThreadTotals::Refresh(uint32_t generation, SharedTotals* totals) {
+void ThreadTotals::Refresh(uint32_t generation, SharedTotals* totals,
+                           const ProcessIdentity* identity) {
   generation_ = generation;
-  if (totals_ != nullptr) totals_->Release(slot_);
+  if (totals_ != nullptr && InOwnProcess()) totals_->Release(slot_);
+  identity_ = identity != nullptr && identity->answers_without_syscall() ? identity : nullptr;
   totals_ = totals;
   slot_ = totals != nullptr ? totals->Claim() : nullptr;
   shared_ = totals != nullptr && totals->IsShared(slot_);
@@ -25,7 +27,7 @@ void ThreadTotals::Refresh(uint32_t generation, SharedTotals* totals) {
 }
 
 void ThreadTotals::EndThread() {
-  if (totals_ == nullptr || shared_) return;
+  if (totals_ == nullptr || shared_ || !InOwnProcess()) return;
   totals_->Release(slot_);
   slot_ = totals_->shared_slot();
   shared_ = true;
@@ -35,6 +37,7 @@ void ThreadTotals::ForgetInChild() {
   totals_ = nullptr;
   slot_ = nullptr;
   shared_ = false;
+  identity_ = nullptr;
   pthread_setspecific(g_thread_key, nullptr);
 }
 

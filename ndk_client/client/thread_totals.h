@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "client/process_identity.h"
 #include "protocol/heap_totals.h"
 
 namespace droidheap {
@@ -17,11 +18,14 @@ namespace droidheap {
 class ThreadTotals {
  public:
   uint32_t generation() const { return generation_; }
-  TotalsSlot* slot() const { return slot_; }
+  // nullptr in a child that inherited the slot without an atfork handler (a raw clone()): its
+  // calls are not the profiled process's. Checked where the check costs no system call.
+  TotalsSlot* slot() const { return InOwnProcess() ? slot_ : nullptr; }
 
-  // Counts in `totals` (nullptr: nowhere) from now on, as of `generation`. Gives back the slot
-  // held so far. Safe to re-enter from an allocation it makes: the generation is set first.
-  void Refresh(uint32_t generation, SharedTotals* totals);
+  // Counts in `totals` (nullptr: nowhere) of the process `identity` names from now on, as of
+  // `generation`. Gives back the slot held so far. Safe to re-enter from an allocation it makes:
+  // the generation is set first.
+  void Refresh(uint32_t generation, SharedTotals* totals, const ProcessIdentity* identity);
   // The thread ends: its slot goes back, and it counts in the shared slot from now on.
   void EndThread();
   // In a forked child: the slot is the parent thread's (the mapping is shared); forget it without
@@ -41,10 +45,13 @@ class ThreadTotals {
   static bool CreateThreadKey();
 
  private:
+  bool InOwnProcess() const { return identity_ == nullptr || identity_->InOriginalProcess(); }
+
   uint32_t generation_ = 0;
   bool shared_ = false;
   TotalsSlot* slot_ = nullptr;
   SharedTotals* totals_ = nullptr;  // where slot_ belongs
+  const ProcessIdentity* identity_ = nullptr;
 };
 
 }  // namespace droidheap

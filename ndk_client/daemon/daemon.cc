@@ -131,7 +131,8 @@ bool IsMemOf(int mem_fd, int pid) {
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config)
-    : config_(std::move(config)), matcher_(config_.pids, config_.names, config_.all) {}
+    : config_(std::move(config)), matcher_(config_.pids, config_.names, config_.all,
+               config_.profile_forked_children) {}
 
 Daemon::~Daemon() {
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -220,7 +221,8 @@ void Daemon::AcceptClient() {
     // Before version 3 the field held milliseconds.
     reply.block_timeout_us = hello.version >= 3 ? config_.block_timeout_us
                                                 : (config_.block_timeout_us + 999) / 1000;
-    reply.flags = config_.block_client ? uint32_t{kFlagBlockClient} : 0u;
+    reply.flags = (config_.block_client ? uint32_t{kFlagBlockClient} : 0u) |
+                  (config_.profile_forked_children ? uint32_t{kFlagDisableForkTeardown} : 0u);
     reply.shmem_size = client->buffer->total_size();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
     fds[0] = client->buffer->fd();
@@ -261,6 +263,7 @@ void Daemon::AcceptClient() {
         "described by .ARM.exidx alone ends a stack early", client->pid, client->layout->name);
   }
   ++clients_connected_;
+  matcher_.Accepted(client->pid);
   workers_[next_worker_++ % workers_.size()]->PostAddClient(std::move(client));
 }
 

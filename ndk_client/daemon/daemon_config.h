@@ -23,6 +23,9 @@ struct DaemonConfig {
   // Clients count every allocation and free (protocol/heap_totals.h): two malloc_usable_size
   // calls per malloc+free pair.
   bool exact_totals = true;
+  // A forked child goes on as a process of its own (heapprofd's disable_fork_teardown), not
+  // only out of its parent's profile.
+  bool profile_forked_children = false;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;

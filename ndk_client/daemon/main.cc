@@ -21,6 +21,7 @@ const char kUsage[] =
     "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
     "         --dump-interval-ms MS  --dump-at-max  --no-block-client  --no-exact-totals\n"
+    "         --disable-fork-teardown\n"
     "         --block-timeout-us US (5000000)  --seed N  --workers N (1)\n"
     "         --exit-when-clients-gone  --stop-when-stdin-closes\n";
 
@@ -57,7 +58,7 @@ int Fail(const char* what, const char* value) {
 int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
-    kDumpAtMax, kNoBlock, kNoTotals, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
+    kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
       {"dump-at-max", no_argument, nullptr, kDumpAtMax},
       {"no-block-client", no_argument, nullptr, kNoBlock},
       {"no-exact-totals", no_argument, nullptr, kNoTotals},
+      {"disable-fork-teardown", no_argument, nullptr, kForkChildren},
       {"block-timeout-us", required_argument, nullptr, kBlockTimeout},
       {"seed", required_argument, nullptr, kSeed},
       {"workers", required_argument, nullptr, kWorkers},
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
       case kDumpAtMax: config.dump_at_max = true; break;
       case kNoBlock: config.block_client = false; break;
       case kNoTotals: config.exact_totals = false; break;
+      case kForkChildren: config.profile_forked_children = true; break;
       case kBlockTimeout:
         if (!ParseNumber(optarg, 1, UINT32_MAX, &n)) return Fail("--block-timeout-us", optarg);
         config.block_timeout_us = static_cast<uint32_t>(n);

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "common/small_file.h"
+
 namespace droidheap {
 namespace {
 
@@ -71,9 +73,26 @@ std::string ProcessMatcher::ProgramName(const std::vector<std::string>& args) {
 bool ProcessMatcher::IsTarget(int pid) const {
   if (all_) return true;
   if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end()) return true;
+  if (forked_children_ &&
+      std::find(accepted_.begin(), accepted_.end(), ReadParentPid(pid)) != accepted_.end()) {
+    return true;
+  }
   if (names_.empty()) return false;
   std::string name = ProgramName(ReadArguments(pid));
   return std::find(names_.begin(), names_.end(), name) != names_.end();
+}
+
+int ProcessMatcher::ReadParentPid(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  char stat[1024];
+  if (ReadSmallFile(path, stat, sizeof(stat)) <= 0) return 0;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so from the last ')'.
+  const char* end_of_comm = strrchr(stat, ')');
+  int parent = 0;
+  char state = 0;
+  if (end_of_comm == nullptr || sscanf(end_of_comm + 1, " %c %d", &state, &parent) != 2) return 0;
+  return parent;
 }
 
 }  // namespace droidheap

@@ -1,5 +1,7 @@
 // Decides whether a connecting process belongs to the session, by pid or by program name as
-// bionic derives it (basename of argv[0], cut at '@'). Owned by the daemon's main thread.
+// bionic derives it (basename of argv[0], cut at '@'), or, when forked children are profiled
+// (--disable-fork-teardown), as the child of a process it took before. Owned by the daemon's main
+// thread.
 #pragma once
 
 #include <string>
@@ -9,10 +11,19 @@ namespace droidheap {
 
 class ProcessMatcher {
  public:
-  ProcessMatcher(std::vector<int> pids, std::vector<std::string> names, bool all)
-      : pids_(std::move(pids)), names_(std::move(names)), all_(all) {}
+  ProcessMatcher(std::vector<int> pids, std::vector<std::string> names, bool all,
+                 bool forked_children)
+      : pids_(std::move(pids)),
+        names_(std::move(names)),
+        all_(all),
+        forked_children_(forked_children) {}
 
   bool IsTarget(int pid) const;
+  // `pid` connected and was accepted: its forked children are targets too, if so configured.
+  void Accepted(int pid) { accepted_.push_back(pid); }
+
+  // The parent of `pid` (/proc/pid/stat), 0 when unknown.
+  static int ReadParentPid(int pid);
 
   // /proc/pid/cmdline as a list of arguments, with a qemu-user launcher (qemu-aarch64 [options])
   // removed, so that an emulated program is known by its own name.
@@ -24,6 +35,8 @@ class ProcessMatcher {
   std::vector<int> pids_;
   std::vector<std::string> names_;
   bool all_;
+  bool forked_children_;
+  std::vector<int> accepted_;
 };
 
 }  // namespace droidheap

@@ -66,6 +66,9 @@ enum ReplyStatus : uint32_t {
 enum ClientFlags : uint32_t {
   // Buffer full: wait (up to block_timeout_us) for the daemon instead of tearing down at once.
   kFlagBlockClient = 1u << 0,
+  // A forked child connects as a process of its own instead of only ending its copy of the
+  // parent's session (version 4).
+  kFlagDisableForkTeardown = 1u << 1,
 };
 
 struct alignas(8) DaemonReply {

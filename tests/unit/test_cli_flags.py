@@ -11,7 +11,8 @@ FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration",
          "-c, --continuous-dump", "--dump-at-max",
          "--block-client / --no-block-client", "--block-client-timeout", "--shmem-size",
          "--no-running", "--no-startup", "--print-config", "-o, --output", "-s, --serial",
-         "--local", "--version", "--exact-totals / --no-exact-totals"]
+         "--local", "--version", "--exact-totals / --no-exact-totals",
+         "--disable-fork-teardown"]
 
 
 def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
@@ -39,7 +40,8 @@ def print_config(tmp_path, *args):
 
 def test_print_config_shows_the_daemon_command_and_touches_no_device(tmp_path):
     out = print_config(tmp_path, "--local", "-i", "512", "-c", "250", "--no-block-client",
-                       "--dump-at-max", "--shmem-size", "65536", "--no-exact-totals", "--",
+                       "--dump-at-max", "--shmem-size", "65536", "--no-exact-totals",
+                       "--disable-fork-teardown", "--",
                        "/bin/prog@x", "arg")
     words = out.splitlines()[0].split()
     assert words[0] == "droidheapd"
@@ -48,6 +50,7 @@ def test_print_config_shows_the_daemon_command_and_touches_no_device(tmp_path):
         assert words[words.index(flag) + 1] == value, out
     assert "--no-block-client" in words and "--block-timeout-us" not in words
     assert "--dump-at-max" in words and "--no-exact-totals" in words
+    assert "--disable-fork-teardown" in words
     # The stack copy shrinks with the buffer: a record fits in half of it.
     assert int(words[words.index("--max-stack") + 1]) <= 65536 // 2 - 328
     assert "then starts: /bin/prog@x arg" in out
@@ -73,8 +76,10 @@ def test_print_config_targets_follow_running_and_startup(tmp_path, args, names, 
 
 def test_print_config_in_platform_mode_is_heapprofds_config(tmp_path):
     out = print_config(tmp_path, "--mode", "platform", "-n", "com.example.app", "--no-running",
-                       "--block-client-timeout", "1500", "-i", "8192", "--dump-at-max")
+                       "--block-client-timeout", "1500", "-i", "8192", "--dump-at-max",
+                       "--disable-fork-teardown")
     for line in ['process_cmdline: "com.example.app"', "no_running: true", "dump_at_max: true",
+                 "disable_fork_teardown: true",
                  "block_client_timeout_us: 1500", "sampling_interval_bytes: 8192"]:
         assert line in out, out
     assert "no_startup" not in out
