@@ -32,5 +32,5 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$build/install"
 cmake --install "$build" --prefix "$build/install" >/dev/null
 mkdir -p "$dest/arm64-v8a"
-cp "$build"/install/droidheap/bin/linux/arm64-v8a/* "$dest/arm64-v8a/"
+cp -r "$build"/install/droidheap/bin/linux/arm64-v8a/* "$dest/arm64-v8a/"
 echo "arm64-v8a binaries in $dest/arm64-v8a"

@@ -72,6 +72,6 @@ for abi in "${abis[@]}"; do
   rm -rf "$build/install"
   cmake --install "$build" --prefix "$build/install" >/dev/null
   mkdir -p "$dest/$abi"
-  cp "$build/install/droidheap/bin/$abi"/* "$dest/$abi/"
+  cp -r "$build/install/droidheap/bin/$abi"/* "$dest/$abi/"
   echo "$abi: $dest/$abi"
 done

@@ -15,6 +15,7 @@
 
 #include <new>
 
+#include "client/custom_heaps.h"
 #include "client/register_capture.h"
 #include "common/platform.h"
 
@@ -122,12 +123,13 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
 
 std::atomic<uint32_t> Client::generation_{0};
 
-Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, SharedTotals* totals,
-               const DaemonReply& config, const ProcessIdentity& identity,
-               const MallocDispatch* previous)
+Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
+               SampledAddresses* custom_sampled, SharedTotals* totals, const DaemonReply& config,
+               const ProcessIdentity& identity, const MallocDispatch* previous)
     : sock_(sock),
       buffer_(buffer),
       sampled_(sampled),
+      custom_sampled_(custom_sampled),
       totals_(totals),
       config_(config),
       identity_(identity),
@@ -164,24 +166,31 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   if (totals == nullptr && totals_fd >= 0) close(totals_fd);
   // Wake-up bytes must never block the program.
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
-  // Fresh anonymous pages are zero, the empty table; only the buckets in use get touched.
-  void* table = mmap(nullptr, sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Fresh anonymous pages are zero, the empty tables (libc's, the custom heaps'); only the
+  // buckets in use get touched.
+  void* tables = mmap(nullptr, 2 * sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   void* storage = previous->memalign(alignof(Client), sizeof(Client));
-  if (table == MAP_FAILED || storage == nullptr) {
-    if (table != MAP_FAILED) munmap(table, sizeof(SampledAddresses));
+  if (tables == MAP_FAILED || storage == nullptr) {
+    if (tables != MAP_FAILED) munmap(tables, 2 * sizeof(SampledAddresses));
     if (storage != nullptr) previous->free(storage);
     SharedTotals::Destroy(totals);
     SharedRingBuffer::Destroy(buffer);
     close(sock);
     return nullptr;
   }
-  SampledAddresses* sampled = static_cast<SampledAddresses*>(table);
+  SampledAddresses* sampled = static_cast<SampledAddresses*>(tables);
+  SampledAddresses* custom_sampled = sampled + 1;
   // Every block is sampled at interval 1: a lookup could only ever say "report it".
-  if (reply.sampling_interval <= 1) sampled->ReportEveryFree();
+  if (reply.sampling_interval <= 1) {
+    sampled->ReportEveryFree();
+    custom_sampled->ReportEveryFree();
+  }
+  reply.heap_names[sizeof(reply.heap_names) - 1] = '\0';  // the last name ends, whatever came
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();
-  return new (storage) Client(sock, buffer, sampled, totals, reply, identity, previous);
+  return new (storage)
+      Client(sock, buffer, sampled, custom_sampled, totals, reply, identity, previous);
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
@@ -265,11 +274,23 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   }
 }
 
-void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size) {
+bool Client::RecordsHeap(const char* name) const {
+  if (config_.heap_flags & kHeapsAllCustom) return true;
+  // Connect ended the last name within the array.
+  const char* names = config_.heap_names;
+  for (size_t at = 0; at < sizeof(config_.heap_names) && names[at] != '\0';
+       at += strlen(names + at) + 1) {
+    if (strncmp(names + at, name, kHeapNameSize) == 0) return true;
+  }
+  return false;
+}
+
+void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
+                         uint64_t sample_size) {
   // A child still running our hooks (client/process_identity.h) is not the process the daemon
   // knows.
   if (!identity_.InOriginalProcess()) return;
-  sampled_->Insert(address);
+  SampledOf(heap)->Insert(SampledKey(heap, address));
   const uint64_t sequence = NextSequence();
   // The stack copy starts at this frame, so whatever lives on it is copied too: the registers
   // take no more room than this ABI has, and the record is written in place, not built here.
@@ -282,12 +303,20 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
     stack_size = top - sp;
     if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
   }
+  const size_t tag_size = heap == 0 ? 0 : sizeof(HeapTag);
   SharedRingBuffer::Reservation r;
-  if (!Reserve(kRecordAlloc, sizeof(AllocRecord) + stack_size, &r)) return;
+  if (!Reserve(heap == 0 ? kRecordAlloc : kRecordHeapAlloc,
+               tag_size + sizeof(AllocRecord) + stack_size, &r)) {
+    return;
+  }
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  if (heap != 0) {
+    HeapTag tag{heap, 0};
+    memcpy(r.body, &tag, sizeof(tag));
+  }
   // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
   // it before Publish.
-  auto* record = reinterpret_cast<AllocRecord*>(r.body);
+  auto* record = reinterpret_cast<AllocRecord*>(r.body + tag_size);
   record->sequence = sequence;
   record->address = address;
   record->sample_size = sample_size;
@@ -297,7 +326,8 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
   record->stack_size = static_cast<uint32_t>(stack_size);
   memcpy(record->regs, regs, sizeof(regs));
   memset(record->regs + kNativeRegisters, 0, sizeof(record->regs) - sizeof(regs));
-  memcpy(r.body + sizeof(AllocRecord), reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
+  memcpy(r.body + tag_size + sizeof(AllocRecord),
+         reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
          static_cast<size_t>(stack_size));
   Publish(r);
   RecordAllocatorStats(false);
@@ -306,12 +336,37 @@ void Client::RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_
 #endif
 }
 
-void Client::RecordFree(uint64_t address, uint64_t sequence) {
+void Client::RecordFree(uint32_t heap, uint64_t address, uint64_t sequence) {
   // A child freeing a block it inherited would take it out of its parent's profile.
   if (!identity_.InOriginalProcess()) return;
+  const size_t tag_size = heap == 0 ? 0 : sizeof(HeapTag);
   SharedRingBuffer::Reservation r;
-  if (!Reserve(kRecordFree, sizeof(FreeRecord), &r)) return;
+  if (!Reserve(heap == 0 ? kRecordFree : kRecordHeapFree, tag_size + sizeof(FreeRecord), &r)) {
+    return;
+  }
+  if (heap != 0) {
+    HeapTag tag{heap, 0};
+    memcpy(r.body, &tag, sizeof(tag));
+  }
   FreeRecord record{sequence, address};
+  memcpy(r.body + tag_size, &record, sizeof(record));
+  Publish(r);
+}
+
+void Client::CountCustomAlloc(uint32_t heap, uint64_t bytes) {
+  if (totals_ != nullptr) CountAllocIn(totals_->custom_heap_slot(heap), bytes, /*shared=*/true);
+}
+
+void Client::CountCustomFree(uint32_t heap, uint64_t bytes) {
+  if (totals_ != nullptr) CountFreeIn(totals_->custom_heap_slot(heap), bytes, /*shared=*/true);
+}
+
+void Client::DeclareHeap(uint32_t heap, const char* name) {
+  if (!identity_.InOriginalProcess()) return;
+  SharedRingBuffer::Reservation r;
+  if (!Reserve(kRecordHeapName, sizeof(HeapNameRecord), &r)) return;
+  HeapNameRecord record{heap, 0, {}};
+  strncpy(record.name, name, sizeof(record.name) - 1);
   memcpy(r.body, &record, sizeof(record));
   Publish(r);
 }
@@ -351,6 +406,7 @@ void Client::WaitUntilDrained(uint32_t timeout_ms) {
 void Client::Shutdown(ClientStopReason reason) {
   if (!enabled_.exchange(false)) return;
   generation_.fetch_add(1, std::memory_order_release);
+  CustomHeaps::StopSession();
   uint32_t running = kClientRunning;
   buffer_->metadata()->stop_reason.compare_exchange_strong(running, reason);
   // The daemon sees EOF, drains what is in the buffer and writes this process's last dump.
@@ -360,6 +416,7 @@ void Client::Shutdown(ClientStopReason reason) {
 void Client::DisableInChild() {
   enabled_.store(false);
   generation_.fetch_add(1, std::memory_order_release);
+  CustomHeaps::StopSession();
   close(sock_);
 }
 

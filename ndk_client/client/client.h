@@ -28,7 +28,8 @@ class Client {
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   uint64_t sampling_interval() const { return config_.sampling_interval; }
   uint64_t random_seed() const { return config_.random_seed; }
-  // The addresses of this process's live sampled blocks; lives as long as the client.
+  // The addresses of this process's live sampled blocks of libc's heap; lives as long as the
+  // client.
   const SampledAddresses* sampled() const { return sampled_; }
   // Where the threads count every allocation and free; nullptr when the daemon keeps no totals.
   // Lives as long as the client.
@@ -37,6 +38,10 @@ class Client {
   // Whether a forked child is profiled as a process of its own (heapprofd's
   // disable_fork_teardown).
   bool profiles_forked_children() const { return config_.flags & kFlagDisableForkTeardown; }
+  // Whether the session records libc's heap, and a custom heap of this name
+  // (client/custom_heaps.h).
+  bool records_malloc() const { return !(config_.heap_flags & kHeapsSkipMalloc); }
+  bool RecordsHeap(const char* name) const;
 
   // Changes whenever a client starts or stops recording (NewGeneration, Shutdown,
   // DisableInChild): what the hooks' per-thread view of the session is checked against.
@@ -44,19 +49,25 @@ class Client {
   // A client was installed.
   static void NewGeneration() { generation_.fetch_add(1, std::memory_order_release); }
 
-  // Hook path, any thread. The Record* callers hold the thread's re-entrancy guard.
+  // Hook path, any thread; `heap` is 0 for libc's, else a custom heap's number. The Record*
+  // callers hold the thread's re-entrancy guard.
   // A sampled block, right after the allocator returned it.
-  void RecordAlloc(uint64_t address, uint64_t alloc_size, uint64_t sample_size);
+  void RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size, uint64_t sample_size);
   // Before a block goes back to the allocator: the sequence number of its free when the daemon
   // must hear of it (the block was sampled), else 0 -- the common case, one table lookup.
   // Taken before the real free, so that a block later allocated at the same address always has
   // the larger number.
-  uint64_t FreeSequence(uint64_t address) {
-    return sampled_->Remove(address) ? NextSequence() : 0;
+  uint64_t FreeSequence(uint32_t heap, uint64_t address) {
+    return SampledOf(heap)->Remove(SampledKey(heap, address)) ? NextSequence() : 0;
   }
   // A realloc that failed: the block FreeSequence forgot is still live, and still sampled.
   void KeepSampled(uint64_t address) { sampled_->Insert(address); }
-  void RecordFree(uint64_t address, uint64_t sequence);
+  void RecordFree(uint32_t heap, uint64_t address, uint64_t sequence);
+  // A custom heap's call, counted in its exact totals.
+  void CountCustomAlloc(uint32_t heap, uint64_t bytes);
+  void CountCustomFree(uint32_t heap, uint64_t bytes);
+  // Tells the daemon the name of custom heap `heap`, before its first record.
+  void DeclareHeap(uint32_t heap, const char* name);
   // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the
   // sampled path and at exit.
   void RecordAllocatorStats(bool now);
@@ -72,9 +83,18 @@ class Client {
   void DisableInChild();
 
  private:
-  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled, SharedTotals* totals,
-         const DaemonReply& config, const ProcessIdentity& identity,
-         const MallocDispatch* previous);
+  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
+         SampledAddresses* custom_sampled, SharedTotals* totals, const DaemonReply& config,
+         const ProcessIdentity& identity, const MallocDispatch* previous);
+  SampledAddresses* SampledOf(uint32_t heap) const {
+    return heap == 0 ? sampled_ : custom_sampled_;
+  }
+  // Custom heaps share one table: the heap's number in the top byte keeps a block of one heap
+  // apart from a block of another at the same address (a pool's first block and the malloc'd
+  // arena it is cut from).
+  static uint64_t SampledKey(uint32_t heap, uint64_t address) {
+    return address ^ (uint64_t{heap} << 56);
+  }
   // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
   uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
@@ -84,6 +104,7 @@ class Client {
   int sock_;
   SharedRingBuffer* buffer_;
   SampledAddresses* sampled_;
+  SampledAddresses* custom_sampled_;
   SharedTotals* totals_;
   DaemonReply config_;
   ProcessIdentity identity_;

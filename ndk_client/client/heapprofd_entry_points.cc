@@ -1,8 +1,9 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
-// per MallocDispatch slot. Each replacement counts the call in this thread's slot of the exact
-// totals (client/thread_totals.h), then asks this thread's sampler (allocations) or the table of
-// sampled addresses (frees) whether the call may concern the profile; nearly always it does not,
-// and the replacement is done with the previous allocator's answer. Otherwise it records a sampled
+// per MallocDispatch slot; and the entry the custom heaps report to (include/droidheap/heaps.h).
+// Each replacement counts the call in this thread's slot of the exact totals
+// (client/thread_totals.h), then asks this thread's sampler (allocations) or the table of sampled
+// addresses (frees) whether the call may concern the profile; nearly always it does not, and the
+// replacement is done with the previous allocator's answer. Otherwise it records a sampled
 // allocation, or reports the free of a sampled block so the daemon can match it.
 //
 // Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
@@ -15,6 +16,7 @@
 #include <atomic>
 
 #include "client/client.h"
+#include "client/custom_heaps.h"
 #include "client/sampler.h"
 #include "client/thread_totals.h"
 #include "common/platform.h"
@@ -30,6 +32,7 @@ std::atomic<uint32_t> g_session{0};
 std::atomic<const SampledAddresses*> g_sampled{nullptr};
 DROIDHEAP_TLS bool t_in_hook = false;
 DROIDHEAP_TLS Sampler t_sampler;
+DROIDHEAP_TLS Sampler t_custom_sampler;  // the custom heaps': libc's stream stays as it was
 DROIDHEAP_TLS ThreadTotals t_totals;
 
 constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
@@ -54,7 +57,7 @@ Client* ActiveClient() {
 // Out of line: once per thread and session.
 __attribute__((noinline)) void RefreshTotals(uint32_t generation) {
   Client* client = ActiveClient();
-  if (client == nullptr) {
+  if (client == nullptr || !client->records_malloc()) {
     t_totals.Refresh(generation, nullptr, nullptr);
   } else {
     t_totals.Refresh(generation, client->totals(), &client->identity());
@@ -96,14 +99,14 @@ inline bool MaybeSampled(size_t size) {
 void* RecordIfSampled(void* ptr, size_t size) {
   if (ptr == nullptr) return ptr;
   Client* client = ActiveClient();
-  if (client == nullptr) return ptr;
+  if (client == nullptr || !client->records_malloc()) return ptr;
   // Read after the client: at least the session that client belongs to.
   const uint32_t session = g_session.load(std::memory_order_relaxed);
   uint64_t sample_size =
       t_sampler.SampleSize(size, client->sampling_interval(), client->random_seed(), session);
   if (sample_size == 0) return ptr;
   HookGuard guard;
-  client->RecordAlloc(reinterpret_cast<uint64_t>(ptr), size, sample_size);
+  client->RecordAlloc(0, reinterpret_cast<uint64_t>(ptr), size, sample_size);
   return ptr;
 }
 
@@ -119,7 +122,7 @@ inline bool MaybeSampledBlock(void* ptr) {
 uint64_t FreeSequence(void* ptr) {
   if (ptr == nullptr) return 0;
   Client* client = ActiveClient();
-  return client != nullptr ? client->FreeSequence(reinterpret_cast<uint64_t>(ptr)) : 0;
+  return client != nullptr ? client->FreeSequence(0, reinterpret_cast<uint64_t>(ptr)) : 0;
 }
 
 void ReportFree(void* ptr, uint64_t sequence) {
@@ -128,7 +131,34 @@ void ReportFree(void* ptr, uint64_t sequence) {
   if (client == nullptr) return;
   HookGuard guard;
   if (!guard.entered()) return;
-  client->RecordFree(reinterpret_cast<uint64_t>(ptr), sequence);
+  client->RecordFree(0, reinterpret_cast<uint64_t>(ptr), sequence);
+}
+
+// A custom heap's report, on the program's thread: counted, and sampled as libc's calls are.
+void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, uint64_t size) {
+  Client* client = ActiveClient();
+  const uint32_t number = heap->number;
+  // A custom heap's allocator called from our own hook path is not the program's doing.
+  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || t_in_hook ||
+      !client->identity().InOriginalProcess()) {
+    return;
+  }
+  if (event == DROIDHEAP_EVENT_ALLOC) {
+    client->CountCustomAlloc(number, size);
+    const uint32_t session = g_session.load(std::memory_order_relaxed);
+    if (!t_custom_sampler.MaybeSampled(size, session)) return;
+    const uint64_t sample_size = t_custom_sampler.SampleSize(size, client->sampling_interval(),
+                                                             client->random_seed(), session);
+    if (sample_size == 0) return;
+    HookGuard guard;
+    client->RecordAlloc(number, address, size, sample_size);
+  } else if (event == DROIDHEAP_EVENT_FREE) {
+    client->CountCustomFree(number, size);
+    const uint64_t sequence = client->FreeSequence(number, address);
+    if (sequence == 0) return;
+    HookGuard guard;
+    client->RecordFree(number, address, sequence);
+  }
 }
 
 // How long a process that exits (exit() or the end of main; not _exit or a crash) waits for the
@@ -168,12 +198,14 @@ void Install(Client* client) {
   g_sampled.store(client->sampled(), std::memory_order_release);
   g_client.store(client, std::memory_order_release);
   Client::NewGeneration();
+  CustomHeaps::StartSession(client, ReportCustomHeap);
 }
 
 // A forked child's session, the parent's, ends here (its records would be booked against the
 // parent). With fork teardown disabled the child then starts one of its own, from this point on.
 void AtForkChild() {
   t_totals.ForgetInChild();
+  CustomHeaps::ResetInChild();
   Client* client = g_client.load(std::memory_order_acquire);
   if (client == nullptr) return;
   const bool own_session = client->enabled() && client->profiles_forked_children();

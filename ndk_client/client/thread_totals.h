@@ -32,14 +32,8 @@ class ThreadTotals {
   // giving it back.
   void ForgetInChild();
 
-  void CountAlloc(TotalsSlot* slot, uint64_t bytes) const {
-    AddToSlot(&slot->alloc_count, 1, shared_);
-    AddToSlot(&slot->alloc_bytes, bytes, shared_);
-  }
-  void CountFree(TotalsSlot* slot, uint64_t bytes) const {
-    AddToSlot(&slot->free_count, 1, shared_);
-    AddToSlot(&slot->free_bytes, bytes, shared_);
-  }
+  void CountAlloc(TotalsSlot* slot, uint64_t bytes) const { CountAllocIn(slot, bytes, shared_); }
+  void CountFree(TotalsSlot* slot, uint64_t bytes) const { CountFreeIn(slot, bytes, shared_); }
 
   // Once per process, before any Refresh: the key whose destructor calls EndThread.
   static bool CreateThreadKey();

@@ -6,11 +6,13 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/callstack_table.h"
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
 #include "protocol/heap_totals.h"
@@ -45,8 +47,15 @@ struct ClientConnection {
   bool socket_closed = false;
   bool buffer_corrupted = false;
   ProcessMaps maps;
-  HeapTracker tracker;
-  // What each map entry books as, by its index in maps.entries(): the tracker's mapping index,
+  CallstackTable callstacks;
+  // Its heaps: libc's, and the custom heaps it named (HeapNameRecord) by number.
+  HeapTracker malloc_heap;
+  struct CustomHeap {
+    std::string name;
+    HeapTracker tracker;
+  };
+  std::map<uint32_t, CustomHeap> custom_heaps;
+  // What each map entry books as, by its index in maps.entries(): the callstacks' mapping index,
   // kProfilerMapping for the profiler's own libraries, kNotYetSeen. Valid while
   // maps.generation() == mapping_ids_generation.
   static constexpr uint32_t kProfilerMapping = UINT32_MAX;

@@ -7,10 +7,13 @@
 namespace droidheap {
 namespace {
 
-// "dh" in the top bytes keeps clear of the uuids other producers pick at random, low bytes free
-// for the counters of one process.
+// "dh" in the top bytes keeps clear of the uuids other producers pick at random, the pid in the
+// middle, the low 16 bits free for the counters of one process.
 constexpr uint64_t kUuidBase = uint64_t{0x6468} << 48;
-constexpr char kMallocHeap[] = "libc.malloc";
+// Counter ids: libc's heap's totals 1-4, mallinfo's 5-7, custom heap n's from 8 + 4 (n - 1).
+constexpr uint64_t kMallocTotalsId = 1;
+constexpr uint64_t kMallinfoId = 5;
+constexpr uint64_t kCustomTotalsId = 8;
 
 struct Counter {
   uint64_t id;  // fixed per name: the low byte of its track's uuid
@@ -20,25 +23,32 @@ struct Counter {
 };
 
 uint64_t ProcessTrackUuid(int32_t pid) {
-  return kUuidBase | (uint64_t{static_cast<uint32_t>(pid)} << 8);
+  return kUuidBase | (uint64_t{static_cast<uint32_t>(pid)} << 16);
+}
+
+void AddTotals(const HeapSnapshot& heap, std::vector<Counter>* counters) {
+  using Unit = pb::CounterDescriptor;
+  if (!heap.totals) return;
+  const uint64_t id =
+      heap.number == 0 ? kMallocTotalsId : kCustomTotalsId + 4 * uint64_t{heap.number - 1};
+  const std::string prefix = heap.name + ": ";
+  const HeapTotals& t = *heap.totals;
+  counters->push_back({id, prefix + "allocations", Unit::kUnitCount, t.alloc_count});
+  counters->push_back({id + 1, prefix + "allocated bytes", Unit::kUnitSizeBytes, t.alloc_bytes});
+  counters->push_back({id + 2, prefix + "frees", Unit::kUnitCount, t.free_count});
+  counters->push_back({id + 3, prefix + "freed bytes", Unit::kUnitSizeBytes, t.free_bytes});
 }
 
 std::vector<Counter> CountersOf(const DumpSnapshot& process) {
   using Unit = pb::CounterDescriptor;
   std::vector<Counter> counters;
-  if (process.totals) {
-    const std::string heap = std::string(kMallocHeap) + ": ";
-    const HeapTotals& t = *process.totals;
-    counters.push_back({1, heap + "allocations", Unit::kUnitCount, t.alloc_count});
-    counters.push_back({2, heap + "allocated bytes", Unit::kUnitSizeBytes, t.alloc_bytes});
-    counters.push_back({3, heap + "frees", Unit::kUnitCount, t.free_count});
-    counters.push_back({4, heap + "freed bytes", Unit::kUnitSizeBytes, t.free_bytes});
-  }
+  for (const HeapSnapshot& heap : process.heaps) AddTotals(heap, &counters);
   if (process.allocator) {
     const AllocatorStatsRecord& a = *process.allocator;
-    counters.push_back({5, "mallinfo: in use bytes", Unit::kUnitSizeBytes, a.in_use_bytes});
-    counters.push_back({6, "mallinfo: free bytes", Unit::kUnitSizeBytes, a.free_bytes});
-    counters.push_back({7, "mallinfo: system bytes", Unit::kUnitSizeBytes, a.system_bytes});
+    const uint64_t id = kMallinfoId;
+    counters.push_back({id, "mallinfo: in use bytes", Unit::kUnitSizeBytes, a.in_use_bytes});
+    counters.push_back({id + 1, "mallinfo: free bytes", Unit::kUnitSizeBytes, a.free_bytes});
+    counters.push_back({id + 2, "mallinfo: system bytes", Unit::kUnitSizeBytes, a.system_bytes});
   }
   return counters;
 }

@@ -51,6 +51,19 @@ void Log(const char* fmt, ...) {
   va_end(args);
 }
 
+// The heaps the session records, as the client reads them (wire_protocol.h). main.cc made sure
+// the names fit.
+void SelectHeaps(const DaemonConfig& config, DaemonReply* reply) {
+  if (!config.RecordsMalloc()) reply->heap_flags |= kHeapsSkipMalloc;
+  if (config.all_heaps) reply->heap_flags |= kHeapsAllCustom;
+  size_t at = 0;
+  for (const std::string& name : config.heaps) {
+    if (at + name.size() + 2 > sizeof(reply->heap_names)) break;
+    memcpy(reply->heap_names + at, name.c_str(), name.size() + 1);
+    at += name.size() + 1;
+  }
+}
+
 std::string JoinArguments(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) {
@@ -204,7 +217,9 @@ void Daemon::AcceptClient() {
   } else {
     client->layout = layout;
     client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
-    const bool counts = hello.version >= 4 && config_.exact_totals;
+    // Protocol 5 made the totals larger (a slot per custom heap): an older client would refuse
+    // them and leave them at zero.
+    const bool counts = hello.version >= 5 && config_.exact_totals;
     if (counts) client->totals.reset(SharedTotals::Create());
     if (!client->buffer || (counts && !client->totals)) {
       reply.status = kReplyDaemonBusy;
@@ -225,6 +240,7 @@ void Daemon::AcceptClient() {
                   (config_.profile_forked_children ? uint32_t{kFlagDisableForkTeardown} : 0u);
     reply.shmem_size = client->buffer->total_size();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
+    SelectHeaps(config_, &reply);
     fds[0] = client->buffer->fd();
     if (client->totals) {
       reply.totals_size = SharedTotals::kSize;

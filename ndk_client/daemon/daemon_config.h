@@ -3,8 +3,11 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
+
+#include "protocol/wire_protocol.h"
 
 namespace droidheap {
 
@@ -26,6 +29,10 @@ struct DaemonConfig {
   // A forked child goes on as a process of its own (heapprofd's disable_fork_teardown), not
   // only out of its parent's profile.
   bool profile_forked_children = false;
+  // The heaps recorded (heap_profile's --heaps): none named = libc's alone; all_heaps = every
+  // heap, libc's and the custom ones (--all-heaps).
+  std::vector<std::string> heaps;
+  bool all_heaps = false;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;
@@ -36,6 +43,14 @@ struct DaemonConfig {
   // Debugging and benchmarks: every booked stack, one line each (unwinding_worker.cc). From the
   // environment variable DROIDHEAP_STACK_LOG.
   std::string stack_log_path;
+
+  bool RecordsMalloc() const { return all_heaps || heaps.empty() || Names(kMallocHeapName); }
+  bool RecordsCustomHeap(const std::string& name) const { return all_heaps || Names(name); }
+
+ private:
+  bool Names(const std::string& heap) const {
+    return std::find(heaps.begin(), heaps.end(), heap) != heaps.end();
+  }
 };
 
 }  // namespace droidheap

@@ -44,6 +44,14 @@ struct CallstackSample {
   uint64_t peak_count = 0;
 };
 
+// One heap of the process: libc's (number 0, kMallocHeapName) or a custom one.
+struct HeapSnapshot {
+  uint32_t number = 0;
+  std::string name;
+  std::optional<HeapTotals> totals;  // exact; none from an older client, or without totals
+  std::vector<CallstackSample> samples;  // indices into DumpSnapshot::callstacks
+};
+
 struct DumpSnapshot {
   int32_t pid = 0;
   std::string cmdline;              // NUL-separated arguments replaced by spaces
@@ -61,11 +69,10 @@ struct DumpSnapshot {
   uint64_t total_unwinding_time_us = 0;
   uint64_t client_blocked_us = 0;
   ProcessMemory memory;  // at the dump
-  std::optional<HeapTotals> totals;  // of libc.malloc, exact; none from an older client
   std::optional<AllocatorStatsRecord> allocator;  // as the process last reported it
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
-  std::vector<CallstackSample> samples;
+  std::vector<HeapSnapshot> heaps;  // those the session records that the process has
 };
 
 }  // namespace droidheap

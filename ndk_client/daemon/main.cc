@@ -21,7 +21,7 @@ const char kUsage[] =
     "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
     "         --dump-interval-ms MS  --dump-at-max  --no-block-client  --no-exact-totals\n"
-    "         --disable-fork-teardown\n"
+    "         --disable-fork-teardown  --heaps NAME[,NAME]  --all-heaps\n"
     "         --block-timeout-us US (5000000)  --seed N  --workers N (1)\n"
     "         --exit-when-clients-gone  --stop-when-stdin-closes\n";
 
@@ -58,7 +58,8 @@ int Fail(const char* what, const char* value) {
 int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
-    kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kHelp
+    kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps, kBlockTimeout, kSeed,
+    kWorkers, kExitWhenGone, kStdinLifeline, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
       {"no-block-client", no_argument, nullptr, kNoBlock},
       {"no-exact-totals", no_argument, nullptr, kNoTotals},
       {"disable-fork-teardown", no_argument, nullptr, kForkChildren},
+      {"heaps", required_argument, nullptr, kHeaps},
+      {"all-heaps", no_argument, nullptr, kAllHeaps},
       {"block-timeout-us", required_argument, nullptr, kBlockTimeout},
       {"seed", required_argument, nullptr, kSeed},
       {"workers", required_argument, nullptr, kWorkers},
@@ -131,6 +134,22 @@ int main(int argc, char** argv) {
       case kNoBlock: config.block_client = false; break;
       case kNoTotals: config.exact_totals = false; break;
       case kForkChildren: config.profile_forked_children = true; break;
+      case kHeaps: {
+        // As the client receives them: NUL-terminated in DaemonReply::heap_names, an empty one
+        // after the last.
+        size_t room = droidheap::kHeapNamesSize - 1;
+        if (!ForEachListItem(optarg, [&](const std::string& item) {
+              if (item.size() >= droidheap::kHeapNameSize || item.size() + 1 > room) return false;
+              room -= item.size() + 1;
+              config.heaps.push_back(item);
+              return true;
+            }) ||
+            config.heaps.empty()) {
+          return Fail("--heaps (names of at most 63 bytes, 255 in all)", optarg);
+        }
+        break;
+      }
+      case kAllHeaps: config.all_heaps = true; break;
       case kBlockTimeout:
         if (!ParseNumber(optarg, 1, UINT32_MAX, &n)) return Fail("--block-timeout-us", optarg);
         config.block_timeout_us = static_cast<uint32_t>(n);

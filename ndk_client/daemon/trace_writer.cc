@@ -21,7 +21,6 @@ constexpr uint64_t kSequenceId = 2;
 // 1 MiB that Perfetto's tools are comfortable with; only a single sample whose new interned
 // entries alone exceed it (thousands of frames in new mappings) makes a larger packet.
 constexpr size_t kPacketBudget = 512 * 1024;
-constexpr char kMallocHeap[] = "libc.malloc";
 
 // The non-empty pieces of `s` between `separator`s.
 std::vector<std::string> Split(const std::string& s, char separator) {
@@ -241,20 +240,29 @@ bool TraceWriter::WriteCounters(const std::vector<DumpSnapshot>& processes) {
   return true;
 }
 
-// The process's samples go into the current ProfilePacket, each with the interned entries it is
-// the first to use; when the packet is full, the process's fragment so far is closed, the packet
-// written with continued=true, and the process goes on in a fragment of the next packet.
+// Each heap of the process is a ProcessHeapSamples of its own, as heapprofd writes them.
 bool TraceWriter::WriteProcess(const DumpSnapshot& process) {
-  using pb::HeapSample;
   LocalIids local;
   local.mappings.assign(process.mappings.size(), 0);
   local.callstacks.assign(process.callstacks.size(), 0);
+  for (const HeapSnapshot& heap : process.heaps) {
+    if (!WriteHeap(process, heap, &local)) return false;
+  }
+  return true;
+}
+
+// The heap's samples go into the current ProfilePacket, each with the interned entries it is the
+// first to use; when the packet is full, the heap's fragment so far is closed, the packet written
+// with continued=true, and the heap goes on in a fragment of the next packet.
+bool TraceWriter::WriteHeap(const DumpSnapshot& process, const HeapSnapshot& heap,
+                            LocalIids* local) {
+  using pb::HeapSample;
   bool wrote_fragment = false;
   ProtoEncoder staged;
   ProtoEncoder sample;
-  for (const CallstackSample& s : process.samples) {
+  for (const CallstackSample& s : heap.samples) {
     staged.Clear();
-    uint64_t callstack_iid = InternCallstack(process, s.callstack, &local, &staged);
+    uint64_t callstack_iid = InternCallstack(process, s.callstack, local, &staged);
     if (callstack_iid == 0) continue;  // an index the snapshot does not hold: nothing to point at
     sample.Clear();
     sample.Varint(HeapSample::kCallstackId, callstack_iid);
@@ -270,7 +278,7 @@ bool TraceWriter::WriteProcess(const DumpSnapshot& process) {
     size_t packet_bytes = interned_.size() + dumps_.size() + samples_.size();
     if (packet_bytes > 0 && packet_bytes + staged.size() + sample.size() > kPacketBudget) {
       if (!samples_.empty()) {
-        CloseFragment(process);
+        CloseFragment(process, heap);
         wrote_fragment = true;
       }
       if (!FlushProfilePacket(/*continued=*/true)) return false;
@@ -278,13 +286,13 @@ bool TraceWriter::WriteProcess(const DumpSnapshot& process) {
     interned_.Append(staged);
     samples_.Message(pb::ProcessHeapSamples::kSamples, sample);
   }
-  // A process without samples still gets its header: its flags and stats are news too.
-  if (!samples_.empty() || !wrote_fragment) CloseFragment(process);
+  // A heap without samples still gets its header: the process's flags and stats are news too.
+  if (!samples_.empty() || !wrote_fragment) CloseFragment(process, heap);
   return true;
 }
 
 // Every fragment repeats the whole header, as heapprofd's do: a reader may see any one of them.
-void TraceWriter::CloseFragment(const DumpSnapshot& process) {
+void TraceWriter::CloseFragment(const DumpSnapshot& process, const HeapSnapshot& heap) {
   using pb::ProcessHeapSamples;
   using pb::ProcessStats;
   ProtoEncoder stats;
@@ -302,7 +310,7 @@ void TraceWriter::CloseFragment(const DumpSnapshot& process) {
   if (process.buffer_corrupted) fragment.Bool(ProcessHeapSamples::kBufferCorrupted, true);
   fragment.Varint(ProcessHeapSamples::kTimestamp, process.timestamp_ns);
   fragment.Varint(ProcessHeapSamples::kStartTimestamp, process.start_timestamp_ns);
-  fragment.Bytes(ProcessHeapSamples::kHeapName, kMallocHeap, sizeof(kMallocHeap) - 1);
+  fragment.Bytes(ProcessHeapSamples::kHeapName, heap.name);
   fragment.Varint(ProcessHeapSamples::kSamplingIntervalBytes, process.sampling_interval);
   fragment.Message(ProcessHeapSamples::kStats, stats);
   fragment.Append(samples_);

@@ -98,7 +98,8 @@ class TraceWriter {
   bool WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                         std::vector<int32_t>* described_now);
   bool WriteProcess(const DumpSnapshot& process);
-  void CloseFragment(const DumpSnapshot& process);
+  bool WriteHeap(const DumpSnapshot& process, const HeapSnapshot& heap, LocalIids* local);
+  void CloseFragment(const DumpSnapshot& process, const HeapSnapshot& heap);
   bool FlushProfilePacket(bool continued);
   bool WritePacket(const ProtoEncoder& packet);
   bool Commit();

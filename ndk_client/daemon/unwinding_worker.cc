@@ -205,11 +205,22 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
         break;
     }
     if (record.type == kRecordAlloc) {
-      HandleAlloc(client, record.body, record.body_size);
-    } else if (record.type == kRecordFree && record.body_size >= sizeof(FreeRecord)) {
-      FreeRecord free_record;
-      memcpy(&free_record, record.body, sizeof(free_record));
-      client->tracker.RecordFree(free_record.address, free_record.sequence);
+      HandleAlloc(client, &client->malloc_heap, record.body, record.body_size);
+    } else if (record.type == kRecordFree) {
+      HandleFree(&client->malloc_heap, record.body, record.body_size);
+    } else if (record.type == kRecordHeapAlloc) {
+      HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
+      if (heap != nullptr) {
+        HandleAlloc(client, heap, record.body + sizeof(HeapTag),
+                    record.body_size - sizeof(HeapTag));
+      }
+    } else if (record.type == kRecordHeapFree) {
+      HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
+      if (heap != nullptr) {
+        HandleFree(heap, record.body + sizeof(HeapTag), record.body_size - sizeof(HeapTag));
+      }
+    } else if (record.type == kRecordHeapName) {
+      NameCustomHeap(client, record.body, record.body_size);
     } else if (record.type == kRecordAllocatorStats &&
                record.body_size >= sizeof(AllocatorStatsRecord)) {
       AllocatorStatsRecord stats;
@@ -221,7 +232,38 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
   return false;
 }
 
-void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size) {
+HeapTracker* UnwindingWorker::CustomHeapOf(ClientConnection* client, const uint8_t* body,
+                                           size_t size) {
+  if (size < sizeof(HeapTag)) return nullptr;
+  HeapTag tag;
+  memcpy(&tag, body, sizeof(tag));
+  auto found = client->custom_heaps.find(tag.heap);
+  return found != client->custom_heaps.end() ? &found->second.tracker : nullptr;
+}
+
+// A heap the session does not record, a number out of range or a heap named twice: ignored.
+void UnwindingWorker::NameCustomHeap(ClientConnection* client, const uint8_t* body,
+                                     size_t size) {
+  if (size < sizeof(HeapNameRecord)) return;
+  HeapNameRecord record;
+  memcpy(&record, body, sizeof(record));
+  const std::string name(record.name, strnlen(record.name, sizeof(record.name) - 1));
+  if (record.heap == 0 || record.heap > kMaxCustomHeaps || name.empty() ||
+      !config_.RecordsCustomHeap(name)) {
+    return;
+  }
+  client->custom_heaps.emplace(record.heap, ClientConnection::CustomHeap{name, {}});
+}
+
+void UnwindingWorker::HandleFree(HeapTracker* heap, const uint8_t* body, size_t size) {
+  if (size < sizeof(FreeRecord)) return;
+  FreeRecord record;
+  memcpy(&record, body, sizeof(record));
+  heap->RecordFree(record.address, record.sequence);
+}
+
+void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
+                                  const uint8_t* body, size_t size) {
   if (size < sizeof(AllocRecord)) return;
   // The record was just written on another core, so nearly every line of it misses the cache, and
   // the unwinder's reads depend on each other (each frame's CFA on the last one's registers): read
@@ -256,14 +298,14 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
                               ? unwound.maps[i]
                               : client->maps.Find(pc, &elf_cache_);
     if (map == nullptr) {
-      frames.push_back({client->tracker.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
+      frames.push_back({client->callstacks.InternMapping(PseudoMapping("[droidheap: unknown mapping]")),
                         pc});
     } else {
       const uint32_t mapping = MappingId(client, *map);
       if (mapping == ClientConnection::kProfilerMapping) {
         if (in_profiler) continue;
         // The profiler's library below the app's frames (a callback into libc): booked as is.
-        frames.push_back({client->tracker.InternMapping(ToMappingInfo(*map)),
+        frames.push_back({client->callstacks.InternMapping(ToMappingInfo(*map)),
                           pc - map->start + map->offset + map->load_bias});
       } else {
         frames.push_back({mapping, pc - map->start + map->offset + map->load_bias});
@@ -279,20 +321,19 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, const uint8_t* body,
     const char* name = client->layout->has_ehabi && unwound.error == UnwindError::kNoUnwindInfo
                            ? "[droidheap: unwind error: .ARM.exidx not read]"
                            : "[droidheap: unwind error]";
-    frames.push_back({client->tracker.InternMapping(PseudoMapping(name)),
+    frames.push_back({client->callstacks.InternMapping(PseudoMapping(name)),
                       static_cast<uint64_t>(unwound.error)});
   }
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);
   std::reverse(frames.begin(), frames.end());
-  uint32_t callstack = client->tracker.InternCallstack(frames);
+  uint32_t callstack = client->callstacks.InternCallstack(frames);
 
   // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
   // same way, so that counts stay unbiased too.
   uint64_t count = record.sample_size > record.alloc_size
                        ? (record.sample_size + record.alloc_size / 2) / record.alloc_size
                        : 1;
-  client->tracker.RecordAlloc(record.address, record.sequence, callstack, record.sample_size,
-                              count);
+  heap->RecordAlloc(record.address, record.sequence, callstack, record.sample_size, count);
   ++client->heap_samples;
 }
 
@@ -307,7 +348,7 @@ uint32_t UnwindingWorker::MappingId(ClientConnection* client, const MapEntry& ma
   uint32_t& id = client->mapping_ids[static_cast<size_t>(&map - entries.data())];
   if (id == ClientConnection::kNotYetSeen) {
     id = IsProfilerLibrary(map.path) ? ClientConnection::kProfilerMapping
-                                     : client->tracker.InternMapping(ToMappingInfo(map));
+                                     : client->callstacks.InternMapping(ToMappingInfo(map));
   }
   return id;
 }
@@ -348,9 +389,22 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
   if (!client->socket_closed) ReadMemory(client, MonotonicUs());
   s.memory = client->memory;
-  if (client->totals) s.totals = client->totals->Sum();
   s.allocator = client->allocator;
-  client->tracker.Snapshot(&s);
+  s.mappings = client->callstacks.mappings();
+  s.callstacks = client->callstacks.callstacks();
+  if (config_.RecordsMalloc()) {
+    HeapSnapshot& heap = s.heaps.emplace_back();
+    heap.name = kMallocHeapName;
+    if (client->totals) heap.totals = client->totals->Sum();
+    heap.samples = client->malloc_heap.Snapshot();
+  }
+  for (const auto& [number, custom] : client->custom_heaps) {
+    HeapSnapshot& heap = s.heaps.emplace_back();
+    heap.number = number;
+    heap.name = custom.name;
+    if (client->totals) heap.totals = client->totals->SumOfCustomHeap(number);
+    heap.samples = custom.tracker.Snapshot();
+  }
   return s;
 }
 

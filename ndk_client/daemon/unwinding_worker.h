@@ -50,8 +50,13 @@ class UnwindingWorker {
   // Handles at most max_records records; true when the buffer is (for now) empty.
   bool Drain(ClientConnection* client, size_t max_records);
   bool DrainRecords(ClientConnection* client, size_t max_records);
-  void HandleAlloc(ClientConnection* client, const uint8_t* body, size_t size);
-  // The tracker's mapping index for `map` (ClientConnection::kProfilerMapping for our own).
+  void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
+  // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
+  // client never named it.
+  HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);
+  void NameCustomHeap(ClientConnection* client, const uint8_t* body, size_t size);
+  void HandleFree(HeapTracker* heap, const uint8_t* body, size_t size);
+  // The callstacks' mapping index for `map` (ClientConnection::kProfilerMapping for our own).
   uint32_t MappingId(ClientConnection* client, const MapEntry& map);
   void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
                 UnwindError error);

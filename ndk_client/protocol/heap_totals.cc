@@ -60,16 +60,26 @@ void SharedTotals::Release(TotalsSlot* slot) {
   if (!IsShared(slot)) slot->taken.store(0, std::memory_order_release);
 }
 
-HeapTotals SharedTotals::Sum() const {
+namespace {
+
+HeapTotals SumOfSlots(const TotalsSlot* slots, uint32_t count) {
   HeapTotals sum;
-  for (uint32_t i = 0; i < kSlots; ++i) {
-    const TotalsSlot& slot = slots_[i];
+  for (uint32_t i = 0; i < count; ++i) {
+    const TotalsSlot& slot = slots[i];
     sum.alloc_count += slot.alloc_count.load(std::memory_order_relaxed);
     sum.alloc_bytes += slot.alloc_bytes.load(std::memory_order_relaxed);
     sum.free_count += slot.free_count.load(std::memory_order_relaxed);
     sum.free_bytes += slot.free_bytes.load(std::memory_order_relaxed);
   }
   return sum;
+}
+
+}  // namespace
+
+HeapTotals SharedTotals::Sum() const { return SumOfSlots(slots_, kSlots); }
+
+HeapTotals SharedTotals::SumOfCustomHeap(uint32_t heap) const {
+  return SumOfSlots(custom_heap_slot(heap), 1);
 }
 
 }  // namespace droidheap

@@ -18,6 +18,8 @@
 
 #include <atomic>
 
+#include "protocol/wire_protocol.h"
+
 namespace droidheap {
 
 struct alignas(64) TotalsSlot {
@@ -41,8 +43,9 @@ struct HeapTotals {
 // per-client state, or by the client (never unmapped there: threads may still be counting).
 class SharedTotals {
  public:
-  static constexpr uint32_t kSlots = 1024;
-  static constexpr uint64_t kSize = uint64_t{kSlots} * sizeof(TotalsSlot);
+  static constexpr uint32_t kSlots = 1024;  // libc's heap
+  static constexpr uint64_t kSize =
+      uint64_t{kSlots + kMaxCustomHeaps} * sizeof(TotalsSlot);
 
   // Daemon side: a new sealed memfd, zeroed.
   static SharedTotals* Create();
@@ -66,8 +69,14 @@ class SharedTotals {
   // By the thread that claimed `slot`, when it ends.
   void Release(TotalsSlot* slot);
 
-  // Daemon side: the sum over every slot, as the client's threads last stored it.
+  // The slot of custom heap `heap` (1 to kMaxCustomHeaps), counted in with atomic additions.
+  TotalsSlot* custom_heap_slot(uint32_t heap) const { return slots_ + kSlots + (heap - 1); }
+
+  // Daemon side: the totals of libc's heap, the sum over its slots as the client's threads last
+  // stored them.
   HeapTotals Sum() const;
+  // Daemon side: the totals of custom heap `heap` (1 to kMaxCustomHeaps).
+  HeapTotals SumOfCustomHeap(uint32_t heap) const;
 
  private:
   SharedTotals(int fd, TotalsSlot* slots) : fd_(fd), slots_(slots) {}
@@ -85,6 +94,16 @@ inline void AddToSlot(std::atomic<uint64_t>* counter, uint64_t value, bool share
   } else {
     counter->store(counter->load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
   }
+}
+
+inline void CountAllocIn(TotalsSlot* slot, uint64_t bytes, bool shared) {
+  AddToSlot(&slot->alloc_count, 1, shared);
+  AddToSlot(&slot->alloc_bytes, bytes, shared);
+}
+
+inline void CountFreeIn(TotalsSlot* slot, uint64_t bytes, bool shared) {
+  AddToSlot(&slot->free_count, 1, shared);
+  AddToSlot(&slot->free_bytes, bytes, shared);
 }
 
 }  // namespace droidheap

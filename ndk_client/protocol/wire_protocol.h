@@ -31,8 +31,9 @@ constexpr uint32_t kHelloMagic = 0x50414548;  // "HEAP"
 constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 2: ClientHello::abi. 3: DaemonReply::block_timeout_us (milliseconds before, as
 // block_timeout_ms; the daemon answers an older client in its unit). 4: DaemonReply::totals_size
-// and the totals fd; AllocatorStatsRecord.
-constexpr uint32_t kProtocolVersion = 4;
+// and the totals fd; AllocatorStatsRecord. 5: custom heaps (DaemonReply::heap_flags and
+// heap_names, the kRecordHeap* records, the totals' slots per heap).
+constexpr uint32_t kProtocolVersion = 5;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -71,6 +72,18 @@ enum ClientFlags : uint32_t {
   kFlagDisableForkTeardown = 1u << 1,
 };
 
+// Custom heaps (include/droidheap/heaps.h). libc's heap is heap 0, named kMallocHeapName; a
+// custom heap keeps the number the client gave it, from 1, for the life of the process.
+constexpr char kMallocHeapName[] = "libc.malloc";
+constexpr uint32_t kMaxCustomHeaps = 64;
+constexpr size_t kHeapNameSize = 64;  // with its NUL; as DROIDHEAP_HEAP_NAME_SIZE
+constexpr size_t kHeapNamesSize = 256;
+
+enum HeapFlags : uint32_t {
+  kHeapsSkipMalloc = 1u << 0,  // libc's heap is not recorded (a --heaps list without it)
+  kHeapsAllCustom = 1u << 1,   // every custom heap is recorded (--all-heaps)
+};
+
 struct alignas(8) DaemonReply {
   uint32_t magic;
   uint32_t version;
@@ -85,22 +98,47 @@ struct alignas(8) DaemonReply {
   uint64_t random_seed;  // sampler seed; 0 = seed from the clock (tests pin it)
   // Version 4. Size of the shared totals (heap_totals.h), the reply's second fd; 0 = none.
   uint64_t totals_size;
+  // Version 5. Which heaps the session records (HeapFlags), and the custom heaps it records by
+  // name unless kHeapsAllCustom: NUL-terminated names one after the other, an empty one last.
+  uint32_t heap_flags;
+  uint32_t reserved2;
+  char heap_names[kHeapNamesSize];
 };
-// A reply of version 3 stops before totals_size: the client reads what came and zeroes the rest.
+// A reply of version 3 stops before totals_size, one of version 4 before heap_flags: the client
+// reads what came and zeroes the rest (which then records libc's heap alone).
 constexpr uint32_t kDaemonReplyV3Size = 56;
-static_assert(sizeof(DaemonReply) == 64, "wire layout");
+static_assert(sizeof(DaemonReply) == 72 + kHeapNamesSize, "wire layout");
 static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
                   offsetof(DaemonReply, max_stack_bytes) == 24 &&
                   offsetof(DaemonReply, shmem_size) == 40 &&
                   offsetof(DaemonReply, random_seed) == 48 &&
-                  offsetof(DaemonReply, totals_size) == 56,
+                  offsetof(DaemonReply, totals_size) == 56 &&
+                  offsetof(DaemonReply, heap_flags) == 64 &&
+                  offsetof(DaemonReply, heap_names) == 72,
               "wire layout");
 
 enum RecordType : uint32_t {
   kRecordAlloc = 1,
   kRecordFree = 2,
   kRecordAllocatorStats = 3,  // version 4
+  // Version 5, custom heaps: a HeapTag, then the AllocRecord (and its stack) or the FreeRecord.
+  kRecordHeapAlloc = 4,
+  kRecordHeapFree = 5,
+  kRecordHeapName = 6,  // HeapNameRecord, before the heap's first record
 };
+
+struct alignas(8) HeapTag {
+  uint32_t heap;  // from 1, < kMaxCustomHeaps + 1
+  uint32_t reserved;
+};
+static_assert(sizeof(HeapTag) == 8, "wire layout");
+
+struct alignas(8) HeapNameRecord {
+  uint32_t heap;
+  uint32_t reserved;
+  char name[kHeapNameSize];  // NUL-terminated
+};
+static_assert(sizeof(HeapNameRecord) == 72, "wire layout");
 
 struct alignas(8) AllocRecord {
   uint64_t sequence;     // taken after the real allocation returned

@@ -1,22 +1,26 @@
-// HeapTracker: the sequence-number rules of heap_tracker.h, and cumulative per-stack totals.
+// HeapTracker: the sequence-number rules of heap_tracker.h, and cumulative per-stack totals;
+// CallstackTable's interning.
+#include "daemon/callstack_table.h"
 #include "daemon/heap_tracker.h"
 #include "tests/test_util.h"
 
-using droidheap::DumpSnapshot;
+using droidheap::CallstackSample;
+using droidheap::CallstackTable;
 using droidheap::FrameInfo;
 using droidheap::HeapTracker;
 
 namespace {
 
-const droidheap::CallstackSample& Totals(const HeapTracker& t, uint32_t stack) {
-  static DumpSnapshot s;
-  t.Snapshot(&s);
-  return s.samples[stack];
+CallstackSample Totals(const HeapTracker& t, uint32_t stack) {
+  for (const CallstackSample& s : t.Snapshot()) {
+    if (s.callstack == stack) return s;
+  }
+  return {};
 }
 
 void TestFreeMatchesAlloc() {
   HeapTracker t;
-  uint32_t s = t.InternCallstack({{0, 0x10}});
+  uint32_t s = 0;
   t.RecordAlloc(0x1000, 1, s, 100, 1);
   t.RecordFree(0x1000, 2);
   CHECK(Totals(t, s).self_allocated == 100 && Totals(t, s).self_freed == 100);
@@ -26,7 +30,7 @@ void TestFreeMatchesAlloc() {
 
 void TestUnknownAndOlderFreesAreIgnored() {
   HeapTracker t;
-  uint32_t s = t.InternCallstack({{0, 0x10}});
+  uint32_t s = 0;
   t.RecordFree(0x2000, 1);  // never sampled
   t.RecordAlloc(0x1000, 5, s, 64, 1);
   t.RecordFree(0x1000, 3);  // freed an older block at the same address
@@ -35,8 +39,7 @@ void TestUnknownAndOlderFreesAreIgnored() {
 
 void TestReuseOfAnAddressCreditsTheOldBlock() {
   HeapTracker t;
-  uint32_t a = t.InternCallstack({{0, 0x10}});
-  uint32_t b = t.InternCallstack({{0, 0x20}});
+  uint32_t a = 0, b = 1;
   t.RecordAlloc(0x1000, 5, a, 10, 1);
   t.RecordAlloc(0x1000, 9, b, 20, 1);  // the free of the first block never arrived
   CHECK(Totals(t, a).self_freed == 10 && Totals(t, b).self_freed == 0);
@@ -46,7 +49,7 @@ void TestReuseOfAnAddressCreditsTheOldBlock() {
 }
 
 void TestCallstacksAreInterned() {
-  HeapTracker t;
+  CallstackTable t;
   std::vector<FrameInfo> frames = {{0, 1}, {1, 2}};
   CHECK(t.InternCallstack(frames) == t.InternCallstack(frames));
   CHECK(t.InternCallstack({{0, 1}}) != t.InternCallstack(frames));
@@ -57,9 +60,7 @@ void TestCallstacksAreInterned() {
 
 void TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest() {
   HeapTracker t;
-  uint32_t a = t.InternCallstack({{0, 0x10}});
-  uint32_t b = t.InternCallstack({{0, 0x20}});
-  uint32_t c = t.InternCallstack({{0, 0x30}});
+  uint32_t a = 0, b = 1, c = 2;
   t.RecordAlloc(0x1000, 1, a, 100, 1);
   t.RecordAlloc(0x2000, 2, b, 300, 3);
   t.RecordAlloc(0x3000, 3, a, 50, 1);  // the peak: a 150 in 2, b 300 in 3
@@ -75,6 +76,18 @@ void TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest() {
   CHECK(Totals(t, c).peak_bytes == 500 && Totals(t, c).peak_count == 2);
 }
 
+// Heaps of one process share its call stack ids; each heap reports only the stacks it saw.
+void TestHeapsBookApartOverSharedCallstacks() {
+  HeapTracker malloc_heap, pool;
+  malloc_heap.RecordAlloc(0x1000, 1, 0, 100, 1);
+  pool.RecordAlloc(0x1000, 2, 5000, 40, 1);  // the same address, another heap
+  pool.RecordFree(0x1000, 3);
+  CHECK(malloc_heap.live_bytes() == 100 && pool.live_bytes() == 0);
+  CHECK(malloc_heap.Snapshot().size() == 1 && pool.Snapshot().size() == 1);
+  CHECK(Totals(pool, 5000).self_allocated == 40 && Totals(pool, 5000).self_freed == 40);
+  CHECK(Totals(malloc_heap, 0).self_freed == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -82,6 +95,7 @@ int main() {
   TestUnknownAndOlderFreesAreIgnored();
   TestReuseOfAnAddressCreditsTheOldBlock();
   TestCallstacksAreInterned();
+  TestHeapsBookApartOverSharedCallstacks();
   TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest();
   printf("heap_tracker_test: ok\n");
   return 0;

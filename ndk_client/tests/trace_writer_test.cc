@@ -60,7 +60,8 @@ void AddSample(DumpSnapshot* d, uint32_t callstack, uint64_t allocated, uint64_t
   s.self_freed = freed;
   s.alloc_count = allocs;
   s.free_count = frees;
-  d->samples.push_back(s);
+  if (d->heaps.empty()) d->heaps.emplace_back().name = droidheap::kMallocHeapName;
+  d->heaps.back().samples.push_back(s);
 }
 
 // pid 101 as of dump 1 (`factor` 1) or dumps 2 and 3 (`factor` 2, mappings listed in reverse so

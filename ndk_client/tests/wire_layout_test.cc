@@ -43,6 +43,8 @@ int main() {
   FIELD(DaemonReply, shmem_size);
   FIELD(DaemonReply, random_seed);
   FIELD(DaemonReply, totals_size);
+  FIELD(DaemonReply, heap_flags);
+  FIELD(DaemonReply, heap_names);
 
   STRUCT(AllocRecord);
   FIELD(AllocRecord, sequence);
@@ -57,6 +59,14 @@ int main() {
   STRUCT(FreeRecord);
   FIELD(FreeRecord, sequence);
   FIELD(FreeRecord, address);
+
+  STRUCT(HeapTag);
+  FIELD(HeapTag, heap);
+  FIELD(HeapTag, reserved);
+
+  STRUCT(HeapNameRecord);
+  FIELD(HeapNameRecord, heap);
+  FIELD(HeapNameRecord, name);
 
   STRUCT(AllocatorStatsRecord);
   FIELD(AllocatorStatsRecord, in_use_bytes);

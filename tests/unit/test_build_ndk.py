@@ -131,3 +131,6 @@ def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
         assert archive.read("droidheap/bin/armeabi-v7a/droidheapd") == b"NDK armeabi-v7a\n"
         assert archive.read("droidheap/bin/x86_64/droidheapd") == b"NDK x86_64\n"
         assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")
+        # The custom heaps' header, beside the client that reads what it writes.
+        assert b"droidheap_register_heap" in archive.read(
+            "droidheap/bin/linux/x86_64/include/droidheap/heaps.h")
