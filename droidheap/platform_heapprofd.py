@@ -16,7 +16,7 @@ API (the CLI's `--mode platform` calls these; nothing here prints):
         (a non-debuggable app on Android 10-11).
     build_trace_config(options, names, pids, duration_ms) -> bytes
         The serialized perfetto TraceConfig for droidheap's flags (-i -c --no-block-client
-        --shmem-size, -n/-p, -d; duration 0 = until stopped).
+        --shmem-size --heaps --all-heaps, -n/-p, -d; duration 0 = until stopped).
     run_platform_session(device, options, names, pids, duration_ms, out_dir,
                          stop_requested=None, note=None) -> pathlib.Path
         Starts perfetto on the device, waits for -d, `stop_requested()`, Ctrl-C or SIGTERM (as
@@ -60,9 +60,9 @@ LACKS = (
     "--seed: the platform's sampler cannot be seeded",
     "the daemon's log: perfetto runs detached and says nothing until the trace is pulled, so a "
     "target that was never profiled shows only then",
-    "on Android 10 and 11: no 32-bit app on a 64-bit device, and only the debuggable flag can be "
-    "checked beforehand, not the profileable one; on 10, a client blocked on a full buffer waits "
-    "with no time limit",
+    "on Android 10 and 11: no 32-bit app on a 64-bit device, no heap but libc.malloc (--heaps and "
+    "--all-heaps are 12+), and only the debuggable flag can be checked beforehand, not the "
+    "profileable one; on 10, a client blocked on a full buffer waits with no time limit",
 )
 
 _TRACE_DIR = "/data/misc/perfetto-traces"  # the one directory perfetto may write on a user build
@@ -132,7 +132,12 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
         # droidheapd's first periodic dump also comes one interval after the start.
         heap.continuous_dump_config.dump_phase_ms = options.dump_interval_ms
         heap.continuous_dump_config.dump_interval_ms = options.dump_interval_ms
-    # No `heaps` and no all_heaps: malloc only, as droidheapd, on every release (`heaps` is 12+).
+    # Neither: malloc only, as droidheapd. Both fields came with custom heaps in Android 12;
+    # 10 and 11 ignore them and record malloc only.
+    if options.heaps:
+        heap.heaps.extend(options.heaps)
+    if options.all_heaps:
+        heap.all_heaps = True
     processes = config.data_sources.add().config
     processes.name = "linux.process_stats"
     processes.target_buffer = 0

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from droidheap.symbolizer import SourceLine, SymbolTable
 from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
-from droidheap.trace.heap_dumps import HeapDump, ProcessMemory, TraceDumps
+from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
 
@@ -87,7 +87,8 @@ def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
         by_heap: Dict[str, List[HeapDump]] = {}
         for dump in dumps.dumps[pid]:
             by_heap.setdefault(dump.heap_name, []).append(dump)
-        for heap, heap_dumps in sorted(by_heap.items()):
+        # libc's heap first, where the process's own figures print (format_summary).
+        for heap, heap_dumps in sorted(by_heap.items(), key=lambda h: (h[0] != MALLOC_HEAP, h[0])):
             last = heap_dumps[-1]
             samples = last.samples
             summaries.append(ProcessSummary(
@@ -117,10 +118,29 @@ def human_bytes(count: int) -> str:
     return f"{value:.1f} GiB"
 
 
+def _process_lines(s: ProcessSummary) -> List[str]:
+    """What the allocator and the kernel said the process held."""
+    lines = []
+    if s.allocator:
+        a = s.allocator
+        lines.append(f"  the allocator (mallinfo): {human_bytes(a.in_use_bytes)} in use, "
+                     f"{human_bytes(a.free_bytes)} free, {human_bytes(a.system_bytes)} taken "
+                     "from the system")
+    if s.memory:
+        m = s.memory
+        lines.append(f"  the process: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "
+                     f"{human_bytes(m.rss_anon_kb * 1024)}, files "
+                     f"{human_bytes(m.rss_file_kb * 1024)}, shared "
+                     f"{human_bytes(m.rss_shmem_kb * 1024)}: droidheap's buffer among it), "
+                     f"swap {human_bytes(m.swap_kb * 1024)}")
+    return lines
+
+
 def format_summary(summaries: List[ProcessSummary]) -> str:
     if not summaries:
         return "No heap dumps in the trace: no profiled process allocated while connected."
     blocks = []
+    shown = set()  # pids whose process figures are printed
     for s in summaries:
         name = s.cmdline or "?"
         dumps = f"{s.dumps} dump" + ("" if s.dumps == 1 else "s")
@@ -140,18 +160,11 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
                          f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees "
                          f"({human_bytes(t.free_bytes)}); {t.live_blocks} blocks, "
                          f"{human_bytes(t.in_use_bytes)} in use")
-        if s.allocator:
-            a = s.allocator
-            lines.append(f"  the allocator (mallinfo): {human_bytes(a.in_use_bytes)} in use, "
-                         f"{human_bytes(a.free_bytes)} free, {human_bytes(a.system_bytes)} taken "
-                         "from the system")
-        if s.memory:
-            m = s.memory
-            lines.append(f"  the process: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "
-                         f"{human_bytes(m.rss_anon_kb * 1024)}, files "
-                         f"{human_bytes(m.rss_file_kb * 1024)}, shared "
-                         f"{human_bytes(m.rss_shmem_kb * 1024)}: droidheap's buffer among it), "
-                         f"swap {human_bytes(m.swap_kb * 1024)}")
+        # mallinfo and RSS are the whole process's, the same beside each of its heaps: once, in
+        # its first section, so that they do not read as a custom heap's.
+        if s.pid not in shown:
+            shown.add(s.pid)
+            lines += _process_lines(s)
         notes = [text for flag, text in (
             (s.disconnected, "process disconnected"),
             (s.buffer_overran, "buffer overran: samples were lost"),

@@ -5,7 +5,7 @@ import pathlib
 import re
 import signal
 import time
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Tuple
 
 from droidheap.device.base import DaemonProcess, Device
 from droidheap.errors import DroidheapError
@@ -30,6 +30,8 @@ class ProfileOptions:
     block_client: bool = True
     exact_totals: bool = True
     fork_teardown: bool = True
+    heaps: Tuple[str, ...] = ()  # heap_profile's --heaps; none = libc.malloc alone
+    all_heaps: bool = False
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
@@ -54,6 +56,10 @@ class ProfileOptions:
             args.append("--no-exact-totals")
         if not self.fork_teardown:
             args.append("--disable-fork-teardown")
+        if self.heaps:
+            args += ["--heaps", ",".join(self.heaps)]
+        if self.all_heaps:
+            args.append("--all-heaps")
         if self.seed:
             args += ["--seed", str(self.seed)]
         return args

@@ -3,6 +3,7 @@ processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert t
 import contextlib
 import dataclasses
 import pathlib
+import re
 import signal
 import subprocess
 import tempfile
@@ -67,6 +68,25 @@ def _shmem_size(ctx, param, value):
     return value
 
 
+# As droidheapd hands them to the client: each name NUL-terminated in 255 bytes in all.
+_HEAP_NAME_BYTES = 63
+_HEAP_NAMES_BYTES = 255
+_HEAP_NAME = re.compile(r"[!-+\--~]+")  # printable ASCII, no space, no comma
+
+
+def _heap_names(ctx, param, value):
+    names = list(dict.fromkeys(_split_list(value, str, "heap name")))
+    for name in names:
+        if len(name) > _HEAP_NAME_BYTES or not _HEAP_NAME.fullmatch(name):
+            raise click.BadParameter(f"{name!r} is not a heap name (printable ASCII, at most "
+                                     f"{_HEAP_NAME_BYTES} bytes)")
+    if sum(len(name) + 1 for name in names) > _HEAP_NAMES_BYTES:
+        raise click.BadParameter(f"the names take more than {_HEAP_NAMES_BYTES} bytes")
+    if value is not None and not names:
+        raise click.BadParameter("no heap named")
+    return tuple(names)
+
+
 @click.command("profile", context_settings={"ignore_unknown_options": False})
 @click.option("-n", "--name", "names", metavar="NAME[,NAME]",
               help="Profile processes by name (basename of argv[0], cut at '@'; an app's process "
@@ -98,6 +118,11 @@ def _shmem_size(ctx, param, value):
 @click.option("--exact-totals/--no-exact-totals", default=True,
               help="Count every allocation and free beside the samples (default); without, "
                    "the unsampled calls cost about 1 ns instead of 5.")
+@click.option("--heaps", callback=_heap_names, metavar="NAME[,NAME]",
+              help="Record these heaps: libc's is libc.malloc, the others a program registers "
+                   "through droidheap/heaps.h. Default: libc.malloc alone.")
+@click.option("--all-heaps", is_flag=True,
+              help="Record every heap: libc.malloc and every heap a program registers.")
 @click.option("--disable-fork-teardown", is_flag=True,
               help="Profile a forked child as a process of its own, from the fork on, instead "
                    "of only leaving it out.")
@@ -113,7 +138,7 @@ def _shmem_size(ctx, param, value):
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
-            block_client, block_client_timeout_us, shmem_size, exact_totals,
+            block_client, block_client_timeout_us, shmem_size, exact_totals, heaps, all_heaps,
             disable_fork_teardown, no_running, no_startup, print_config, output, seed, argv):
     """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
@@ -121,11 +146,14 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     targets = Targets(name_list, pid_list, every_process, running=not no_running,
                       startup=not no_startup)
     targets.check(argv)
+    if heaps and all_heaps:
+        raise click.UsageError("--all-heaps already records every heap: no --heaps with it")
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              dump_at_max=dump_at_max, block_client=block_client,
                              block_client_timeout_us=block_client_timeout_us,
                              shmem_size=shmem_size, exact_totals=exact_totals,
-                             fork_teardown=not disable_fork_teardown, seed=seed)
+                             fork_teardown=not disable_fork_teardown, heaps=heaps,
+                             all_heaps=all_heaps, seed=seed)
     if print_config:
         _print_config(obj, options, targets, argv, duration_ms)
         return

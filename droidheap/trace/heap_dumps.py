@@ -23,6 +23,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTotals
 
 PSEUDO_PREFIX = "[droidheap"
+MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
 
 
@@ -243,7 +244,7 @@ def _make_mapping(raw: pb.Mapping, t: _Tables) -> Mapping:
 
 
 def _new_dump(pid: int, index: int, src: pb.ProfilePacket.ProcessHeapSamples) -> HeapDump:
-    return HeapDump(pid=pid, index=index, heap_name=src.heap_name or "libc.malloc",
+    return HeapDump(pid=pid, index=index, heap_name=src.heap_name or MALLOC_HEAP,
                     timestamp=src.timestamp, start_timestamp=src.start_timestamp,
                     sampling_interval_bytes=src.sampling_interval_bytes)
 
@@ -302,7 +303,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
         seq.add_packet_tables(profile)
         current = pending.setdefault(seq_id, {})
         for src in profile.process_dumps:
-            key = (src.pid, src.heap_name or "libc.malloc")
+            key = (src.pid, src.heap_name or MALLOC_HEAP)
             if key not in current:
                 index = _next_index(result, current, src.pid)
                 current[key] = _new_dump(src.pid, index, src)

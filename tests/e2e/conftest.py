@@ -47,6 +47,9 @@ def compile_program(source: pathlib.Path, out: pathlib.Path, abi: str) -> pathli
         flags = ["-O1", "-fno-omit-frame-pointer"]
     if abi == M32_ABI:
         flags.append("-m32")
+    else:  # droidheap/heaps.h as a user finds it: installed beside the client
+        client_dir = native.binary_dir(abi, required=(native.CLIENT,), target=native.LINUX)
+        flags += ["-I", str(client_dir / "include")]
     subprocess.run([compiler(abi, cxx=source.suffix == ".cc"), *flags, "-g", "-pthread",
                     str(source), "-o", str(out)], check=True)
     return out

@@ -7,10 +7,11 @@
  *   custom_heap [--wait-file PATH] [--threads N] ROUNDS
  *
  * Registers both heaps first and prints "registered pid=PID"; with --wait-file it then waits for
- * PATH to exist, allocating a little now and then (a profiler attaches meanwhile). Then N threads (default 1) each run ROUNDS
- * rounds: pool_site takes 8 blocks and gives back 6; arena_site takes 3 blocks of 1000 bytes, and
- * every 4th round the arena is reset. Each heap's own count of what it reported is printed at the
- * end ("pool allocs=... alloc_bytes=... frees=... free_bytes=..."), then "done". */
+ * PATH to exist, allocating a little now and then (a profiler attaches meanwhile). Then N
+ * threads (default 1) each run ROUNDS rounds: pool_site takes 8 blocks and gives back 6;
+ * arena_site takes 3 blocks of 1000 bytes, and every 4th round the arena is reset. Each heap's own
+ * count of what it reported is printed at the end ("pool allocs=... alloc_bytes=... frees=...
+ * free_bytes=..."), then "done". */
 #include <droidheap/heaps.h>
 #include <pthread.h>
 #include <stdio.h>

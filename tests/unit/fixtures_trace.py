@@ -5,7 +5,7 @@ import pathlib
 import re
 import shutil
 import subprocess
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -31,6 +31,8 @@ class FakeMapping:
 
 # (callstack iid, self_allocated, self_freed, alloc_count, free_count)
 SampleRow = Tuple[int, int, int, int, int]
+# A dump's samples are keyed by pid (of the dump's `heap`) or by (pid, heap name).
+DumpKey = Union[int, Tuple[int, str]]
 
 
 def heap_counters(alloc_count: int, alloc_bytes: int, free_count: int, free_bytes: int,
@@ -173,11 +175,12 @@ class TraceBuilder:
             self._pending.callstacks.add(iid=self._callstacks[key], frame_ids=frame_ids)
         return self._callstacks[key]
 
-    def dump(self, samples: Dict[int, List[SampleRow]], timestamp: int = COARSE_NS + 10**9,
+    def dump(self, samples: Dict[DumpKey, List[SampleRow]], timestamp: int = COARSE_NS + 10**9,
              heap: str = "libc.malloc", interval: int = 4096, fragments: int = 1,
              finished: bool = True, **flags):
-        """One dump of every pid in `samples`, split over `fragments` packets (samples dealt out
-        round robin); `finished=False` leaves `continued` set on the last one."""
+        """One dump of every pid (or (pid, heap)) in `samples`, one ProcessHeapSamples each in
+        that order, split over `fragments` packets (samples dealt out round robin);
+        `finished=False` leaves `continued` set on the last one."""
         for index in range(fragments):
             packet = self._packet()
             if index == 0 and self._pending.ByteSize():
@@ -187,9 +190,10 @@ class TraceBuilder:
             profile.index = self._profile_packets
             self._profile_packets += 1
             profile.continued = index < fragments - 1 or not finished
-            for pid, rows in samples.items():
+            for key, rows in samples.items():
+                pid, heap_name = key if isinstance(key, tuple) else (key, heap)
                 proc = profile.process_dumps.add(
-                    pid=pid, heap_name=heap, sampling_interval_bytes=interval,
+                    pid=pid, heap_name=heap_name, sampling_interval_bytes=interval,
                     timestamp=timestamp, start_timestamp=COARSE_NS, **flags)
                 proc.stats.unwinding_errors = 1
                 proc.stats.heap_samples = len(rows)

@@ -33,6 +33,13 @@ def assert_one_line_error(result, expected, code=None):
     (["--block-client-timeout", "0"], "'--block-client-timeout'"),
     (["--no-startup"], "--no-startup cannot go with -- CMD"),
     (["--no-running"], "--no-running applies to -n"),
+    (["--heaps", ","], "'--heaps': no heap named"),
+    (["--heaps", "my heap"], "'--heaps': 'my heap' is not a heap name"),
+    (["--heaps", "x" * 64], "at most 63 bytes"),
+    (["--heaps", "pool,ar\nena"], "'ar\\nena' is not a heap name"),  # and still one line
+    (["--heaps", "caf\u00e9"], "is not a heap name"),  # not ASCII
+    (["--heaps", ",".join(f"heap{i:02}{'x' * 40}" for i in range(6))], "more than 255 bytes"),
+    (["--heaps", "pool", "--all-heaps"], "--all-heaps already records every heap"),
 ])
 def test_rejects_bad_values_with_usage_exit_code(tmp_path, args, expected):
     result = run_cli(["--local", *args, "--", "true"], tmp_path)

@@ -12,7 +12,7 @@ FLAGS = ["-n, --name", "-p, --pid", "--all", "-i, --interval", "-d, --duration",
          "--block-client / --no-block-client", "--block-client-timeout", "--shmem-size",
          "--no-running", "--no-startup", "--print-config", "-o, --output", "-s, --serial",
          "--local", "--version", "--exact-totals / --no-exact-totals",
-         "--disable-fork-teardown"]
+         "--disable-fork-teardown", "--heaps", "--all-heaps"]
 
 
 def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
@@ -83,6 +83,24 @@ def test_print_config_in_platform_mode_is_heapprofds_config(tmp_path):
                  "block_client_timeout_us: 1500", "sampling_interval_bytes: 8192"]:
         assert line in out, out
     assert "no_startup" not in out
+
+
+@pytest.mark.parametrize("args, heaps, all_heaps", [
+    ([], None, False),
+    (["--heaps", "pool, libc.malloc,pool"], "pool,libc.malloc", False),  # once each, in order
+    (["--all-heaps"], None, True),
+])
+def test_print_config_carries_the_heaps(tmp_path, args, heaps, all_heaps):
+    words = print_config(tmp_path, "--local", *args, "--", "prog").split()
+    assert (words[words.index("--heaps") + 1] if "--heaps" in words else None) == heaps
+    assert ("--all-heaps" in words) == all_heaps
+
+
+def test_print_config_in_platform_mode_carries_the_heaps(tmp_path):
+    out = print_config(tmp_path, "--mode", "platform", "-n", "app", "--heaps", "pool,arena")
+    assert 'heaps: "pool"' in out and 'heaps: "arena"' in out and "all_heaps" not in out
+    out = print_config(tmp_path, "--mode", "platform", "-n", "app", "--all-heaps")
+    assert "all_heaps: true" in out and 'heaps: "' not in out
 
 
 def test_print_config_in_platform_mode_takes_all(tmp_path):

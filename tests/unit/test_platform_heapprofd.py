@@ -65,6 +65,8 @@ def test_default_flags_sample_malloc_every_4096_bytes_blocking_the_client():
     (ProfileOptions(sampling_interval=32768, dump_interval_ms=1000), [APP, f"{APP}:remote"],
      [77], 2500),
     (ProfileOptions(sampling_interval=512, shmem_size=1 << 20), ["surfaceflinger"], [], 0),
+    (ProfileOptions(heaps=("libc.malloc", "pool")), [APP], [], 0),
+    (ProfileOptions(all_heaps=True), [APP], [], 0),
 ])
 def test_flags_reach_their_heapprofd_config_fields(options, names, pids, duration_ms):
     config = _config(options, names, pids, duration_ms)
@@ -75,6 +77,7 @@ def test_flags_reach_their_heapprofd_config_fields(options, names, pids, duratio
     assert heap.block_client == options.block_client
     assert heap.HasField("block_client_timeout_us") == options.block_client
     assert heap.HasField("continuous_dump_config") == bool(options.dump_interval_ms)
+    assert (tuple(heap.heaps), heap.all_heaps) == (options.heaps, options.all_heaps)
     if options.dump_interval_ms:
         dumps = heap.continuous_dump_config
         assert (dumps.dump_phase_ms, dumps.dump_interval_ms) == (options.dump_interval_ms,) * 2
