@@ -262,6 +262,16 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
   }
 }
 
+uint8_t* Client::ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
+                               SharedRingBuffer::Reservation* r) {
+  if (heap == 0) return Reserve(malloc_type, body_size, r) ? r->body : nullptr;
+  const RecordType type = malloc_type == kRecordAlloc ? kRecordHeapAlloc : kRecordHeapFree;
+  if (!Reserve(type, sizeof(HeapTag) + body_size, r)) return nullptr;
+  const HeapTag tag{heap, 0};
+  memcpy(r->body, &tag, sizeof(tag));
+  return r->body + sizeof(tag);
+}
+
 void Client::Publish(const SharedRingBuffer::Reservation& r) {
   SharedRingBuffer::Commit(r);
   RingBufferMetadata* meta = buffer_->metadata();
@@ -303,20 +313,13 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
     stack_size = top - sp;
     if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
   }
-  const size_t tag_size = heap == 0 ? 0 : sizeof(HeapTag);
   SharedRingBuffer::Reservation r;
-  if (!Reserve(heap == 0 ? kRecordAlloc : kRecordHeapAlloc,
-               tag_size + sizeof(AllocRecord) + stack_size, &r)) {
-    return;
-  }
+  uint8_t* body = ReserveRecord(heap, kRecordAlloc, sizeof(AllocRecord) + stack_size, &r);
+  if (body == nullptr) return;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (heap != 0) {
-    HeapTag tag{heap, 0};
-    memcpy(r.body, &tag, sizeof(tag));
-  }
   // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
   // it before Publish.
-  auto* record = reinterpret_cast<AllocRecord*>(r.body + tag_size);
+  auto* record = reinterpret_cast<AllocRecord*>(body);
   record->sequence = sequence;
   record->address = address;
   record->sample_size = sample_size;
@@ -326,7 +329,7 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   record->stack_size = static_cast<uint32_t>(stack_size);
   memcpy(record->regs, regs, sizeof(regs));
   memset(record->regs + kNativeRegisters, 0, sizeof(record->regs) - sizeof(regs));
-  memcpy(r.body + tag_size + sizeof(AllocRecord),
+  memcpy(body + sizeof(AllocRecord),
          reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
          static_cast<size_t>(stack_size));
   Publish(r);
@@ -339,17 +342,11 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
 void Client::RecordFree(uint32_t heap, uint64_t address, uint64_t sequence) {
   // A child freeing a block it inherited would take it out of its parent's profile.
   if (!identity_.InOriginalProcess()) return;
-  const size_t tag_size = heap == 0 ? 0 : sizeof(HeapTag);
   SharedRingBuffer::Reservation r;
-  if (!Reserve(heap == 0 ? kRecordFree : kRecordHeapFree, tag_size + sizeof(FreeRecord), &r)) {
-    return;
-  }
-  if (heap != 0) {
-    HeapTag tag{heap, 0};
-    memcpy(r.body, &tag, sizeof(tag));
-  }
+  uint8_t* body = ReserveRecord(heap, kRecordFree, sizeof(FreeRecord), &r);
+  if (body == nullptr) return;
   FreeRecord record{sequence, address};
-  memcpy(r.body + tag_size, &record, sizeof(record));
+  memcpy(body, &record, sizeof(record));
   Publish(r);
 }
 

@@ -98,6 +98,11 @@ class Client {
   // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
   uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
+  // Reserves an allocation's or a free's record (`malloc_type`) of `heap`: libc's as is, a custom
+  // heap's as its kRecordHeap* type behind a HeapTag. Returns where the body goes; nullptr when
+  // nothing was reserved.
+  uint8_t* ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
+                         SharedRingBuffer::Reservation* r);
   void Publish(const SharedRingBuffer::Reservation& r);
   bool StackBounds(uint64_t sp, uint64_t* top);
 
