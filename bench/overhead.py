@@ -39,6 +39,10 @@ Figures:
                 allocating from 10, 30 and 60 nested frames (and the deepest stack booked)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop
+  custom heap   what a recorded custom heap (droidheap/heaps.h) costs its program: ns per report
+                pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
+                to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
+                under callgrind, the instructions it adds per pair
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -60,6 +64,7 @@ from droidheap.trace.reader import parse_trace
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
+INCLUDE = ROOT / "ndk_client" / "include"  # droidheap/heaps.h
 JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
 DEPTHS = [10, 30, 60]
@@ -67,6 +72,8 @@ DEPTH_INTERVAL = 4096
 # Instruction counts barely vary from run to run: one short run is enough.
 CALLGRIND_ALLOCS = 200_000
 FAST_PATH_ALLOCS = 10_000_000
+CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
+CUSTOM_HEAP_THREADS = [1, 2]
 
 PERL_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
              "my $t = clock_gettime(CLOCK_MONOTONIC); my %h; $h{\"key$_\"} = $_ for 1..800000; "
@@ -196,10 +203,11 @@ class Runner:
             raise RuntimeError(f"{' '.join(map(str, argv))} failed:\n{result.stderr[-2000:]}")
         return parse_run(result.stdout)
 
-    def profiled(self, workload, interval: int) -> Run:
-        """The workload under droidheap, with what the daemon recorded."""
+    def profiled(self, workload, interval: int, options=()) -> Run:
+        """The workload under droidheap (with extra `options`), with what the daemon recorded."""
         out = self.scratch()
-        run = self.run([*self.droidheap, "-o", out, "-i", str(interval), "--", *workload])
+        run = self.run([*self.droidheap, "-o", out, "-i", str(interval), *options, "--",
+                        *workload])
         run.daemon = daemon_stats(out)
         run.daemon.cpu_s, run.daemon.peak_rss_kib = daemon_usage(self.device_root)
         # At -i 1 every allocation is a sample: fewer samples than the program's own count of its
@@ -336,9 +344,11 @@ def valgrind_launcher() -> Optional[str]:
     return str(binary) if binary.is_file() else found
 
 
-def callgrind_instructions(runner: Runner, program: pathlib.Path) -> Tuple[float, float, int]:
+def callgrind_instructions(runner: Runner, program: pathlib.Path, arguments=(),
+                           options=()) -> Tuple[float, float, int]:
     """(Ir per malloc+free pair of malloc_churn's loop under the layer alone, Ir per pair the client
-    adds at dh 1e9, the samples it took meanwhile), from callgrind's counts inside `churn`.
+    adds at dh 1e9, the samples it took meanwhile), from callgrind's counts inside `churn`; with
+    malloc_churn's extra `arguments` and droidheap's extra `options`.
 
     droidheap starts profiling a program by its name, and both sides must agree on it: the daemon
     reads /proc/<pid>/cmdline, where a process under valgrind is valgrind's launcher, while the
@@ -347,16 +357,17 @@ def callgrind_instructions(runner: Runner, program: pathlib.Path) -> Tuple[float
     program runs here through a link named as the launcher."""
     launcher = valgrind_launcher()
     link = runner.work / pathlib.Path(launcher).name
-    link.symlink_to(program)
+    if not link.exists():
+        link.symlink_to(program)
 
     def command(counts: pathlib.Path):
         return [launcher, "--tool=callgrind", "--toggle-collect=churn",
                 f"--callgrind-out-file={counts}", str(link), "-t", "1", "-n",
-                str(CALLGRIND_ALLOCS)]
+                str(CALLGRIND_ALLOCS), *arguments]
     layer_counts, client_counts = runner.scratch(), runner.scratch()
     runner.run([*runner.droidheap, "shell", "--", *command(layer_counts)])
-    client = runner.profiled(command(client_counts), 10**9)
-    runner.note_problems("callgrind, dh 1e9", client)
+    client = runner.profiled(command(client_counts), 10**9, options)
+    runner.note_problems(f"callgrind, dh 1e9 {' '.join(options)}", client)
     layer_ir, client_ir = callgrind_total(layer_counts), callgrind_total(client_counts)
     return (layer_ir / CALLGRIND_ALLOCS, (client_ir - layer_ir) / CALLGRIND_ALLOCS,
             client.daemon.samples)
@@ -388,6 +399,36 @@ def print_fast_path(runs: Dict[str, List[Run]], allocs: int) -> None:
           f"{min(client) - min(layer):.1f} ns (fastest runs)")
 
 
+def measure_custom_heap(runner: Runner, program: pathlib.Path,
+                        runs: int) -> Tuple[Dict[int, Dict[str, List[Run]]], int]:
+    """{threads: {"alone" | "dh 1e9": runs}} of malloc_churn -c, the report pairs alone, unprofiled
+    (the header's check of an unrecorded heap) and with the heap recorded at dh 1e9, alternating
+    (the allocations per thread and run)."""
+    allocs = FAST_PATH_ALLOCS
+    by_threads = {}
+    for threads in CUSTOM_HEAP_THREADS:
+        workload = [str(program), "-t", str(threads), "-n", str(allocs), "-s", "32:32", "-w",
+                    "64", "-c", CUSTOM_HEAP]
+        done: Dict[str, List[Run]] = {"alone": [], "dh 1e9": []}
+        for _ in range(runs * 2):
+            done["alone"].append(runner.run(workload))
+            done["dh 1e9"].append(runner.profiled(workload, 10**9, ["--heaps", CUSTOM_HEAP]))
+        for column, column_runs in done.items():
+            report(runner, f"custom heap, {threads} threads, {column}", column_runs)
+        by_threads[threads] = done
+    return by_threads, allocs
+
+
+def print_custom_heap(by_threads: Dict[int, Dict[str, List[Run]]], allocs: int) -> None:
+    print(f"custom heap reports, wall (alloc+free report pairs, malloc_churn -c, "
+          f"dh 1e9 --heaps {CUSTOM_HEAP}):")
+    for threads, runs in by_threads.items():
+        alone = statistics.median(r.elapsed_ns / allocs for r in runs["alone"])
+        recorded = statistics.median(r.elapsed_ns / allocs for r in runs["dh 1e9"])
+        print(f"  {threads} thread{'s' if threads > 1 else ''}: {alone:.1f} ns per pair "
+              f"unprofiled, recording adds {recorded - alone:.1f} ns (medians)")
+
+
 def print_depths(by_depth: Dict[int, List[Run]]) -> None:
     print(f"daemon ns per sample by stack depth (malloc_churn, 1 thread, dh {DEPTH_INTERVAL}):")
     for depth, runs in by_depth.items():
@@ -407,7 +448,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="droidheap-overhead-") as tmp:
         work = pathlib.Path(tmp)
         program = work / "malloc_churn"
-        subprocess.run(["cc", "-O2", "-pthread", str(PROGRAM), "-o", str(program)], check=True)
+        subprocess.run(["cc", "-O2", "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o", str(program)],
+                       check=True)
         runner = Runner(work)
         churn = []
         for threads in [int(t) for t in args.threads.split(",")]:
@@ -422,12 +464,17 @@ def main() -> int:
         by_depth = {} if args.no_depths else measure_depths(runner, program, args.allocs,
                                                             args.runs)
         fast_path = measure_fast_path(runner, program, args.runs)
-        callgrind = None
+        custom_heap = measure_custom_heap(runner, program, args.runs)
+        callgrind = custom_callgrind = None
         if not args.no_callgrind and valgrind_launcher():
             callgrind = callgrind_instructions(runner, program)
+            custom_callgrind = callgrind_instructions(
+                runner, program, ["-s", "32:32", "-w", "64", "-c", CUSTOM_HEAP],
+                ["--heaps", CUSTOM_HEAP])
 
     print_elapsed_table("malloc_churn", churn)
     print_fast_path(*fast_path)
+    print_custom_heap(*custom_heap)
     if programs:
         print()
         print_elapsed_table("program", programs)
@@ -442,6 +489,10 @@ def main() -> int:
         layer, added, samples = callgrind
         print(f"\nunsampled fast path under callgrind (1 thread, dh 1e9, {samples} sampled): "
               f"{added:.1f} instructions per malloc+free over the layer alone's {layer:.1f}")
+    if custom_callgrind:
+        alone, added, _ = custom_callgrind
+        print(f"custom heap reports under callgrind (1 thread, dh 1e9 --heaps {CUSTOM_HEAP}): "
+              f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
     print()
     print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
     print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))

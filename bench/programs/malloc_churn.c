@@ -3,7 +3,10 @@
 // takes the slot of the oldest, which is freed). With -x every other block goes into the next
 // thread's window, so that half the frees happen on another thread than the malloc; with -r PCT,
 // that share of the operations grows a live block with realloc instead; with -d DEPTH, each thread
-// allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep.
+// allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep. With
+// -c HEAP the allocator is not called at all: each allocation and free is a report to the custom
+// heap HEAP (droidheap/heaps.h) of a window slot's address, what a program's own allocator adds
+// to tell a profiler (-x and -r do not apply then).
 //
 // Prints its own elapsed time, from the moment every thread is ready to the last one's end, so
 // that start-up, attaching and tearing down the profiler are not counted, then its peak resident
@@ -12,7 +15,8 @@
 //   VmHWM:   N kB
 //
 // usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-d DEPTH]
-//                     [-x]
+//                     [-x] [-c HEAP]
+#include <droidheap/heaps.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@ static size_t g_min = 16, g_max = 4096;
 static int g_realloc_pct = 0;
 static int g_cross = 0;
 static int g_depth = 0;
+static droidheap_heap* g_heap = NULL;  // -c
 static void** g_windows;  // g_threads windows of g_window slots
 static pthread_barrier_t g_start;
 
@@ -53,6 +58,14 @@ __attribute__((noinline)) static void churn(long id) {
     uint64_t r = next_random(&state);
     size_t slot = (size_t)(i % g_window);
     size_t size = g_min + (size_t)(r % span);
+    if (g_heap != NULL) {
+      // The slot holds the size of the block reported there last, freed before the next.
+      void** cell = g_windows + (size_t)id * (size_t)g_window + slot;
+      if (*cell != NULL) droidheap_report_free(g_heap, cell, (size_t)*cell);
+      droidheap_report_alloc(g_heap, cell, size);
+      *cell = (void*)size;
+      continue;
+    }
     if (g_realloc_pct > 0 && (int)((r >> 32) % 100) < g_realloc_pct) {
       // Grow this thread's own block in place of a fresh one (realloc needs its owner's window).
       void** own = g_windows + (size_t)id * (size_t)g_window + slot;
@@ -105,7 +118,7 @@ static void print_peak_rss(void) {
 
 static int parse_args(int argc, char** argv) {
   int opt;
-  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:x")) != -1) {
+  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:xc:")) != -1) {
     switch (opt) {
       case 't': g_threads = atoi(optarg); break;
       case 'n': g_allocs = atol(optarg); break;
@@ -116,6 +129,7 @@ static int parse_args(int argc, char** argv) {
       case 'r': g_realloc_pct = atoi(optarg); break;
       case 'd': g_depth = atoi(optarg); break;
       case 'x': g_cross = 1; break;
+      case 'c': g_heap = droidheap_register_heap(optarg); break;
       default: return 0;
     }
   }
@@ -126,7 +140,7 @@ static int parse_args(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (!parse_args(argc, argv)) {
     fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] "
-            "[-d DEPTH] [-x]\n", argv[0]);
+            "[-d DEPTH] [-x] [-c HEAP]\n", argv[0]);
     return 2;
   }
   g_windows = calloc((size_t)g_threads * (size_t)g_window, sizeof(void*));
@@ -138,7 +152,9 @@ int main(int argc, char** argv) {
   uint64_t begin = now_ns();
   for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
   uint64_t elapsed = now_ns() - begin;
-  for (size_t i = 0; i < (size_t)g_threads * (size_t)g_window; ++i) free(g_windows[i]);
+  for (size_t i = 0; g_heap == NULL && i < (size_t)g_threads * (size_t)g_window; ++i) {
+    free(g_windows[i]);
+  }
   printf("elapsed_ns=%llu allocations=%lld\n", (unsigned long long)elapsed,
          (long long)g_allocs * g_threads);
   print_peak_rss();

@@ -350,14 +350,6 @@ void Client::RecordFree(uint32_t heap, uint64_t address, uint64_t sequence) {
   Publish(r);
 }
 
-void Client::CountCustomAlloc(uint32_t heap, uint64_t bytes) {
-  if (totals_ != nullptr) CountAllocIn(totals_->custom_heap_slot(heap), bytes, /*shared=*/true);
-}
-
-void Client::CountCustomFree(uint32_t heap, uint64_t bytes) {
-  if (totals_ != nullptr) CountFreeIn(totals_->custom_heap_slot(heap), bytes, /*shared=*/true);
-}
-
 void Client::DeclareHeap(uint32_t heap, const char* name) {
   if (!identity_.InOriginalProcess()) return;
   SharedRingBuffer::Reservation r;

@@ -63,9 +63,6 @@ class Client {
   // A realloc that failed: the block FreeSequence forgot is still live, and still sampled.
   void KeepSampled(uint64_t address) { sampled_->Insert(address); }
   void RecordFree(uint32_t heap, uint64_t address, uint64_t sequence);
-  // A custom heap's call, counted in its exact totals.
-  void CountCustomAlloc(uint32_t heap, uint64_t bytes);
-  void CountCustomFree(uint32_t heap, uint64_t bytes);
   // Tells the daemon the name of custom heap `heap`, before its first record.
   void DeclareHeap(uint32_t heap, const char* name);
   // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the

@@ -57,34 +57,37 @@ Client* ActiveClient() {
 // Out of line: once per thread and session.
 __attribute__((noinline)) void RefreshTotals(uint32_t generation) {
   Client* client = ActiveClient();
-  if (client == nullptr || !client->records_malloc()) {
-    t_totals.Refresh(generation, nullptr, nullptr);
+  if (client == nullptr) {
+    t_totals.Refresh(generation, nullptr, nullptr, false);
   } else {
-    t_totals.Refresh(generation, client->totals(), &client->identity());
+    t_totals.Refresh(generation, client->totals(), &client->identity(), client->records_malloc());
   }
 }
 
-// The slot this thread counts its calls in; nullptr when no session counts them.
-inline TotalsSlot* CountingSlot() {
+// This thread's totals, as of the current session.
+inline ThreadTotals& CurrentTotals() {
   const uint32_t generation = Client::generation();
   if (__builtin_expect(generation != t_totals.generation(), 0)) RefreshTotals(generation);
-  return t_totals.slot();
+  return t_totals;
 }
+
+// Where this thread counts libc's calls; nullptr when no session counts them.
+inline HeapCounters* MallocCounters() { return CurrentTotals().malloc_counters(); }
 
 // Every block handed out and every block given back is counted at its usable size, what the
 // allocator really set aside: the two sides then cancel exactly. Returns `ptr`.
 inline void* CountAlloc(void* ptr) {
   if (ptr == nullptr) return ptr;
-  TotalsSlot* slot = CountingSlot();
-  if (slot != nullptr) t_totals.CountAlloc(slot, g_previous->malloc_usable_size(ptr));
+  HeapCounters* counters = MallocCounters();
+  if (counters != nullptr) t_totals.CountAlloc(counters, g_previous->malloc_usable_size(ptr));
   return ptr;
 }
 
 // Before the block goes back to the allocator: its usable size is gone after.
 inline void CountFree(void* ptr) {
   if (ptr == nullptr) return;
-  TotalsSlot* slot = CountingSlot();
-  if (slot != nullptr) t_totals.CountFree(slot, g_previous->malloc_usable_size(ptr));
+  HeapCounters* counters = MallocCounters();
+  if (counters != nullptr) t_totals.CountFree(counters, g_previous->malloc_usable_size(ptr));
 }
 
 // Whether an allocation of `size` may be sampled: false for our own allocations and, after one
@@ -134,17 +137,17 @@ void ReportFree(void* ptr, uint64_t sequence) {
   client->RecordFree(0, reinterpret_cast<uint64_t>(ptr), sequence);
 }
 
-// A custom heap's report, on the program's thread: counted, and sampled as libc's calls are.
+// A custom heap's report, on the program's thread: counted, and sampled as libc's calls are. As
+// there, a child that inherited the hooks is kept out by this thread's totals and by the Record
+// calls, each without a system call.
 void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, uint64_t size) {
   Client* client = ActiveClient();
   const uint32_t number = heap->number;
   // A custom heap's allocator called from our own hook path is not the program's doing.
-  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || t_in_hook ||
-      !client->identity().InOriginalProcess()) {
-    return;
-  }
+  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || t_in_hook) return;
+  HeapCounters* counters = CurrentTotals().custom_counters(number);
   if (event == DROIDHEAP_EVENT_ALLOC) {
-    client->CountCustomAlloc(number, size);
+    if (counters != nullptr) t_totals.CountAlloc(counters, size);
     const uint32_t session = g_session.load(std::memory_order_relaxed);
     if (!t_custom_sampler.MaybeSampled(size, session)) return;
     const uint64_t sample_size = t_custom_sampler.SampleSize(size, client->sampling_interval(),
@@ -153,7 +156,7 @@ void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, ui
     HookGuard guard;
     client->RecordAlloc(number, address, size, sample_size);
   } else if (event == DROIDHEAP_EVENT_FREE) {
-    client->CountCustomFree(number, size);
+    if (counters != nullptr) t_totals.CountFree(counters, size);
     const uint64_t sequence = client->FreeSequence(number, address);
     if (sequence == 0) return;
     HookGuard guard;
@@ -302,12 +305,12 @@ EXPORT void heapprofd_free(void* ptr) {
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   const uint64_t sequence = MaybeSampledBlock(ptr) ? FreeSequence(ptr) : 0;
   const bool may_sample = MaybeSampled(size);
-  TotalsSlot* slot = ptr != nullptr ? CountingSlot() : nullptr;
-  const uint64_t old_size = slot != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
+  HeapCounters* counters = ptr != nullptr ? MallocCounters() : nullptr;
+  const uint64_t old_size = counters != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
   void* p = g_previous->realloc(ptr, size);
   // The old block is gone when the call succeeded, or when size 0 freed it; else it lives on.
   if (p != nullptr || size == 0) {
-    if (slot != nullptr) t_totals.CountFree(slot, old_size);
+    if (counters != nullptr) t_totals.CountFree(counters, old_size);
     CountAlloc(p);
     ReportFree(ptr, sequence);
   } else if (sequence != 0) {

@@ -62,24 +62,29 @@ void SharedTotals::Release(TotalsSlot* slot) {
 
 namespace {
 
-HeapTotals SumOfSlots(const TotalsSlot* slots, uint32_t count) {
-  HeapTotals sum;
-  for (uint32_t i = 0; i < count; ++i) {
-    const TotalsSlot& slot = slots[i];
-    sum.alloc_count += slot.alloc_count.load(std::memory_order_relaxed);
-    sum.alloc_bytes += slot.alloc_bytes.load(std::memory_order_relaxed);
-    sum.free_count += slot.free_count.load(std::memory_order_relaxed);
-    sum.free_bytes += slot.free_bytes.load(std::memory_order_relaxed);
-  }
-  return sum;
+void AddCounters(const HeapCounters& counters, HeapTotals* sum) {
+  sum->alloc_count += counters.alloc_count.load(std::memory_order_relaxed);
+  sum->alloc_bytes += counters.alloc_bytes.load(std::memory_order_relaxed);
+  sum->free_count += counters.free_count.load(std::memory_order_relaxed);
+  sum->free_bytes += counters.free_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace
 
-HeapTotals SharedTotals::Sum() const { return SumOfSlots(slots_, kSlots); }
+HeapTotals SharedTotals::Sum() const {
+  HeapTotals sum;
+  for (uint32_t i = 0; i < kSlots; ++i) AddCounters(slots_[i].malloc, &sum);
+  return sum;
+}
 
 HeapTotals SharedTotals::SumOfCustomHeap(uint32_t heap) const {
-  return SumOfSlots(custom_heap_slot(heap), 1);
+  HeapTotals sum;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    // A row never counted in is never read: its pages stay unallocated.
+    if (slots_[i].counts_custom.load(std::memory_order_relaxed) == 0) continue;
+    AddCounters(custom_row(&slots_[i])->heaps[heap - 1], &sum);
+  }
+  return sum;
 }
 
 }  // namespace droidheap

@@ -73,12 +73,19 @@ int main() {
   FIELD(AllocatorStatsRecord, free_bytes);
   FIELD(AllocatorStatsRecord, system_bytes);
 
+  STRUCT(HeapCounters);
+  FIELD(HeapCounters, alloc_count);
+  FIELD(HeapCounters, alloc_bytes);
+  FIELD(HeapCounters, free_count);
+  FIELD(HeapCounters, free_bytes);
+
   STRUCT(TotalsSlot);
   FIELD(TotalsSlot, taken);
-  FIELD(TotalsSlot, alloc_count);
-  FIELD(TotalsSlot, alloc_bytes);
-  FIELD(TotalsSlot, free_count);
-  FIELD(TotalsSlot, free_bytes);
+  FIELD(TotalsSlot, counts_custom);
+  FIELD(TotalsSlot, malloc);
+
+  STRUCT(CustomHeapRow);
+  FIELD(CustomHeapRow, heaps);
 
   STRUCT(RecordHeader);
   FIELD(RecordHeader, size);
