@@ -94,7 +94,9 @@ def _heap_names(ctx, param, value):
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Profile processes by pid.")
 @click.option("--all", "every_process", is_flag=True,
               help="Profile every process that can be: those running and those that start "
-                   "during the session (on --local, those started on the emulated device).")
+                   "during the session (on a rooted phone every process on bionic; without root "
+                   "those started with `droidheap shell`; on --local those started on the "
+                   "emulated device).")
 @click.option("-i", "--interval", type=click.IntRange(1, 2**40), default=4096, metavar="BYTES",
               help="Mean sampling interval in bytes; 1 = every allocation. Default 4096.")
 @click.option("-d", "--duration", "duration_ms", type=click.IntRange(0, _UINT32_MAX), default=0,
@@ -364,8 +366,13 @@ def _run_attached(device, session, pids, targets, duration_ms):
         for pid in pids:
             if pid in connected:
                 _note(f"attached to pid {pid}")
-            else:
+            elif not targets.every_process:
                 _note(f"warning: pid {pid} has not connected yet; it will at its next allocation")
+        idle = len(set(pids) - connected)
+        if targets.every_process and idle:
+            # Most of a phone's processes sit idle: one line for them all.
+            _note(f"{idle} of {len(pids)} running processes have not connected yet; each will "
+                  f"at its next allocation")
         announced = set(pids)
         deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
         while session.running() and (deadline is None or time.monotonic() < deadline):

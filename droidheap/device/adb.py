@@ -283,6 +283,15 @@ class AdbDevice(Device):
     def disable_at_start(self, name: str) -> None:
         self.route.disable_at_start(name)
 
+    def enable_all_at_start(self) -> None:
+        self.route.enable_all_at_start()
+
+    def disable_all_at_start(self) -> None:
+        self.route.disable_all_at_start()
+
+    def profileable_pids(self) -> List[int]:
+        return self.route.profileable_pids()
+
     def prefer_platform_profiler(self, pids: Sequence[int]) -> bool:
         """In auto mode without root: the platform's heapprofd (Android 10+) takes targets that
         droidheap did not start, which nothing of ours can reach."""

@@ -17,7 +17,7 @@ A Route is chosen once per AdbDevice and used from its thread.
 """
 import pathlib
 import shlex
-from typing import Optional
+from typing import List, Optional
 
 from droidheap import native
 from droidheap.device.adb_journal import PROFILER_DIR
@@ -27,6 +27,10 @@ PRELOAD_LIBRARY = "libdroidheap_preload.so"
 _PLATFORM_SOCKET = "/dev/socket/heapprofd"
 _PLATFORM_CLIENT_DIRS = {True: "/system/lib64", False: "/system/lib"}  # by 64-bitness
 _SYSTEM_LIB_LABEL = "u:object_r:system_lib_file:s0"
+PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
+# bionic's libc as /proc/PID/maps names it: /apex/com.android.runtime/lib64/bionic/libc.so on
+# Android 10+, /system/lib64/libc.so before (and /system/lib for 32-bit processes).
+_BIONIC_LIBC_IN_MAPS = r" /[^ ]*/libc\.so$"
 
 
 def _check(result, what: str) -> None:
@@ -67,6 +71,40 @@ class Route:
     def check_attachable(self, pid: int) -> None:
         pass
 
+    def profileable_pids(self) -> List[int]:
+        """Every running process the profiling signal would start profiling (--all)."""
+        raise DroidheapError(f"--all is not available in {self.name} mode")
+
+    def enable_all_at_start(self) -> None:
+        raise DroidheapError(f"{self.name} mode cannot profile every process from its start")
+
+    def disable_all_at_start(self) -> None:
+        ...
+
+    def _pids_handling_the_signal(self, maps_pattern: str, privileged: bool) -> List[int]:
+        """The processes that map a file matching `maps_pattern` (an extended regex on
+        /proc/PID/maps lines) and catch the profiling signal, which would kill any other: a
+        process of another libc, a static one (bionic's ignore it), a kernel thread. One shell
+        command lists each candidate with its SigCgt mask, read here."""
+        script = (f"for d in /proc/[0-9]*; do p=${{d#/proc/}}; [ \"$p\" = $$ ] && continue; "
+                  f"grep -qE {shlex.quote(maps_pattern)} $d/maps 2>/dev/null && "
+                  f"echo \"$p $(grep '^SigCgt:' $d/status 2>/dev/null)\"; done; true")
+        if privileged:
+            script = self.device.privileged_script(script)
+        result = self.device.run_script(script)
+        _check(result, "cannot list the device's processes")
+        pids = []
+        for line in result.stdout.splitlines():
+            words = line.split()
+            if len(words) == 3 and words[0].isdigit() and words[1] == "SigCgt:":
+                try:
+                    caught = int(words[2], 16)
+                except ValueError:
+                    continue
+                if caught >> (PROFILING_SIGNAL - 1) & 1:
+                    pids.append(int(words[0]))
+        return sorted(pids)
+
 
 class PreloadRoute(Route):
     name = "preload"
@@ -81,6 +119,10 @@ class PreloadRoute(Route):
         if self._start_name:
             words.append(f"DROIDHEAP_PROFILE={shlex.quote(self._start_name)}")
         return " ".join(words)
+
+    def profileable_pids(self) -> List[int]:
+        """The shell user's processes started with the preload library (droidheap shell)."""
+        return self._pids_handling_the_signal(f"/{PRELOAD_LIBRARY}$", privileged=False)
 
     def check_attachable(self, pid: int) -> None:
         if self.device.run(["grep", "-q", PRELOAD_LIBRARY, f"/proc/{pid}/maps"]).exit_code != 0:
@@ -140,3 +182,16 @@ class RootRoute(Route):
         for key in ["heapprofd.enable", f"heapprofd.enable.{name}"]:
             _check(self.device.run_privileged(f"setprop {key} ''"), f"cannot clear {key}")
         super().disable_at_start(name)
+
+    def profileable_pids(self) -> List[int]:
+        """Every process running on bionic's libc, as heapprofd's `all` signals them."""
+        return self._pids_handling_the_signal(_BIONIC_LIBC_IN_MAPS, privileged=True)
+
+    def enable_all_at_start(self) -> None:
+        # bionic loads the client into every program that starts while it reads "all".
+        self._change("setprop heapprofd.enable all", "setprop heapprofd.enable ''",
+                     "cannot set heapprofd.enable")
+
+    def disable_all_at_start(self) -> None:
+        _check(self.device.run_privileged("setprop heapprofd.enable ''"),
+               "cannot clear heapprofd.enable")

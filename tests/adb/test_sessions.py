@@ -2,7 +2,6 @@
 preload mode on a device whose adbd runs as the shell user, the root mode on one that runs as
 root; the site bytes as exact as on --local, and the device left as it was on every exit path."""
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -201,6 +200,51 @@ def test_a_program_started_during_a_session_is_profiled_from_its_start_where_roo
         if program is not None and program.poll() is None:
             program.kill()
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
+    cli.assert_left_as_it_was()
+
+
+def test_all_profiles_every_bionic_process_running_and_starting_where_root_allows(
+        cli, device, local_program, tmp_path):
+    """--all: root signals every running process on bionic's libc (found by its maps and its
+    handler for the profiling signal, not by name) and sets heapprofd.enable=all for those that
+    start; preload reaches only what droidheap started, and only while it runs."""
+    out = tmp_path / "out"
+    go = "/data/local/tmp/go-all"
+    cli.shell(f"rm -f {go}")
+    running = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
+    session = started = None
+    pids = {}
+    try:
+        pids["running"] = int(read_line_containing(running.stdout, "waiting pid=", 30)
+                              .split("=")[1])
+        session = cli.start("--all", "-i", "1", "-o", out)
+        if device[1] == "root":
+            read_line_containing(session.stderr, "from the start of each new process", 30)
+            assert cli.shell("getprop heapprofd.enable").strip() == "all"
+        read_line_containing(session.stderr, f"attached to pid {pids['running']}", 30)
+        started = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
+        pids["started"] = int(read_line_containing(started.stdout, "waiting pid=", 30)
+                              .split("=")[1])
+        if device[1] == "root":
+            read_line_containing(session.stderr, f"profiling pid {pids['started']} from its "
+                                                 f"start", 30)
+        cli.shell(f"touch {go}")
+        assert running.wait(timeout=60) == 0 and started.wait(timeout=60) == 0
+        if device[1] == "root":  # it waits for more processes until Ctrl-C
+            session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        cli.shell(f"touch {go}")
+        kill_all(running, started, session)
+        for pid in pids.values():
+            _kill_device_program(pid)
+    per_pid = totals_by_leaf_function(out / "raw-trace", local_program)
+    profiled = {"running", "started"} if device[1] == "root" else {"running"}
+    assert {pid for pid, sites in per_pid.items() if "site_leak_malloc" in sites} == \
+        {pids[which] for which in profiled}, (per_pid.keys(), pids)
+    for which in profiled:
+        assert_sites(per_pid[pids[which]], 1)
     cli.assert_left_as_it_was()
 
 

@@ -26,7 +26,9 @@ from typing import Dict, List, Optional, Sequence
 
 SHELL_UID = 2000  # AID_SHELL
 SHELL_GROUPS = "2000,3003,3009"  # shell, inet, readproc
-LIBC_NAME = "libdroidheap_libc.so"
+# The emulated bionic takes bionic's name, so that /proc/PID/maps shows /system/lib64/libc.so as
+# on a phone before Android 10 (what droidheap --all looks for).
+LIBC_NAME = "libc.so"
 CLIENT_NAME = "heapprofd_client.so"
 # Each bitness's libraries, as on a phone: the emulated bionic and the platform's profiling client.
 LIB_DIRS = {64: "system/lib64", 32: "system/lib"}

@@ -22,7 +22,7 @@ def test_top_level_help_lists_every_flag_and_the_usage_forms(tmp_path):
         assert flag in result.stdout, flag
     for form in ["-- CMD ARGS...", "-n NAME[,NAME]", "-p PID[,PID]", "--all",
                  "shell -- CMD ARGS..."]:
-        assert f"droidheap [DEVICE OPTIONS]" in result.stdout and form in result.stdout, form
+        assert "droidheap [DEVICE OPTIONS]" in result.stdout and form in result.stdout, form
 
 
 def test_version_names_the_installed_package(tmp_path):
