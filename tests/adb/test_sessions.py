@@ -248,6 +248,31 @@ def test_all_profiles_every_bionic_process_running_and_starting_where_root_allow
     cli.assert_left_as_it_was()
 
 
+@pytest.mark.parametrize("teardown", [True, False])
+def test_a_forked_child_is_torn_down_or_profiled_as_its_own(cli, device, tmp_path, teardown):
+    """As on --local (tests/e2e/test_forks.py): by default a forked child leaves its parent's
+    profile; --disable-fork-teardown makes it a process of its own, connecting to the daemon
+    through whichever route its parent came by."""
+    from droidheap.device.local import host_abi
+    from tests.e2e.test_forks import BLOCKS, CHILD_BYTES, pids_of
+    program = compile_program(ROOT / "tests" / "programs" / "fork_exec.c",
+                              tmp_path / "fork_exec", host_abi())
+    cli.adb_server.adb("-s", cli.serial, "push", str(program), "/data/local/tmp/fork_exec")
+    out = tmp_path / "out"
+    flags = [] if teardown else ["--disable-fork-teardown"]
+    result = cli.run("-i", "1", *flags, "-o", out, "--", "/data/local/tmp/fork_exec", "fork")
+    assert result.returncode == 0, result.stderr
+    parent, child = pids_of(result.stdout)
+    per_pid = totals_by_leaf_function(out / "raw-trace", program)
+    assert set(per_pid) == ({parent} if teardown else {parent, child}), per_pid.keys()
+    assert per_pid[parent]["parent_after_fork"].allocated == BLOCKS * 5000
+    assert "child_allocation" not in per_pid[parent]
+    if not teardown:
+        assert per_pid[child]["child_allocation"].allocated == CHILD_BYTES
+        assert "parent_before_fork" not in per_pid[child]
+    cli.assert_left_as_it_was()
+
+
 def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, local_program,
                                                                  tmp_path):
     out = tmp_path / "out"
