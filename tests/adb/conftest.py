@@ -8,8 +8,10 @@ and Debian's older adb 29 when it is installed.
 import dataclasses
 import os
 import pathlib
+import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import Dict, Iterator, List, Optional
 
@@ -19,6 +21,7 @@ import pytest
 from droidheap import native
 from droidheap.device.local import host_abi
 from tests.conftest import why_no_m32
+from tests.e2e.conftest import compile_program
 from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -175,3 +178,80 @@ def extra_adbds():
     yield started
     for adbd in started:
         adbd.stop()
+
+
+# Whole sessions: the test program on a device of each mode, and droidheap's CLI against it.
+DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
+PROFILER_DIR = "/data/local/tmp/droidheap"
+
+
+@pytest.fixture(scope="module")
+def local_program(tmp_path_factory):
+    return compile_program(ROOT / "tests" / "programs" / "alloc_sites.c",
+                           tmp_path_factory.mktemp("adb-programs") / "alloc_sites", host_abi())
+
+
+@pytest.fixture(params=["preload", "root"])
+def device(request, adb_server, local_program):
+    """(serial, mode) of a device with the test program pushed to /data/local/tmp."""
+    adbd = request.getfixturevalue("shell_device" if request.param == "preload" else "root_device")
+    adb_server.adb("-s", adbd.serial, "push", str(local_program), DEVICE_PROGRAM)
+    return adbd.serial, request.param
+
+
+def kill_device_program(pid):
+    """The test device is this machine: a program a failed test left waiting would wait forever
+    (and be found by name by the next test)."""
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class AdbCli:
+    def __init__(self, adb_server, serial):
+        self.serial = serial
+        self.adb_server = adb_server
+        self.env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+        self.env.update(adb_server.env)
+        self.platform_state_before = self.platform_state()
+
+    def command(self, *args):
+        return [sys.executable, "-m", "droidheap.cli", "-s", self.serial, *map(str, args)]
+
+    def run(self, *args, timeout=180):
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
+                              timeout=timeout, cwd=ROOT)
+
+    def start(self, *args):
+        return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env, cwd=ROOT,
+                                start_new_session=True)
+
+    def shell(self, script: str) -> str:
+        return self.adb_server.adb("-s", self.serial, "shell", script, check=False).stdout
+
+    def platform_state(self) -> str:
+        """What a root session changes and must put back: the platform's heapprofd (its service
+        and socket), its clients of each bitness (nothing mounted over them), the properties."""
+        return self.shell("getprop init.svc.heapprofd; ls /dev/socket; "
+                          "md5sum /system/lib*/heapprofd_client.so; "
+                          "grep -c heapprofd_client /proc/self/mountinfo; "
+                          "getprop heapprofd.enable")
+
+    def assert_left_as_it_was(self):
+        deadline = time.monotonic() + 15
+        while self.shell("pidof droidheapd").strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self.shell("pidof droidheapd").strip() == ""
+        # The pushed binaries stay (droidheap shell needs them); the session's state does not.
+        ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces").split()
+        assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
+        assert not [name for name in ours if name.endswith(".trace")], ours
+        assert self.platform_state() == self.platform_state_before
+
+
+@pytest.fixture
+def cli(adb_server, device):
+    return AdbCli(adb_server, device[0])

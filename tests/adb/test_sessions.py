@@ -1,96 +1,17 @@
 """Whole profiling sessions through a real adb server (both adb binaries) and the test adbd: the
 preload mode on a device whose adbd runs as the shell user, the root mode on one that runs as
 root; the site bytes as exact as on --local, and the device left as it was on every exit path."""
-import os
 import signal
 import subprocess
-import sys
 import time
-
-import pytest
 
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
                                    totals_by_leaf_function)
 
-from .conftest import ROOT, device_bin_dir, start_test_adbd
-
-DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
-PROFILER_DIR = "/data/local/tmp/droidheap"
-
-
-@pytest.fixture(scope="module")
-def local_program(tmp_path_factory):
-    from droidheap.device.local import host_abi
-    return compile_program(ROOT / "tests" / "programs" / "alloc_sites.c",
-                           tmp_path_factory.mktemp("adb-programs") / "alloc_sites", host_abi())
-
-
-@pytest.fixture(params=["preload", "root"])
-def device(request, adb_server, local_program):
-    """(serial, mode) of a device with the test program pushed to /data/local/tmp."""
-    adbd = request.getfixturevalue("shell_device" if request.param == "preload" else "root_device")
-    adb_server.adb("-s", adbd.serial, "push", str(local_program), DEVICE_PROGRAM)
-    return adbd.serial, request.param
-
-
-def _kill_device_program(pid):
-    """The test device is this machine: a program a failed test left waiting would wait forever
-    (and be found by name by the next test)."""
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-class AdbCli:
-    def __init__(self, adb_server, serial):
-        self.serial = serial
-        self.adb_server = adb_server
-        self.env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
-        self.env.update(adb_server.env)
-        self.platform_state_before = self.platform_state()
-
-    def command(self, *args):
-        return [sys.executable, "-m", "droidheap.cli", "-s", self.serial, *map(str, args)]
-
-    def run(self, *args, timeout=180):
-        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
-                              timeout=timeout, cwd=ROOT)
-
-    def start(self, *args):
-        return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.env, cwd=ROOT,
-                                start_new_session=True)
-
-    def shell(self, script: str) -> str:
-        return self.adb_server.adb("-s", self.serial, "shell", script, check=False).stdout
-
-    def platform_state(self) -> str:
-        """What a root session changes and must put back: the platform's heapprofd (its service
-        and socket), its clients of each bitness (nothing mounted over them), the properties."""
-        return self.shell("getprop init.svc.heapprofd; ls /dev/socket; "
-                          "md5sum /system/lib*/heapprofd_client.so; "
-                          "grep -c heapprofd_client /proc/self/mountinfo; "
-                          "getprop heapprofd.enable")
-
-    def assert_left_as_it_was(self):
-        deadline = time.monotonic() + 15
-        while self.shell("pidof droidheapd").strip() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert self.shell("pidof droidheapd").strip() == ""
-        # The pushed binaries stay (droidheap shell needs them); the session's state does not.
-        ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces").split()
-        assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
-        assert not [name for name in ours if name.endswith(".trace")], ours
-        assert self.platform_state() == self.platform_state_before
-
-
-@pytest.fixture
-def cli(adb_server, device):
-    return AdbCli(adb_server, device[0])
+from .conftest import (DEVICE_PROGRAM, PROFILER_DIR, ROOT, AdbCli, device_bin_dir,
+                       kill_device_program, start_test_adbd)
 
 
 def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program, tmp_path):
@@ -171,7 +92,7 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
-        _kill_device_program(pid)
+        kill_device_program(pid)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     cli.assert_left_as_it_was()
 
@@ -200,76 +121,6 @@ def test_a_program_started_during_a_session_is_profiled_from_its_start_where_roo
         if program is not None and program.poll() is None:
             program.kill()
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
-    cli.assert_left_as_it_was()
-
-
-def test_all_profiles_every_bionic_process_running_and_starting_where_root_allows(
-        cli, device, local_program, tmp_path):
-    """--all: root signals every running process on bionic's libc (found by its maps and its
-    handler for the profiling signal, not by name) and sets heapprofd.enable=all for those that
-    start; preload reaches only what droidheap started, and only while it runs."""
-    out = tmp_path / "out"
-    go = "/data/local/tmp/go-all"
-    cli.shell(f"rm -f {go}")
-    running = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
-    session = started = None
-    pids = {}
-    try:
-        pids["running"] = int(read_line_containing(running.stdout, "waiting pid=", 30)
-                              .split("=")[1])
-        session = cli.start("--all", "-i", "1", "-o", out)
-        if device[1] == "root":
-            read_line_containing(session.stderr, "from the start of each new process", 30)
-            assert cli.shell("getprop heapprofd.enable").strip() == "all"
-        read_line_containing(session.stderr, f"attached to pid {pids['running']}", 30)
-        started = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
-        pids["started"] = int(read_line_containing(started.stdout, "waiting pid=", 30)
-                              .split("=")[1])
-        if device[1] == "root":
-            read_line_containing(session.stderr, f"profiling pid {pids['started']} from its "
-                                                 f"start", 30)
-        cli.shell(f"touch {go}")
-        assert running.wait(timeout=60) == 0 and started.wait(timeout=60) == 0
-        if device[1] == "root":  # it waits for more processes until Ctrl-C
-            session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
-        assert session.returncode == 0, stderr
-    finally:
-        cli.shell(f"touch {go}")
-        kill_all(running, started, session)
-        for pid in pids.values():
-            _kill_device_program(pid)
-    per_pid = totals_by_leaf_function(out / "raw-trace", local_program)
-    profiled = {"running", "started"} if device[1] == "root" else {"running"}
-    assert {pid for pid, sites in per_pid.items() if "site_leak_malloc" in sites} == \
-        {pids[which] for which in profiled}, (per_pid.keys(), pids)
-    for which in profiled:
-        assert_sites(per_pid[pids[which]], 1)
-    cli.assert_left_as_it_was()
-
-
-@pytest.mark.parametrize("teardown", [True, False])
-def test_a_forked_child_is_torn_down_or_profiled_as_its_own(cli, device, tmp_path, teardown):
-    """As on --local (tests/e2e/test_forks.py): by default a forked child leaves its parent's
-    profile; --disable-fork-teardown makes it a process of its own, connecting to the daemon
-    through whichever route its parent came by."""
-    from droidheap.device.local import host_abi
-    from tests.e2e.test_forks import BLOCKS, CHILD_BYTES, pids_of
-    program = compile_program(ROOT / "tests" / "programs" / "fork_exec.c",
-                              tmp_path / "fork_exec", host_abi())
-    cli.adb_server.adb("-s", cli.serial, "push", str(program), "/data/local/tmp/fork_exec")
-    out = tmp_path / "out"
-    flags = [] if teardown else ["--disable-fork-teardown"]
-    result = cli.run("-i", "1", *flags, "-o", out, "--", "/data/local/tmp/fork_exec", "fork")
-    assert result.returncode == 0, result.stderr
-    parent, child = pids_of(result.stdout)
-    per_pid = totals_by_leaf_function(out / "raw-trace", program)
-    assert set(per_pid) == ({parent} if teardown else {parent, child}), per_pid.keys()
-    assert per_pid[parent]["parent_after_fork"].allocated == BLOCKS * 5000
-    assert "child_allocation" not in per_pid[parent]
-    if not teardown:
-        assert per_pid[child]["child_allocation"].allocated == CHILD_BYTES
-        assert "parent_before_fork" not in per_pid[child]
     cli.assert_left_as_it_was()
 
 
@@ -368,7 +219,7 @@ def test_a_device_lost_midway_is_one_line(adb_server, local_program, extra_adbds
         _, stderr = session.communicate(timeout=120)
     finally:
         kill_all(session)
-        _kill_device_program(pid)
+        kill_device_program(pid)
     assert "the adb link to" in stderr, stderr
     lines = [line for line in stderr.splitlines() if line.startswith("droidheap: ")]
     assert session.returncode != 0 and "Traceback" not in stderr, stderr

@@ -9,9 +9,11 @@ from tests.e2e.trace_check import totals_by_leaf_function
 SMALLEST = ["--shmem-size", "8192"]
 
 
-def test_a_blocked_client_loses_nothing_in_the_smallest_buffer(cli, alloc_program, tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--block-client"]])  # the default, and said so
+def test_a_blocked_client_loses_nothing_in_the_smallest_buffer(cli, alloc_program, tmp_path,
+                                                               flags):
     out = tmp_path / "out"
-    result = cli.run("--local", *SMALLEST, "-i", "1", "-o", out, "--", alloc_program)
+    result = cli.run("--local", *SMALLEST, *flags, "-i", "1", "-o", out, "--", alloc_program)
     assert result.returncode == 0, result.stderr
     assert "samples were lost" not in result.stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
