@@ -5,6 +5,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
@@ -72,8 +74,9 @@ def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root
     cli.assert_left_as_it_was()
 
 
-def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, local_program,
-                                                                   tmp_path):
+@pytest.mark.parametrize("by", ["name", "pid"])
+def test_attach_to_a_program_started_with_droidheap_shell(cli, device, local_program, tmp_path,
+                                                          by):
     out = tmp_path / "out"
     go = "/data/local/tmp/go"
     cli.shell(f"rm -f {go}")
@@ -82,8 +85,9 @@ def test_attach_by_name_to_a_program_started_with_droidheap_shell(cli, device, l
     pid = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        # --no-startup: the session ends with the process.
-        session = cli.start("-n", "alloc_sites", "--no-startup", "-o", out, "-i", "1")
+        # By pid, or by name with --no-startup: the session ends with the process.
+        target = ["-p", str(pid)] if by == "pid" else ["-n", "alloc_sites", "--no-startup"]
+        session = cli.start(*target, "-o", out, "-i", "1")
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         time.sleep(0.2)
         cli.shell(f"touch {go}")
