@@ -67,7 +67,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     unresolved = sorted(m.path for m in symbols.modules.values() if m.elf is None)
     if unresolved:
         warnings.append("no ELF file found for " + ", ".join(unresolved)
-                        + " (pass a directory of unstripped libraries to search)")
+                        + " (give a directory of unstripped files with --symbols DIR)")
 
     out_dir = pathlib.Path(out_dir)
     try:

@@ -17,7 +17,7 @@ import mmap
 import pathlib
 import shutil
 import subprocess
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from elftools.elf.elffile import ELFFile
 
@@ -106,6 +106,30 @@ def _line_rows(dwarf, cu) -> List[Tuple[int, bool, str, int]]:
     return rows
 
 
+def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> List[pathlib.Path]:
+    """Where unstripped files are looked for first, in order: the --symbols directories, then
+    PERFETTO_BINARY_PATH (colon-separated, as Perfetto's heap_profile reads it), then
+    $ANDROID_PRODUCT_OUT/symbols (an Android build tree's unstripped files)."""
+    dirs = [pathlib.Path(d) for d in flags]
+    dirs += [pathlib.Path(d) for d in environ.get("PERFETTO_BINARY_PATH", "").split(":") if d]
+    product_out = environ.get("ANDROID_PRODUCT_OUT", "")
+    if product_out and (pathlib.Path(product_out) / "symbols").is_dir():
+        dirs.append(pathlib.Path(product_out) / "symbols")
+    return dirs
+
+
+def _build_id(elf: ELFFile) -> str:
+    """The GNU build id in hex, or "". Only a note owned by "GNU" is one: SystemTap's SDT notes
+    (libstdc++, python3, ...) use the same type number, 3. Read from the note sections, else (no
+    section headers) from the PT_NOTE segments."""
+    containers = list(elf.iter_sections("SHT_NOTE")) or list(elf.iter_segments("PT_NOTE"))
+    for container in containers:
+        for note in container.iter_notes():
+            if note["n_name"] == "GNU" and note["n_type"] == "NT_GNU_BUILD_ID":
+                return note["n_desc"]
+    return ""
+
+
 class ElfFile:
     """One ELF on the host, parsed lazily and cached by the Symbolizer; a separate debug file, when
     one was found, supplies the line table and extra symbols."""
@@ -118,11 +142,7 @@ class ElfFile:
             self.elf = ELFFile(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
         self.debug: Optional[ElfFile] = None
         self.return_adjust = _RETURN_ADJUST.get(self.elf["e_machine"], 1)
-        self.build_id = ""
-        for section in self.elf.iter_sections("SHT_NOTE"):
-            for note in section.iter_notes():
-                if note["n_type"] == "NT_GNU_BUILD_ID":
-                    self.build_id = note["n_desc"]
+        self.build_id = _build_id(self.elf)
         self.broken: set = set()  # parts ("symbols", "line table") that failed to parse once
         self._symbols: Optional[Tuple[List[int], List[Tuple[int, str]]]] = None
         self._line_tables: Dict[Optional[int], _LineTable] = {}

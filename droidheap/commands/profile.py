@@ -2,6 +2,7 @@
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
 import contextlib
 import dataclasses
+import os
 import pathlib
 import re
 import signal
@@ -136,12 +137,18 @@ def _heap_names(ctx, param, value):
               help="Print what would be run on the device, and do nothing.")
 @click.option("-o", "--output", type=click.Path(), help="Output directory, new or empty "
                                                          "(default: a new one).")
+@click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path),
+              help="Look for unstripped libraries and programs here first (as DIR/<device "
+                   "path> or DIR/<file name>); repeatable. PERFETTO_BINARY_PATH and "
+                   "$ANDROID_PRODUCT_OUT/symbols are searched after.")
 @click.option("--seed", type=int, default=0, hidden=True, help="Sampler seed (tests).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
             block_client, block_client_timeout_us, shmem_size, exact_totals, heaps, all_heaps,
-            disable_fork_teardown, no_running, no_startup, print_config, output, seed, argv):
+            disable_fork_teardown, no_running, no_startup, print_config, output, symbol_dirs, seed,
+            argv):
     """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
     pid_list = _split_list(pids, int, "pid")
@@ -181,7 +188,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
     if device.platform_profiler:
-        _run_platform(device, options, argv, targets, duration_ms, output)
+        _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs)
         return
     for pid in running:
         device.check_attachable(pid)
@@ -197,7 +204,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
                 _run_spawned(device, session, list(argv), duration_ms)
             else:
                 _run_attached(device, session, running, targets, duration_ms)
-        _collect(session, out)
+        _collect(session, out, symbol_dirs)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
         try:
@@ -390,7 +397,7 @@ def _run_attached(device, session, pids, targets, duration_ms):
     session.stop()
 
 
-def _run_platform(device, options, argv, targets, duration_ms, output):
+def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):
     from droidheap import platform_heapprofd as platform
     if argv:
         raise DroidheapError("--mode platform profiles running apps (-n/-p); the platform's "
@@ -407,13 +414,13 @@ def _run_platform(device, options, argv, targets, duration_ms, output):
                                             duration_ms, out, note=_note,
                                             running=targets.running, startup=targets.startup,
                                             every_process=targets.every_process)
-    _convert(raw, out, device)
+    _convert(raw, out, device, symbol_dirs)
 
 
-def _collect(session, out):
+def _collect(session, out, symbol_dirs):
     try:
         raw = session.pull_trace(out)
-        _convert(raw, out, session.device)
+        _convert(raw, out, session.device, symbol_dirs)
     except DroidheapError as e:
         if session.failure:
             raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None
@@ -422,10 +429,12 @@ def _collect(session, out):
         raise DroidheapError(f"{session.failure}; {out} holds what it had written before")
 
 
-def _convert(raw, out, device):
+def _convert(raw, out, device, symbol_dirs):
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
+    from droidheap.symbolizer import search_dirs
     # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
-    result = convert_trace(raw, out, fetch_files=lambda paths: device.fetch_files(
-        paths, out / "device-files"))
+    result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
+                           fetch_files=lambda paths: device.fetch_files(
+                               paths, out / "device-files"))
     click.echo(result.summary_text)
     click.echo(f"Wrote profiles to {out}")

@@ -171,3 +171,21 @@ def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, device_root, tm
     assert len(dumps) >= 4, dumps
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
     assert_trace_processor_agrees(out, alloc_program)
+
+
+STRIP = {"x86_64": "strip", "arm64-v8a": "aarch64-linux-gnu-strip"}
+
+
+def test_symbols_dir_names_the_frames_of_a_stripped_program(cli, abi, alloc_program, tmp_path):
+    """A program run stripped, its unstripped twin under --symbols DIR: the frames get names and
+    lines, which without the flag they cannot."""
+    stripped = tmp_path / "bin" / alloc_program.name
+    stripped.parent.mkdir()
+    subprocess.run([STRIP[abi], "-o", str(stripped), str(alloc_program)], check=True)
+    plain = cli.run("--local", "-i", "1", "-o", tmp_path / "plain", "--", stripped)
+    assert plain.returncode == 0, plain.stderr
+    assert "site_leak_malloc" not in plain.stdout
+    given = cli.run("--local", "--symbols", alloc_program.parent, "-i", "1",
+                    "-o", tmp_path / "given", "--", stripped)
+    assert given.returncode == 0, given.stderr
+    assert "site_leak_malloc (alloc_sites.c:" in given.stdout, given.stdout
