@@ -9,13 +9,13 @@ from typing import Callable, List, Optional, Sequence
 
 from droidheap.errors import DroidheapError
 from droidheap.pprof import PprofFile, write_pprof
+from droidheap.results.load import SYMBOLIZED_TRACE
 from droidheap.report import ProcessSummary, format_summary, summarize
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import write_symbolized_trace
 
-SYMBOLIZED_TRACE = "symbolized-trace"
 
 
 @dataclasses.dataclass

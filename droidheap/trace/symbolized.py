@@ -9,11 +9,11 @@ order does not matter in protobuf).
 """
 import os
 import pathlib
-from typing import Iterable
+from typing import Dict, Iterable, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from droidheap.symbolizer import ModuleSymbols
+from droidheap.symbolizer import ModuleSymbols, SourceLine
 from droidheap.trace.reader import encode_bytes_field
 
 _TRACE_PACKET = pb.Trace.DESCRIPTOR.fields_by_name["packet"].number
@@ -48,3 +48,23 @@ def write_symbolized_trace(raw: bytes, modules: Iterable[ModuleSymbols],
             f.write(packet)
     os.replace(tmp, out)
     return len(packets)
+
+
+def read_module_symbols(packets) -> Dict[Tuple[str, str], ModuleSymbols]:
+    """The module_symbols packets of a trace (appended by us or by `traceconv symbolize`), by
+    (path, build id hex): what a symbolized trace already says about its frames."""
+    modules: Dict[Tuple[str, str], ModuleSymbols] = {}
+    for packet in packets:
+        if not packet.HasField("module_symbols"):
+            continue
+        message = packet.module_symbols
+        raw_id = message.build_id  # bytes when not UTF-8 (raw, as written), else str
+        build_id = (raw_id if isinstance(raw_id, bytes) else raw_id.encode("utf-8")).hex()
+        module = modules.setdefault((message.path, build_id),
+                                    ModuleSymbols(message.path, build_id))
+        for address in message.address_symbols:
+            lines = tuple(SourceLine(line.function_name, line.source_file_name, line.line_number)
+                          for line in address.lines)
+            if lines:
+                module.lines[address.address] = lines
+    return modules

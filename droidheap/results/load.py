@@ -1,0 +1,149 @@
+"""Reads what the reports work on (model.py) from any of: an output directory (its
+symbolized-trace, else its raw-trace, else its pprof files), a Perfetto trace (ours or
+heapprofd's; symbolized by the module_symbols packets it carries, else here) or a pprof file.
+"""
+import dataclasses
+import gzip
+import pathlib
+import re
+from typing import List, Sequence, Tuple
+
+from google.protobuf.message import DecodeError
+
+from droidheap.errors import DroidheapError
+from droidheap.results.model import Location, Profile, StackSample
+from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
+from droidheap.trace.heap_dumps import TraceDumps, rebuild_dumps
+from droidheap.trace.reader import parse_trace
+from droidheap.trace.symbolized import read_module_symbols
+
+SYMBOLIZED_TRACE = "symbolized-trace"
+RAW_TRACE = "raw-trace"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclasses.dataclass
+class Results:
+    profiles: List[Profile]  # by pid, then dump, then heap (libc's first)
+    warnings: List[str]
+
+
+def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
+    profiles = []
+    for pid in sorted(dumps.dumps):
+        for dump in dumps.dumps[pid]:
+            stacks = []
+            for sample in dump.samples:
+                # Perfetto's frames are root first; a Location stack is leaf first, and each
+                # frame's lines are innermost first already.
+                stack = tuple(Location(line.function, line.file, line.line, frame.mapping.path)
+                              for frame in reversed(sample.frames)
+                              for line in symbols.lines(frame))
+                stacks.append(StackSample(stack, sample.alloc_count, sample.self_allocated,
+                                          sample.alloc_count - sample.free_count, sample.in_use))
+            profiles.append(Profile(
+                pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
+                dump_index=dump.index, timestamp_ns=dump.timestamp,
+                sampling_interval_bytes=dump.sampling_interval_bytes, samples=stacks,
+                at_peak=dump.at_peak, totals=dump.totals,
+                unwinding_errors=dump.stats.unwinding_errors,
+                buffer_overran=dump.buffer_overran, disconnected=dump.disconnected,
+                source=source))
+    return profiles
+
+
+def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.Path]) -> Results:
+    contents = parse_trace(data)
+    if not contents.packets:
+        raise DroidheapError(f"{path} is neither a Perfetto trace nor a pprof file")
+    dumps = rebuild_dumps(contents.packets)
+    warnings = contents.warnings + dumps.warnings
+    modules = read_module_symbols(contents.packets)
+    if modules:
+        symbols = SymbolTable(modules)
+    else:
+        symbolizer = Symbolizer(search_dirs)
+        symbols = symbolize_dumps(dumps, symbolizer)
+        warnings += symbolizer.warnings
+    return Results(profiles_from_dumps(dumps, symbols, str(path)), warnings)
+
+
+def _pprof_identity(profile, path: pathlib.Path) -> Tuple[int, str, int, str]:
+    """(pid, heap, dump index, cmdline) from our comments or file name; zeros and the file's name
+    for a pprof from elsewhere."""
+    comments = [profile.string_table[i] for i in profile.comment]
+    for comment in comments:
+        match = re.match(r"droidheap dump (\d+) of pid (\d+), heap (\S+),", comment)
+        if match:
+            return int(match[2]), match[3], int(match[1]), comments[0]
+    match = re.match(r"heap_dump\.(\d+)\.(\d+)\.(.+)\.pb\.gz$", path.name)
+    if match:
+        return int(match[2]), match[3], int(match[1]), ""
+    return 0, "pprof", 0, path.name
+
+
+def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
+    from droidheap.pprof import Profile as PprofProfile  # the message class
+    try:
+        profile = PprofProfile.FromString(gzip.decompress(data) if data[:2] == _GZIP_MAGIC
+                                          else data)
+    except (DecodeError, OSError, EOFError) as e:
+        raise DroidheapError(f"{path} is not a readable pprof file: {e}") from e
+    strings = profile.string_table
+    types = [strings[t.type] for t in profile.sample_type]
+    functions = {f.id: f for f in profile.function}
+    mappings = {m.id: strings[m.filename] for m in profile.mapping}
+    locations = {}
+    for loc in profile.location:
+        module = mappings.get(loc.mapping_id, "")
+        lines = [Location(strings[functions[line.function_id].name],
+                          strings[functions[line.function_id].filename], line.line, module)
+                 for line in loc.line if line.function_id in functions]
+        locations[loc.id] = tuple(lines) or (Location(f"{pathlib.PurePosixPath(module).name or '?'}"
+                                                      f"+{loc.address:#x}", module=module),)
+
+    def value(sample, name):
+        return sample.value[types.index(name)] if name in types else 0
+    # A pprof without Go's heap names: its last value is read as bytes in use.
+    fallback = not any(t in types for t in ("inuse_space", "alloc_space"))
+    samples = [StackSample(tuple(frame for loc in s.location_id for frame in locations[loc]),
+                           value(s, "alloc_objects"), value(s, "alloc_space"),
+                           value(s, "inuse_objects"),
+                           s.value[-1] if fallback and s.value else value(s, "inuse_space"))
+               for s in profile.sample]
+    pid, heap, index, cmdline = _pprof_identity(profile, path)
+    return Profile(pid=pid, cmdline=cmdline, heap=heap, dump_index=index,
+                   timestamp_ns=profile.time_nanos, sampling_interval_bytes=profile.period,
+                   samples=samples, source=str(path))
+
+
+def _load_file(path: pathlib.Path, search_dirs: Sequence[pathlib.Path]) -> Results:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DroidheapError(f"cannot read {path}: {e.strerror or e}") from e
+    if not data:
+        raise DroidheapError(f"{path} is empty")
+    if data[:2] == _GZIP_MAGIC or path.name.endswith((".pb.gz", ".pprof")):
+        return Results([_load_pprof(path, data)], [])
+    return _load_trace(path, data, search_dirs)
+
+
+def load_results(path: pathlib.Path, search_dirs: Sequence[pathlib.Path] = ()) -> Results:
+    """Everything in `path` (see the module docstring); raises DroidheapError when nothing can be
+    read."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise DroidheapError(f"{path} does not exist")
+    if not path.is_dir():
+        return _load_file(path, search_dirs)
+    for name in (SYMBOLIZED_TRACE, RAW_TRACE):
+        if (path / name).is_file():
+            return _load_file(path / name, search_dirs)
+    pprofs = sorted(path.glob("*.pb.gz"))
+    if not pprofs:
+        raise DroidheapError(f"{path} holds no trace ({SYMBOLIZED_TRACE}, {RAW_TRACE}) and no "
+                             "pprof file")
+    profiles = [p for f in pprofs for p in _load_file(f, search_dirs).profiles]
+    profiles.sort(key=lambda p: (p.pid, p.dump_index, p.heap))
+    return Results(profiles, [])

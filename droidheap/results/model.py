@@ -1,0 +1,73 @@
+"""The profile as the reports see it, whatever it was read from: per process, heap and dump, its
+call stacks already symbolized (inline frames expanded), with what each allocated and still held.
+
+A trace gives everything; a pprof only the stacks and values (figures such as the exact totals and
+the unwinding errors are then None or 0).
+"""
+import dataclasses
+import pathlib
+from typing import List, Optional, Tuple
+
+from droidheap.trace.counter_tracks import HeapTotals
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """One frame as a person reads it; an inlined function is a Location of its own."""
+    function: str
+    file: str = ""
+    line: int = 0
+    module: str = ""  # the mapped file's path; "" when unknown
+
+    @property
+    def where(self) -> str:
+        """`file.cc:12`, the file's name only, or ""."""
+        if not self.file:
+            return ""
+        name = pathlib.PurePosixPath(self.file).name
+        return f"{name}:{self.line}" if self.line else name
+
+    def __str__(self) -> str:
+        return f"{self.function} ({self.where})" if self.where else self.function
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSample:
+    """One call stack's figures, cumulative since the process connected (sampled estimates)."""
+    stack: Tuple[Location, ...]  # leaf (innermost: the caller of malloc) first
+    alloc_count: int = 0
+    alloc_bytes: int = 0
+    in_use_count: int = 0
+    in_use_bytes: int = 0
+
+
+@dataclasses.dataclass
+class Profile:
+    """One heap of one process at one dump."""
+    pid: int
+    cmdline: str
+    heap: str
+    dump_index: int
+    timestamp_ns: int  # monotonic, comparable between dumps of one trace; 0 when unknown
+    sampling_interval_bytes: int
+    samples: List[StackSample]
+    at_peak: bool = False  # in-use bytes at the sampled heap's peak; nothing known of allocations
+    # From a trace only.
+    totals: Optional[HeapTotals] = None
+    unwinding_errors: int = 0
+    buffer_overran: bool = False
+    disconnected: bool = False
+    source: str = ""  # the file it was read from
+
+    @property
+    def alloc_bytes(self) -> int:
+        return sum(s.alloc_bytes for s in self.samples)
+
+    @property
+    def in_use_bytes(self) -> int:
+        return sum(s.in_use_bytes for s in self.samples)
+
+    @property
+    def title(self) -> str:
+        name = self.cmdline.split(" ")[0] if self.cmdline else "?"
+        return f"pid {self.pid} ({name}), heap {self.heap}, dump {self.dump_index}"
