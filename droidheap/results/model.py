@@ -71,3 +71,16 @@ class Profile:
     def title(self) -> str:
         name = self.cmdline.split(" ")[0] if self.cmdline else "?"
         return f"pid {self.pid} ({name}), heap {self.heap}, dump {self.dump_index}"
+
+
+@dataclasses.dataclass
+class LeakSuspect:
+    """A call site whose bytes in use grew steadily over the continuous dumps of one process's
+    heap (not in one jump)."""
+    pid: int
+    heap: str
+    site: Location  # the leaf: the caller of the allocator
+    in_use_by_dump: List[int]  # bytes in use at the site at each dump, in dump order
+    growth_bytes: int  # last dump minus first
+    steadiness: float  # 0..1: the share of dump-to-dump steps in which it grew
+    score: float  # what suspects are ranked by, highest first
