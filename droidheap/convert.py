@@ -64,10 +64,11 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
             symbolizer.search_dirs.insert(0, fetched)
     symbols = symbolize_dumps(dumps, symbolizer)
     warnings += symbolizer.warnings
-    unresolved = sorted(m.path for m in symbols.modules.values() if m.elf is None)
-    if unresolved:
-        warnings.append("no ELF file found for " + ", ".join(unresolved)
-                        + " (give a directory of unstripped files with --symbols DIR)")
+    # Once per mapping, with the reason; where a better file would help, how to give one.
+    for module in sorted(symbols.modules.values(), key=lambda m: m.path):
+        if not module.lines:
+            hint = "" if module.elf else " (give a directory of unstripped files with --symbols DIR)"
+            warnings.append(f"{module.path} not symbolized: {module.unsymbolized_reason}{hint}")
 
     out_dir = pathlib.Path(out_dir)
     try:

@@ -108,7 +108,8 @@ class _Builder:
                 # Set when we symbolized, so that pprof does not try again on its own.
                 has_functions=bool(module and module.has_functions),
                 has_filenames=bool(module and module.has_filenames),
-                has_line_numbers=bool(module and module.has_line_numbers))
+                has_line_numbers=bool(module and module.has_line_numbers),
+                has_inline_frames=bool(module and module.has_inline_frames))
         return self.mappings[mapping]
 
     def function(self, name: str, file: str) -> int:

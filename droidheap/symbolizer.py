@@ -1,32 +1,28 @@
-"""Symbolizes frames of a trace on the host: function names from ELF symbol tables, file:line from
-DWARF `.debug_line` (pyelftools).
+"""Symbolizes frames of a trace on the host: function names from ELF symbol tables, file:line and
+inlined calls from DWARF (pyelftools; droidheap/elf/).
 
-A mapping's file is looked for under the extra search directories (as `<dir>/<device path>`, then
-`<dir>/<file name>`) and then at its own path, since in emulator mode the device's files are the
-host's. A candidate whose build id differs from the trace's is skipped. When the chosen file has
-no line table, a separate debug file at `.build-id/xx/yyyy.debug` (under the search directories
-or /usr/lib/debug) supplies one.
+Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
+path>`, then `<dir>/<file name>`), then its own path (in emulator mode the device's files are the
+host's). A candidate whose build id differs from the trace's is never used. DWARF comes from the
+file itself, else from a separate debug file: `.build-id/xx/yyyy.debug` under the search
+directories or /usr/lib/debug, else the file its `.gnu_debuglink` names, next to it, in its
+`.debug/` or under /usr/lib/debug. MiniDebugInfo (`.gnu_debugdata`) adds the symbols of static
+functions that a stripped file lost.
 
 Every rel_pc is treated as a return address and moved back into its call instruction before
 lookup (1 byte on x86, 4 on arm64), otherwise lines are off by one statement; results stay keyed
-by the original rel_pc. Inlined frames are not expanded: each address gets one line.
+by the original rel_pc. An address inside inlined calls gets one line per function, innermost
+first: the inlined function at the address's own line, then each caller at the line it was
+inlined from, ending with the function the symbol table names.
 """
-import bisect
 import dataclasses
-import mmap
 import pathlib
-import shutil
-import subprocess
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from elftools.elf.elffile import ELFFile
-
+from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
-# Bytes from a return address back into the call instruction, by e_machine.
-_RETURN_ADJUST = {"EM_X86_64": 1, "EM_386": 1, "EM_AARCH64": 4, "EM_ARM": 2, "EM_RISCV": 2}
-_FUNCTION_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
-_BINDING_RANK = {"STB_GLOBAL": 0, "STB_WEAK": 1, "STB_LOCAL": 2}
+SYSTEM_DEBUG_DIR = pathlib.Path("/usr/lib/debug")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +34,13 @@ class SourceLine:
 
 @dataclasses.dataclass
 class ModuleSymbols:
-    """What was learnt about one (path, build id): lines by original rel_pc for the addresses
-    that resolved to a function or a line."""
+    """What was learnt about one (path, build id): lines by original rel_pc (innermost first) for
+    the addresses that resolved to a function or a line; when nothing did, why not."""
     path: str
     build_id: str
     elf: Optional[pathlib.Path] = None
     lines: Dict[int, Tuple[SourceLine, ...]] = dataclasses.field(default_factory=dict)
+    unsymbolized_reason: str = ""
 
     @property
     def has_functions(self) -> bool:
@@ -57,53 +54,9 @@ class ModuleSymbols:
     def has_line_numbers(self) -> bool:
         return any(line.line for lines in self.lines.values() for line in lines)
 
-
-class _LineTable:
-    """Rows (address, is_end, file, line) sorted so that bisecting finds the row covering an
-    address; an end_sequence row sorts before a row starting at the same address."""
-
-    def __init__(self, rows: List[Tuple[int, bool, str, int]]):
-        rows.sort(key=lambda row: (row[0], not row[1]))
-        self.addresses = [row[0] for row in rows]
-        self.rows = rows
-
-    def find(self, address: int) -> Optional[Tuple[str, int]]:
-        i = bisect.bisect_right(self.addresses, address) - 1
-        if i < 0 or self.rows[i][1]:
-            return None
-        return self.rows[i][2], self.rows[i][3]
-
-
-def _line_rows(dwarf, cu) -> List[Tuple[int, bool, str, int]]:
-    program = dwarf.line_program_for_CU(cu)
-    if program is None:
-        return []
-    header = program.header
-    version = header.version
-    dirs = [d.decode("utf-8", "replace") for d in header.include_directory]
-    comp_dir_attr = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
-    comp_dir = comp_dir_attr.value.decode("utf-8", "replace") if comp_dir_attr else ""
-    files = []
-    for entry in header.file_entry:
-        name = entry.name.decode("utf-8", "replace")
-        # DWARF 5 numbers directories from 0 (the compilation directory); earlier versions
-        # reserve 0 for it and count include_directory from 1.
-        if version >= 5:
-            directory = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
-        else:
-            directory = dirs[entry.dir_index - 1] if 0 < entry.dir_index <= len(dirs) else comp_dir
-        files.append(name if name.startswith("/") or not directory
-                     else f"{directory.rstrip('/')}/{name}")
-    first_file = 0 if version >= 5 else 1
-    rows = []
-    for entry in program.get_entries():
-        state = entry.state
-        if state is None:
-            continue
-        index = state.file - first_file
-        file = files[index] if 0 <= index < len(files) else ""
-        rows.append((state.address, bool(state.end_sequence), file, state.line))
-    return rows
+    @property
+    def has_inline_frames(self) -> bool:
+        return any(len(lines) > 1 for lines in self.lines.values())
 
 
 def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> List[pathlib.Path]:
@@ -118,115 +71,13 @@ def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> Li
     return dirs
 
 
-def _build_id(elf: ELFFile) -> str:
-    """The GNU build id in hex, or "". Only a note owned by "GNU" is one: SystemTap's SDT notes
-    (libstdc++, python3, ...) use the same type number, 3. Read from the note sections, else (no
-    section headers) from the PT_NOTE segments."""
-    containers = list(elf.iter_sections("SHT_NOTE")) or list(elf.iter_segments("PT_NOTE"))
-    for container in containers:
-        for note in container.iter_notes():
-            if note["n_name"] == "GNU" and note["n_type"] == "NT_GNU_BUILD_ID":
-                return note["n_desc"]
-    return ""
-
-
-class ElfFile:
-    """One ELF on the host, parsed lazily and cached by the Symbolizer; a separate debug file, when
-    one was found, supplies the line table and extra symbols."""
-
-    def __init__(self, path: pathlib.Path):
-        self.path = path
-        with open(path, "rb") as f:
-            # Mapped, not read: debug files of big libraries run to hundreds of MiB, and pages
-            # pyelftools never touches are never loaded.
-            self.elf = ELFFile(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-        self.debug: Optional[ElfFile] = None
-        self.return_adjust = _RETURN_ADJUST.get(self.elf["e_machine"], 1)
-        self.build_id = _build_id(self.elf)
-        self.broken: set = set()  # parts ("symbols", "line table") that failed to parse once
-        self._symbols: Optional[Tuple[List[int], List[Tuple[int, str]]]] = None
-        self._line_tables: Dict[Optional[int], _LineTable] = {}
-
-    def has_line_table(self) -> bool:
-        return self.elf.get_section_by_name(".debug_line") is not None
-
-    def function_at(self, address: int) -> Optional[str]:
-        if self._symbols is None:
-            self._symbols = self._load_symbols()
-        starts, entries = self._symbols
-        i = bisect.bisect_right(starts, address) - 1
-        if i < 0:
-            return None
-        size, name = entries[i]
-        # A symbol without a size (hand-written assembly) covers up to the next one.
-        if address < starts[i] + size or (size == 0 and i + 1 < len(starts)):
-            return name
-        return None
-
-    def _load_symbols(self) -> Tuple[List[int], List[Tuple[int, str]]]:
-        best: Dict[int, Tuple[Tuple[int, int], int, str]] = {}
-        for elf in (self.elf, self.debug.elf if self.debug else None):
-            if elf is None:
-                continue
-            for name in (".symtab", ".dynsym"):
-                table = elf.get_section_by_name(name)
-                if table is None or not hasattr(table, "iter_symbols"):
-                    continue
-                for sym in table.iter_symbols():
-                    if (sym["st_info"]["type"] not in _FUNCTION_TYPES or not sym.name
-                            or sym["st_shndx"] == "SHN_UNDEF"):
-                        continue
-                    start, size = sym["st_value"], sym["st_size"]
-                    rank = (0 if size else 1, _BINDING_RANK.get(sym["st_info"]["bind"], 3))
-                    if start not in best or rank < best[start][0]:
-                        best[start] = (rank, size, sym.name)
-        starts = sorted(best)
-        names = _demangle([best[s][2] for s in starts])
-        return starts, [(best[s][1], name) for s, name in zip(starts, names)]
-
-    def line_at(self, address: int) -> Optional[Tuple[str, int]]:
-        source = self.debug if self.debug is not None and self.debug.has_line_table() else self
-        if not source.has_line_table():
-            return None
-        dwarf = source.elf.get_dwarf_info()
-        # .debug_aranges names the one compilation unit to decode; clang omits it by default, in
-        # which case every unit is decoded once into one table.
-        cu_offset = None
-        aranges = dwarf.get_aranges()
-        if aranges is not None:
-            cu_offset = aranges.cu_offset_at_addr(address)
-        table = source._line_tables.get(cu_offset)
-        if table is None:
-            units = [dwarf.get_CU_at(cu_offset)] if cu_offset is not None else dwarf.iter_CUs()
-            table = _LineTable([row for cu in units for row in _line_rows(dwarf, cu)])
-            source._line_tables[cu_offset] = table
-        return table.find(address)
-
-
-def _demangle(names: List[str]) -> List[str]:
-    """C++ names through one c++filt run; unchanged when it is missing or fails."""
-    mangled = [i for i, name in enumerate(names) if name.startswith("_Z")]
-    tool = shutil.which("c++filt")
-    if not mangled or tool is None:
-        return names
-    try:
-        out = subprocess.run([tool], input="\n".join(names[i] for i in mangled), text=True,
-                             capture_output=True, check=True, timeout=60).stdout.splitlines()
-    except (OSError, subprocess.SubprocessError):
-        return names
-    if len(out) != len(mangled):
-        return names
-    result = list(names)
-    for i, name in zip(mangled, out):
-        result[i] = name
-    return result
-
-
 class Symbolizer:
     """Finds and parses ELF files, caching each by host path, for the lifetime of one conversion."""
 
-    def __init__(self, search_dirs: Sequence[pathlib.Path] = ()):
+    def __init__(self, search_dirs: Sequence[pathlib.Path] = (),
+                 system_debug_dir: pathlib.Path = SYSTEM_DEBUG_DIR):
         self.search_dirs = [pathlib.Path(d) for d in search_dirs]
+        self.system_debug_dir = system_debug_dir
         self.warnings: List[str] = []
         self._files: Dict[pathlib.Path, Optional[ElfFile]] = {}
 
@@ -247,6 +98,12 @@ class Symbolizer:
         yield pathlib.Path(device_path)
 
     def find_elf(self, device_path: str, build_id: str) -> Optional[ElfFile]:
+        """The file to symbolize `device_path` with, its debug file attached; None when no
+        candidate matches."""
+        elf, _ = self._find(device_path, build_id)
+        return elf
+
+    def _find(self, device_path: str, build_id: str) -> Tuple[Optional[ElfFile], str]:
         mismatched = []
         for candidate in self._candidates(device_path):
             elf = self._open(candidate)
@@ -256,50 +113,84 @@ class Symbolizer:
             if build_id and found and found != build_id:
                 mismatched.append(str(candidate))
                 continue
-            if elf.debug is None and not elf.has_line_table() and (build_id or found):
-                elf.debug = self._debug_file(build_id or found)
-            return elf
+            if elf.debug is None and not elf.has_line_table():
+                elf.debug = self._debug_file(elf, build_id or found)
+            return elf, ""
         if mismatched:
-            self.warnings.append(f"{device_path}: build id {build_id} differs from that of "
-                                 f"{', '.join(mismatched)}; not symbolized")
-        return None
+            return None, f"build id {build_id} differs from that of {', '.join(mismatched)}"
+        return None, "no file found"
 
-    def _debug_file(self, build_id: str) -> Optional[ElfFile]:
-        tail = pathlib.Path(".build-id", build_id[:2], build_id[2:] + ".debug")
-        for root in [*self.search_dirs, pathlib.Path("/usr/lib/debug")]:
-            debug = self._open(root / tail)
+    def _debug_file(self, elf: ElfFile, build_id: str) -> Optional[ElfFile]:
+        """A separate debug file of `elf` with the same build id (or, lacking one, found by
+        name): by build id first, then by the name its .gnu_debuglink gives."""
+        places = []
+        if build_id:
+            tail = pathlib.Path(".build-id", build_id[:2], build_id[2:] + ".debug")
+            places += [root / tail for root in [*self.search_dirs, self.system_debug_dir]]
+        link = elf.debug_link()
+        if link:
+            directory = elf.path.parent
+            places += [directory / link, directory / ".debug" / link,
+                       self.system_debug_dir / directory.relative_to(directory.anchor) / link,
+                       *(root / link for root in self.search_dirs)]
+        for place in places:
+            debug = self._open(place) if place != elf.path else None
             if debug is not None and debug.build_id in ("", build_id):
                 return debug
         return None
 
-    def _guarded(self, elf: ElfFile, what: str, lookup, address: int):
+    def _guarded(self, elf: ElfFile, what: str, lookup, address: int, default=None):
         """Runs one lookup; a file whose symbols or DWARF are too odd for pyelftools loses that
         part (once, with a warning) instead of ending the conversion."""
         if what in elf.broken:
-            return None
+            return default
         try:
             return lookup(address)
         except Exception as e:  # noqa: BLE001 -- pyelftools raises many types on odd input
             elf.broken.add(what)
             self.warnings.append(f"{elf.path}: cannot read its {what}: {e!r}")
-            return None
+            return default
 
     def symbolize(self, device_path: str, build_id: str, rel_pcs: Iterable[int]) -> ModuleSymbols:
         result = ModuleSymbols(device_path, build_id)
-        elf = self.find_elf(device_path, build_id)
+        elf, result.unsymbolized_reason = self._find(device_path, build_id)
         if elf is None:
             return result
         result.elf = elf.path
         basename = pathlib.PurePosixPath(device_path).name
+        raw: Dict[int, List[SourceLine]] = {}
         for rel_pc in sorted(set(rel_pcs)):
             address = max(0, rel_pc - elf.return_adjust)
-            function = self._guarded(elf, "symbols", elf.function_at, address)
+            symbol = self._guarded(elf, "symbols", elf.symbol_at, address)
             line = self._guarded(elf, "line table", elf.line_at, address)
-            if function is None and line is None:
+            if symbol is None and line is None:
                 continue
             file, number = line if line else ("", 0)
-            name = function or f"{basename}+{rel_pc:#x}"
-            result.lines[rel_pc] = (SourceLine(name, file, number),)
+            scopes = self._guarded(elf, "inlined calls", elf.scopes_at, address, [])
+            # The function is the innermost non-inlined scope; the calls inlined into it follow.
+            # Its name: the symbol table's public one when a symbol starts at its entry ("abort"
+            # where DWARF says "__GI_abort"), else DWARF's: a ".cold" piece, a ".part.0" clone
+            # is named as the function it belongs to.
+            outer = max((i for i, scope in enumerate(scopes) if not scope.inlined), default=-1)
+            function = symbol[1] if symbol else None
+            if outer >= 0 and scopes[outer].name and not (
+                    symbol and symbol[0] == scopes[outer].entry and "." not in symbol[1]):
+                function = scopes[outer].name
+            lines = []
+            for call in reversed(scopes[outer + 1:]):  # innermost first
+                lines.append(SourceLine(call.name, file, number))
+                file, number = call.call_file, call.call_line
+            lines.append(SourceLine(function or f"{basename}+{rel_pc:#x}", file, number))
+            raw[rel_pc] = lines
+        # DWARF's names are linkage names; the symbol table's are demangled already (and pass
+        # through c++filt unchanged).
+        mangled = sorted({line.function for lines in raw.values() for line in lines})
+        readable = dict(zip(mangled, demangle(mangled)))
+        for rel_pc, lines in raw.items():
+            result.lines[rel_pc] = tuple(dataclasses.replace(line, function=readable[line.function])
+                                         for line in lines)
+        if not result.lines:
+            result.unsymbolized_reason = f"{elf.path} has no symbols or line table for its frames"
         return result
 
 

@@ -100,8 +100,9 @@ def test_unsymbolized_frames_get_module_offset_names_and_a_warning(program, tmp_
     result = _convert(tmp_path, _trace(program, device_path="/vendor/lib64/libgone.so").to_bytes())
     names = {s.function for s in result.processes[0].top_sites}
     assert names == {f"libgone.so+{program.return_addresses[c]:#x}" for c in ("malloc", "middle")}
-    assert any("no ELF file found for" in w and "libgone.so" in w for w in result.warnings)
-    assert "warning: no ELF file found" in result.summary_text
+    assert any("libgone.so not symbolized: no file found" in w and "--symbols DIR" in w
+               for w in result.warnings)
+    assert "warning: /vendor/lib64/libgone.so not symbolized" in result.summary_text
 
 
 def test_truncated_trace_keeps_earlier_dumps_and_symbolized_trace_stays_readable(program,

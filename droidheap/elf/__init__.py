@@ -1,0 +1,2 @@
+"""Reading ELF files and their DWARF for the symbolizer: symbols, line tables, inlined calls,
+separate debug files."""

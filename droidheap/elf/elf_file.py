@@ -1,0 +1,188 @@
+"""One ELF file on the host, parsed lazily: its GNU build id, function symbols (`.symtab`, else
+`.dynsym`, plus those of its MiniDebugInfo and of a separate debug file), and through DWARF the
+source line and the inlined calls at an address."""
+import bisect
+import io
+import lzma
+import mmap
+import pathlib
+import shutil
+import subprocess
+from typing import Dict, List, Optional, Tuple, Union
+
+from elftools.elf.elffile import ELFFile
+
+from droidheap.elf.dwarf_index import Scope, ScopeIndex, UnitIndex
+from droidheap.elf.line_table import LineTable, file_names, line_rows
+
+# Bytes from a return address back into the call instruction, by e_machine.
+_RETURN_ADJUST = {"EM_X86_64": 1, "EM_386": 1, "EM_AARCH64": 4, "EM_ARM": 2, "EM_RISCV": 2}
+_FUNCTION_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
+_BINDING_RANK = {"STB_GLOBAL": 0, "STB_WEAK": 1, "STB_LOCAL": 2}
+# Decompressed MiniDebugInfo is a few MiB at most; a bigger one is not what it claims.
+_MINIDEBUGINFO_LIMIT = 256 << 20
+
+
+def build_id(elf: ELFFile) -> str:
+    """The GNU build id in hex, or "". Only a note owned by "GNU" is one: SystemTap's SDT notes
+    (libstdc++, python3, ...) use the same type number, 3. Read from the note sections, else (no
+    section headers) from the PT_NOTE segments."""
+    containers = list(elf.iter_sections("SHT_NOTE")) or list(elf.iter_segments("PT_NOTE"))
+    for container in containers:
+        for note in container.iter_notes():
+            if note["n_name"] == "GNU" and note["n_type"] == "NT_GNU_BUILD_ID":
+                return note["n_desc"]
+    return ""
+
+
+def demangle(names: List[str]) -> List[str]:
+    """C++ names through one c++filt run; unchanged when it is missing or fails."""
+    mangled = [i for i, name in enumerate(names) if name.startswith("_Z")]
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return names
+    try:
+        out = subprocess.run([tool], input="\n".join(names[i] for i in mangled), text=True,
+                             capture_output=True, check=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return names
+    if len(out) != len(mangled):
+        return names
+    result = list(names)
+    for i, name in zip(mangled, out):
+        result[i] = name
+    return result
+
+
+class ElfFile:
+    """One ELF, parsed lazily and cached by the Symbolizer. `debug`, a separate debug file when
+    one was found, supplies DWARF and extra symbols; `.gnu_debugdata` (MiniDebugInfo, an
+    xz-compressed ELF that Android's and Fedora's stripped libraries carry) extra symbols."""
+
+    def __init__(self, source: Union[pathlib.Path, bytes], path: Optional[pathlib.Path] = None):
+        if isinstance(source, bytes):
+            self.path = path or pathlib.Path("<memory>")
+            self.elf = ELFFile(io.BytesIO(source))
+        else:
+            self.path = source
+            with open(source, "rb") as f:
+                # Mapped, not read: debug files of big libraries run to hundreds of MiB, and
+                # pages pyelftools never touches are never loaded.
+                self.elf = ELFFile(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        self.debug: Optional[ElfFile] = None
+        self.return_adjust = _RETURN_ADJUST.get(self.elf["e_machine"], 1)
+        self.build_id = build_id(self.elf)
+        self.broken: set = set()  # parts ("symbols", "line table", ...) that failed once
+        self._symbols: Optional[Tuple[List[int], List[Tuple[int, str]]]] = None
+        self._line_tables: Dict[Optional[int], LineTable] = {}
+        self._dwarf = None  # pyelftools re-reads (and inflates) every section on each call
+        self._units: Optional[UnitIndex] = None
+        self._scopes: Optional[ScopeIndex] = None
+
+    def section_data(self, name: str) -> Optional[bytes]:
+        section = self.elf.get_section_by_name(name)
+        return section.data() if section is not None and section["sh_type"] != "SHT_NOBITS" \
+            else None
+
+    def has_line_table(self) -> bool:
+        return self.elf.get_section_by_name(".debug_line") is not None
+
+    def debug_link(self) -> Optional[str]:
+        """The file name `.gnu_debuglink` names (its CRC is not checked: the build id is)."""
+        data = self.section_data(".gnu_debuglink")
+        if not data or b"\0" not in data:
+            return None
+        return data[:data.index(b"\0")].decode("utf-8", "replace") or None
+
+    def mini_debug_info(self) -> Optional["ElfFile"]:
+        data = self.section_data(".gnu_debugdata")
+        if not data:
+            return None
+        decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+        return ElfFile(decompressor.decompress(data, _MINIDEBUGINFO_LIMIT),
+                       pathlib.Path(f"{self.path}[.gnu_debugdata]"))
+
+    def symbol_at(self, address: int) -> Optional[Tuple[int, str]]:
+        """(start, demangled name) of the function symbol holding the address."""
+        if self._symbols is None:
+            self._symbols = self._load_symbols()
+        starts, entries = self._symbols
+        i = bisect.bisect_right(starts, address) - 1
+        if i < 0:
+            return None
+        size, name = entries[i]
+        # A symbol without a size (hand-written assembly) covers up to the next one.
+        if address < starts[i] + size or (size == 0 and i + 1 < len(starts)):
+            return starts[i], name
+        return None
+
+    def _load_symbols(self) -> Tuple[List[int], List[Tuple[int, str]]]:
+        best: Dict[int, Tuple[Tuple[int, int], int, str]] = {}
+        sources = [self.elf]
+        if self.debug is not None:
+            sources.append(self.debug.elf)
+        if "minidebuginfo" not in self.broken:
+            try:
+                mini = self.mini_debug_info()
+            except Exception:  # noqa: BLE001 -- a damaged section (xz, ELF) costs only itself
+                self.broken.add("minidebuginfo")
+                mini = None
+            if mini is not None:
+                sources.append(mini.elf)
+        for elf in sources:
+            for name in (".symtab", ".dynsym"):
+                table = elf.get_section_by_name(name)
+                if table is None or not hasattr(table, "iter_symbols"):
+                    continue
+                for sym in table.iter_symbols():
+                    if (sym["st_info"]["type"] not in _FUNCTION_TYPES or not sym.name
+                            or sym["st_shndx"] == "SHN_UNDEF"):
+                        continue
+                    start, size = sym["st_value"], sym["st_size"]
+                    rank = (0 if size else 1, _BINDING_RANK.get(sym["st_info"]["bind"], 3))
+                    if start not in best or rank < best[start][0]:
+                        best[start] = (rank, size, sym.name)
+        starts = sorted(best)
+        names = demangle([best[s][2] for s in starts])
+        return starts, [(best[s][1], name) for s, name in zip(starts, names)]
+
+    def _dwarf_source(self) -> Optional["ElfFile"]:
+        for candidate in (self.debug, self):
+            if candidate is not None and candidate.has_line_table():
+                return candidate
+        return None
+
+    def dwarf(self):
+        if self._dwarf is None:
+            self._dwarf = self.elf.get_dwarf_info()
+        return self._dwarf
+
+    def _unit_index(self, source: "ElfFile") -> UnitIndex:
+        if source._units is None:
+            source._units = UnitIndex(source.dwarf())
+        return source._units
+
+    def line_at(self, address: int) -> Optional[Tuple[str, int]]:
+        source = self._dwarf_source()
+        if source is None:
+            return None
+        dwarf = source.dwarf()
+        # Only the unit holding the address is decoded; an address no unit claims (odd
+        # producers) makes every unit decode, once, into one table.
+        cu_offset = self._unit_index(source).unit_offset_at(address)
+        table = source._line_tables.get(cu_offset)
+        if table is None:
+            units = [dwarf.get_CU_at(cu_offset)] if cu_offset is not None else dwarf.iter_CUs()
+            table = LineTable([row for cu in units for row in line_rows(dwarf, cu)])
+            source._line_tables[cu_offset] = table
+        return table.find(address)
+
+    def scopes_at(self, address: int) -> List[Scope]:
+        """The function and the inlined calls holding the address, outermost first; [] without
+        DWARF."""
+        source = self._dwarf_source()
+        if source is None or source.elf.get_section_by_name(".debug_info") is None:
+            return []
+        if source._scopes is None:
+            source._scopes = ScopeIndex(source.dwarf(), self._unit_index(source), file_names)
+        return source._scopes.scopes_at(address)
