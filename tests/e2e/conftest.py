@@ -27,7 +27,7 @@ CROSS_COMPILERS = {"x86_64": ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"),
                    "arm64-v8a": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++")}
 # Programs built as Android and distributions build code: optimized, no frame pointers, so that
 # only call-frame information unwinds them. The rest keep frame pointers, the unwinder's fallback.
-WITHOUT_FRAME_POINTERS = ("libc_sites", "signal_site")
+WITHOUT_FRAME_POINTERS = ("libc_sites", "signal_site", "inline_sites")
 
 
 # 32-bit x86 programs are built by the host's compilers with -m32 (gcc-multilib; tests/conftest.py).
