@@ -9,7 +9,10 @@ import bisect
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
+from elftools.dwarf.enums import ENUM_DW_TAG
 from elftools.dwarf.ranges import BaseAddressEntry
+
+from droidheap.elf.die_scan import AbbreviationCache, find_dies
 
 # high_pc is an address in these forms, an offset from low_pc in the others (DWARF 4+).
 _ADDRESS_FORMS = {"DW_FORM_addr", "DW_FORM_addrx", "DW_FORM_addrx1", "DW_FORM_addrx2",
@@ -85,6 +88,7 @@ class Scope:
     entry: int = 0  # where the scope begins
 
 _SCOPE_TAGS = {"DW_TAG_subprogram": False, "DW_TAG_inlined_subroutine": True}
+_SCOPE_TAG_CODES = {ENUM_DW_TAG[tag]: inlined for tag, inlined in _SCOPE_TAGS.items()}
 
 
 def _die_name(die, hops: int = 0) -> str:
@@ -103,28 +107,33 @@ def _die_name(die, hops: int = 0) -> str:
     return plain.value.decode("utf-8", "replace") if plain is not None else ""
 
 
+def _scope_dies(dwarf, cu, abbreviations: AbbreviationCache) -> List[Tuple[int, int]]:
+    """(offset, depth) of the function and inlined-call DIEs of a unit."""
+    stream = dwarf.debug_info_sec.stream
+    stream.seek(cu.cu_offset)
+    unit = stream.read(cu.size)
+    found = find_dies(unit, cu.cu_die_offset - cu.cu_offset,
+                      abbreviations.table(cu["debug_abbrev_offset"]), _SCOPE_TAG_CODES,
+                      cu["address_size"], 8 if cu.dwarf_format() == 64 else 4, cu["version"])
+    return [(cu.cu_offset + position, depth) for position, depth in found]
+
+
 class _UnitScopes:
     """The function and inlined-call ranges of one unit as elementary segments: for each segment
     start, the chain of DIE offsets (outermost first) covering it. Scope ranges nest or are
     disjoint, so a sweep over their bounds gives every address its chain."""
 
-    def __init__(self, dwarf, cu, files: List[str], first_file: int):
+    def __init__(self, dwarf, cu, files: List[str], first_file: int,
+                 abbreviations: AbbreviationCache):
         self.cu, self.files, self.first_file = cu, files, first_file
         base = unit_base(cu)
         scopes = []  # (low, high, depth, offset)
         self._entries: Dict[int, int] = {}
-        depth = 0
-        for die in cu.iter_DIEs():
-            if die.is_null():
-                depth -= 1
-                continue
-            if die.tag in _SCOPE_TAGS:
-                ranges = die_ranges(dwarf, die, base)
-                scopes += [(low, high, depth, die.offset) for low, high in ranges]
-                if ranges:  # the first range holds the entry (a cold part is listed later)
-                    self._entries[die.offset] = ranges[0][0]
-            if die.has_children:
-                depth += 1
+        for offset, depth in _scope_dies(dwarf, cu, abbreviations):
+            ranges = die_ranges(dwarf, cu.get_DIE_from_refaddr(offset), base)
+            scopes += [(low, high, depth, offset) for low, high in ranges]
+            if ranges:  # the first range holds the entry (a cold part is listed later)
+                self._entries[offset] = ranges[0][0]
         starts: Dict[int, list] = {}
         ends: Dict[int, list] = {}
         for scope in scopes:
@@ -161,8 +170,12 @@ class ScopeIndex:
     """The scopes at an address of one ELF's DWARF, outermost first."""
 
     def __init__(self, dwarf, units: UnitIndex, file_names):
+        """`file_names(cu)` gives the unit's file table and the index of its first entry."""
         self.dwarf, self.units, self.file_names = dwarf, units, file_names
         self._scopes: Dict[int, _UnitScopes] = {}
+        stream = dwarf.debug_abbrev_sec.stream
+        stream.seek(0)
+        self._abbreviations = AbbreviationCache(stream.read())
 
     def scopes_at(self, address: int) -> List[Scope]:
         offset = self.units.unit_offset_at(address)
@@ -170,5 +183,6 @@ class ScopeIndex:
             return []
         if offset not in self._scopes:
             cu = self.dwarf.get_CU_at(offset)
-            self._scopes[offset] = _UnitScopes(self.dwarf, cu, *self.file_names(self.dwarf, cu))
+            self._scopes[offset] = _UnitScopes(self.dwarf, cu, *self.file_names(cu),
+                                               self._abbreviations)
         return self._scopes[offset].scopes_at(address)

@@ -75,6 +75,7 @@ class ElfFile:
         self.broken: set = set()  # parts ("symbols", "line table", ...) that failed once
         self._symbols: Optional[Tuple[List[int], List[Tuple[int, str]]]] = None
         self._line_tables: Dict[Optional[int], LineTable] = {}
+        self._file_tables: Dict[int, tuple] = {}  # unit offset -> (line program, files, first)
         self._dwarf = None  # pyelftools re-reads (and inflates) every section on each call
         self._units: Optional[UnitIndex] = None
         self._scopes: Optional[ScopeIndex] = None
@@ -162,6 +163,13 @@ class ElfFile:
             source._units = UnitIndex(source.dwarf())
         return source._units
 
+    def _unit_files(self, cu) -> tuple:
+        """(line program, file names, index of the first) of a unit, parsed once."""
+        if cu.cu_offset not in self._file_tables:
+            program = self.dwarf().line_program_for_CU(cu)
+            self._file_tables[cu.cu_offset] = (program, *file_names(program, cu))
+        return self._file_tables[cu.cu_offset]
+
     def line_at(self, address: int) -> Optional[Tuple[str, int]]:
         source = self._dwarf_source()
         if source is None:
@@ -173,7 +181,8 @@ class ElfFile:
         table = source._line_tables.get(cu_offset)
         if table is None:
             units = [dwarf.get_CU_at(cu_offset)] if cu_offset is not None else dwarf.iter_CUs()
-            table = LineTable([row for cu in units for row in line_rows(dwarf, cu)])
+            table = LineTable([row for cu in units
+                               for row in line_rows(*source._unit_files(cu))])
             source._line_tables[cu_offset] = table
         return table.find(address)
 
@@ -184,5 +193,6 @@ class ElfFile:
         if source is None or source.elf.get_section_by_name(".debug_info") is None:
             return []
         if source._scopes is None:
-            source._scopes = ScopeIndex(source.dwarf(), self._unit_index(source), file_names)
+            source._scopes = ScopeIndex(source.dwarf(), self._unit_index(source),
+                                        lambda cu: source._unit_files(cu)[1:])
         return source._scopes.scopes_at(address)
