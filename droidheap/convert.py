@@ -11,6 +11,7 @@ from droidheap.errors import DroidheapError
 from droidheap.pprof import PprofFile, write_pprof
 from droidheap.results.load import SYMBOLIZED_TRACE
 from droidheap.report import ProcessSummary, format_summary, summarize
+from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -53,7 +54,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     dumps = rebuild_dumps(contents.packets)
     warnings += dumps.warnings
 
-    symbolizer = Symbolizer(search_dirs)
+    symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
     if fetch_files is not None:
         missing = sorted({path for path, build_id in reached_modules(dumps)
                           if symbolizer.find_elf(path, build_id) is None})

@@ -20,6 +20,7 @@ import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from droidheap.elf.elf_file import ElfFile, demangle
+from droidheap.symbol_cache import Frames, SymbolCache, fingerprint
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
 SYSTEM_DEBUG_DIR = pathlib.Path("/usr/lib/debug")
@@ -72,11 +73,14 @@ def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> Li
 
 
 class Symbolizer:
-    """Finds and parses ELF files, caching each by host path, for the lifetime of one conversion."""
+    """Finds and parses ELF files, caching each by host path, for the lifetime of one conversion;
+    with a SymbolCache, what it looked up outlives the run."""
 
     def __init__(self, search_dirs: Sequence[pathlib.Path] = (),
-                 system_debug_dir: pathlib.Path = SYSTEM_DEBUG_DIR):
+                 system_debug_dir: pathlib.Path = SYSTEM_DEBUG_DIR,
+                 cache: Optional[SymbolCache] = None):
         self.search_dirs = [pathlib.Path(d) for d in search_dirs]
+        self.cache = cache
         self.system_debug_dir = system_debug_dir
         self.warnings: List[str] = []
         self._files: Dict[pathlib.Path, Optional[ElfFile]] = {}
@@ -157,9 +161,28 @@ class Symbolizer:
         if elf is None:
             return result
         result.elf = elf.path
-        basename = pathlib.PurePosixPath(device_path).name
-        raw: Dict[int, List[SourceLine]] = {}
-        for rel_pc in sorted(set(rel_pcs)):
+        pcs = sorted(set(rel_pcs))
+        key = build_id or elf.build_id
+        sources = fingerprint([elf.path] + ([elf.debug.path] if elf.debug else []))
+        cached = self.cache.load(key, sources) if self.cache and key else {}
+        missing = [pc for pc in pcs if pc not in cached]
+        found = self._look_up(elf, pathlib.PurePosixPath(device_path).name, missing)
+        # A file that failed to parse in part is not cached: the next run tries it again.
+        if missing and self.cache and key and not elf.broken:
+            self.cache.store(key, sources, {**cached, **found})
+        for pc in pcs:
+            frames = cached[pc] if pc in cached else found[pc]
+            if frames:
+                result.lines[pc] = tuple(SourceLine(*frame) for frame in frames)
+        if not result.lines:
+            result.unsymbolized_reason = f"{elf.path} has no symbols or line table for its frames"
+        return result
+
+    def _look_up(self, elf: ElfFile, basename: str, rel_pcs: List[int]) -> Dict[int, Frames]:
+        """The frames of each rel_pc, innermost first; [] for one that resolved to nothing."""
+        found: Dict[int, Frames] = {}
+        for rel_pc in rel_pcs:
+            found[rel_pc] = []
             address = max(0, rel_pc - elf.return_adjust)
             symbol = self._guarded(elf, "symbols", elf.symbol_at, address)
             line = self._guarded(elf, "line table", elf.line_at, address)
@@ -176,22 +199,16 @@ class Symbolizer:
             if outer >= 0 and scopes[outer].name and not (
                     symbol and symbol[0] == scopes[outer].entry and "." not in symbol[1]):
                 function = scopes[outer].name
-            lines = []
             for call in reversed(scopes[outer + 1:]):  # innermost first
-                lines.append(SourceLine(call.name, file, number))
+                found[rel_pc].append((call.name, file, number))
                 file, number = call.call_file, call.call_line
-            lines.append(SourceLine(function or f"{basename}+{rel_pc:#x}", file, number))
-            raw[rel_pc] = lines
+            found[rel_pc].append((function or f"{basename}+{rel_pc:#x}", file, number))
         # DWARF's names are linkage names; the symbol table's are demangled already (and pass
         # through c++filt unchanged).
-        mangled = sorted({line.function for lines in raw.values() for line in lines})
-        readable = dict(zip(mangled, demangle(mangled)))
-        for rel_pc, lines in raw.items():
-            result.lines[rel_pc] = tuple(dataclasses.replace(line, function=readable[line.function])
-                                         for line in lines)
-        if not result.lines:
-            result.unsymbolized_reason = f"{elf.path} has no symbols or line table for its frames"
-        return result
+        names = sorted({frame[0] for frames in found.values() for frame in frames})
+        readable = dict(zip(names, demangle(names)))
+        return {pc: [(readable[name], file, line) for name, file, line in frames]
+                for pc, frames in found.items()}
 
 
 @dataclasses.dataclass

@@ -53,3 +53,10 @@ def native_build_i386() -> pathlib.Path:
     require(why_no_m32())
     return _build_native(ROOT / "build" / "native-tests-i386",
                          f"-DCMAKE_TOOLCHAIN_FILE={I386_TOOLCHAIN}")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_symbol_cache(tmp_path_factory):
+    """Symbols cached by the tests (and the CLI they run) go to a directory of this session, not
+    the user's cache: no test sees what an earlier run learnt."""
+    os.environ["DROIDHEAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("symbol-cache"))

@@ -7,6 +7,7 @@ import lzma
 import mmap
 import pathlib
 import shutil
+import struct
 import subprocess
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -17,8 +18,10 @@ from droidheap.elf.line_table import LineTable, file_names, line_rows
 
 # Bytes from a return address back into the call instruction, by e_machine.
 _RETURN_ADJUST = {"EM_X86_64": 1, "EM_386": 1, "EM_AARCH64": 4, "EM_ARM": 2, "EM_RISCV": 2}
-_FUNCTION_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
-_BINDING_RANK = {"STB_GLOBAL": 0, "STB_WEAK": 1, "STB_LOCAL": 2}
+_FUNCTION_TYPES = (2, 10)  # STT_FUNC, STT_GNU_IFUNC
+_BINDING_RANK = {1: 0, 2: 1, 0: 2}  # global, then weak, then local names win at one address
+# Elf64_Sym and Elf32_Sym fields in file order; the names of (name, info, shndx, value, size).
+_SYM_LAYOUT = {64: ("IBBHQQ", (0, 1, 3, 4, 5)), 32: ("IIIBBH", (0, 3, 5, 1, 2))}
 # Decompressed MiniDebugInfo is a few MiB at most; a bigger one is not what it claims.
 _MINIDEBUGINFO_LIMIT = 256 << 20
 
@@ -52,6 +55,27 @@ def demangle(names: List[str]) -> List[str]:
     for i, name in zip(mangled, out):
         result[i] = name
     return result
+
+
+def _function_symbols(elf: ELFFile, section_name: str):
+    """(start, size, binding, name) of each defined function symbol of a symbol table section.
+    Unpacked here in one pass: pyelftools builds a container per symbol, slow on the tens of
+    thousands of a big library."""
+    table = elf.get_section_by_name(section_name)
+    if table is None or table["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
+        return
+    strings = elf.get_section(table["sh_link"]).data()
+    layout, (name_at, info_at, shndx_at, value_at, size_at) = _SYM_LAYOUT[elf.elfclass]
+    fmt = ("<" if elf.little_endian else ">") + layout
+    data = table.data()
+    entry_size = struct.calcsize(fmt)
+    for fields in struct.iter_unpack(fmt, data[:len(data) - len(data) % entry_size]):
+        info = fields[info_at]
+        if info & 0xF not in _FUNCTION_TYPES or fields[shndx_at] == 0 or not fields[name_at]:
+            continue
+        offset = fields[name_at]
+        name = strings[offset:strings.index(b"\0", offset)].decode("utf-8", "replace")
+        yield fields[value_at], fields[size_at], info >> 4, name
 
 
 class ElfFile:
@@ -132,17 +156,10 @@ class ElfFile:
                 sources.append(mini.elf)
         for elf in sources:
             for name in (".symtab", ".dynsym"):
-                table = elf.get_section_by_name(name)
-                if table is None or not hasattr(table, "iter_symbols"):
-                    continue
-                for sym in table.iter_symbols():
-                    if (sym["st_info"]["type"] not in _FUNCTION_TYPES or not sym.name
-                            or sym["st_shndx"] == "SHN_UNDEF"):
-                        continue
-                    start, size = sym["st_value"], sym["st_size"]
-                    rank = (0 if size else 1, _BINDING_RANK.get(sym["st_info"]["bind"], 3))
+                for start, size, bind, symbol in _function_symbols(elf, name):
+                    rank = (0 if size else 1, _BINDING_RANK.get(bind, 3))
                     if start not in best or rank < best[start][0]:
-                        best[start] = (rank, size, sym.name)
+                        best[start] = (rank, size, symbol)
         starts = sorted(best)
         names = demangle([best[s][2] for s in starts])
         return starts, [(best[s][1], name) for s, name in zip(starts, names)]

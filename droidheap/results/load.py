@@ -12,6 +12,7 @@ from google.protobuf.message import DecodeError
 
 from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, StackSample
+from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
 from droidheap.trace.heap_dumps import TraceDumps, rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -62,7 +63,7 @@ def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.P
     if modules:
         symbols = SymbolTable(modules)
     else:
-        symbolizer = Symbolizer(search_dirs)
+        symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
         symbols = symbolize_dumps(dumps, symbolizer)
         warnings += symbolizer.warnings
     return Results(profiles_from_dumps(dumps, symbols, str(path)), warnings)
