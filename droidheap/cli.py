@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from droidheap.commands import profile, shell
+from droidheap.commands import profile, shell, symbolize
 from droidheap.errors import DroidheapError
 
 # Device selection: accepted anywhere before `--` and handed to the group.
@@ -30,6 +30,7 @@ _USAGE_FORMS = [
     "[DEVICE OPTIONS] [OPTIONS] -p PID[,PID]        running processes by pid",
     "[DEVICE OPTIONS] [OPTIONS] --all               every process, running and starting",
     "[DEVICE OPTIONS] shell -- CMD ARGS...          run CMD on the device",
+    "symbolize TRACE [-o DIR] [--symbols DIR]       symbolize and convert a trace again",
 ]
 
 
@@ -105,6 +106,7 @@ def cli(ctx, local, abi, device_root, serial, mode, disable_selinux):
 
 cli.add_command(profile.command)
 cli.add_command(shell.command)
+cli.add_command(symbolize.command)
 
 
 def main(argv=None) -> int:

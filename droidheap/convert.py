@@ -15,7 +15,8 @@ from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from droidheap.trace.symbolized import write_symbolized_trace
+from droidheap.trace.symbolized import (read_module_symbols, without_module_symbols,
+                                        write_symbolized_trace)
 
 
 
@@ -64,6 +65,12 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
             symbolizer.warnings.clear()
             symbolizer.search_dirs.insert(0, fetched)
     symbols = symbolize_dumps(dumps, symbolizer)
+    # A trace symbolized before (by us, or by Perfetto's traceconv) keeps what it said of the
+    # mappings this machine cannot symbolize.
+    earlier = read_module_symbols(contents.packets)
+    for key, module in symbols.modules.items():
+        if not module.lines and earlier.get(key, module).lines:
+            symbols.modules[key] = earlier[key]
     warnings += symbolizer.warnings
     # Once per mapping, with the reason; where a better file would help, how to give one.
     for module in sorted(symbols.modules.values(), key=lambda m: m.path):
@@ -75,7 +82,9 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         symbolized = out_dir / SYMBOLIZED_TRACE
-        write_symbolized_trace(data[:contents.intact_length], symbols.modules.values(), symbolized)
+        raw = data[:contents.intact_length]
+        write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
+                               symbols.modules.values(), symbolized)
         pprofs = [write_pprof(dump, symbols, out_dir, dumps.cmdlines.get(pid, ""),
                               dumps.wall_time_ns(dump.timestamp))
                   for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]

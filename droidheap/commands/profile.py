@@ -14,6 +14,7 @@ from typing import List
 import click
 
 from droidheap.commands.device_choice import open_device
+from droidheap.commands.output import echo_conversion
 from droidheap.device.local import program_name
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions, Session, target_args
@@ -436,5 +437,4 @@ def _convert(raw, out, device, symbol_dirs):
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda paths: device.fetch_files(
                                paths, out / "device-files"))
-    click.echo(result.summary_text)
-    click.echo(f"Wrote profiles to {out}")
+    echo_conversion(result, out)

@@ -14,7 +14,7 @@ from typing import Dict, Iterable, Tuple
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.symbolizer import ModuleSymbols, SourceLine
-from droidheap.trace.reader import encode_bytes_field
+from droidheap.trace.reader import encode_bytes_field, iter_fields
 
 _TRACE_PACKET = pb.Trace.DESCRIPTOR.fields_by_name["packet"].number
 _MODULE_SYMBOLS = pb.TracePacket.DESCRIPTOR.fields_by_name["module_symbols"].number
@@ -68,3 +68,16 @@ def read_module_symbols(packets) -> Dict[Tuple[str, str], ModuleSymbols]:
             if lines:
                 module.lines[address.address] = lines
     return modules
+
+
+def without_module_symbols(data: bytes) -> bytes:
+    """The framed packets of `data` (intact ones only) minus those holding module_symbols: a
+    trace symbolized before, re-symbolized, must not carry two sets for one mapping."""
+    kept = bytearray()
+    start = 0
+    for field, _, value, end in iter_fields(data):
+        if field != _TRACE_PACKET or not any(f == _MODULE_SYMBOLS
+                                             for f, _, _, _ in iter_fields(value)):
+            kept += data[start:end]
+        start = end
+    return bytes(kept)

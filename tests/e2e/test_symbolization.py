@@ -4,8 +4,11 @@ file:line, reach the pprof, the symbolized trace (as Perfetto's trace processor 
 summary."""
 import gzip
 import pathlib
+import subprocess
 
 from droidheap.pprof import Profile
+from droidheap.trace.reader import parse_trace
+from tests.e2e.test_profile import STRIP
 from tests.trace_processor import LoadedTrace
 
 SOURCE = pathlib.Path(__file__).parents[1] / "programs" / "inline_sites.cc"
@@ -43,3 +46,47 @@ def test_inline_frames_reach_the_pprof_the_trace_and_the_summary(cli, programs, 
             "(select symbol_set_id from stack_profile_symbol where name = 'inner_alloc') "
             "order by s.id")
     assert [(r["name"], r["line_number"]) for r in rows] == chain
+
+
+def test_symbolize_converts_a_trace_again_with_the_symbols_given_now(cli, abi, alloc_program,
+                                                                       tmp_path):
+    """A stripped program's profile, then `symbolize` with its unstripped twin: the frames get
+    names, in a new directory and in place, where the re-written trace holds one set of symbols
+    per mapping (Perfetto's trace processor reads it without a problem)."""
+    stripped = tmp_path / "bin" / alloc_program.name
+    stripped.parent.mkdir()
+    subprocess.run([STRIP[abi], "-o", str(stripped), str(alloc_program)], check=True)
+    out = tmp_path / "out"
+    plain = cli.run("--local", "-i", "1", "-o", out, "--", stripped)
+    assert plain.returncode == 0, plain.stderr
+    assert "site_leak_malloc" not in plain.stdout
+
+    again = cli.run("symbolize", out / "raw-trace", "--symbols", alloc_program.parent,
+                    "-o", tmp_path / "again")
+    assert again.returncode == 0, again.stderr
+    assert "site_leak_malloc (alloc_sites.c:" in again.stdout, again.stdout
+    assert list((tmp_path / "again").glob("heap_dump.*.pb.gz"))
+
+    for _ in range(2):  # in place, twice: the second run replaces the first one's symbols
+        in_place = cli.run("symbolize", out / "symbolized-trace", "--symbols",
+                           alloc_program.parent)
+        assert in_place.returncode == 0, in_place.stderr
+    with LoadedTrace(out / "symbolized-trace") as trace:
+        assert trace.problems() == []
+        rows = trace.rows("select count(*) as n from stack_profile_symbol "
+                          "where name = 'site_leak_malloc'")
+    assert rows[0]["n"] >= 1
+    rewritten = parse_trace((out / "symbolized-trace").read_bytes()).packets
+    paths = [p.module_symbols.path for p in rewritten if p.HasField("module_symbols")]
+    assert len(paths) == len(set(paths)), paths
+
+
+def test_symbolize_names_a_missing_or_unreadable_trace_in_one_line(cli, tmp_path):
+    missing = cli.run("symbolize", tmp_path / "nothing")
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\xff" * 64)
+    garbage = cli.run("symbolize", junk)
+    for result in (missing, garbage):
+        assert result.returncode != 0
+        assert result.stderr.startswith("droidheap: ") and len(result.stderr.splitlines()) == 1, \
+            result.stderr
