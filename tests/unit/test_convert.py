@@ -105,6 +105,20 @@ def test_unsymbolized_frames_get_module_offset_names_and_a_warning(program, tmp_
     assert "warning: /vendor/lib64/libgone.so not symbolized" in result.summary_text
 
 
+def test_a_symbolized_trace_keeps_its_symbols_for_files_not_found_here(program, tmp_path):
+    """Converted again (droidheap symbolize) where the library is missing, a trace keeps the
+    symbols appended to it earlier, once per mapping."""
+    gone = "/vendor/lib64/libgone.so"
+    earlier = ModuleSymbols(gone, program.build_id, lines={
+        program.return_addresses["malloc"]: (SourceLine("leaf_alloc", "leaf.c", 6),)})
+    data = _trace(program, device_path=gone).to_bytes() + module_symbols_packet(earlier)
+    result = _convert(tmp_path, data)
+    assert result.processes[0].top_sites[0].function == "leaf_alloc"
+    assert not any("libgone.so not symbolized" in w for w in result.warnings)
+    again = pb.Trace.FromString(result.symbolized_trace.read_bytes())
+    assert sum(p.HasField("module_symbols") for p in again.packet) == 1
+
+
 def test_truncated_trace_keeps_earlier_dumps_and_symbolized_trace_stays_readable(program,
                                                                                  tmp_path):
     data = _trace(program).to_bytes()
