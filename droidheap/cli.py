@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from droidheap.commands import profile, shell, symbolize
+from droidheap.commands import check, diff, profile, report, shell, symbolize
 from droidheap.errors import DroidheapError
 
 # Device selection: accepted anywhere before `--` and handed to the group.
@@ -31,6 +31,9 @@ _USAGE_FORMS = [
     "[DEVICE OPTIONS] [OPTIONS] --all               every process, running and starting",
     "[DEVICE OPTIONS] shell -- CMD ARGS...          run CMD on the device",
     "symbolize TRACE [-o DIR] [--symbols DIR]       symbolize and convert a trace again",
+    "report PATH [--json] [--dump N]                top call sites, totals, leak suspects",
+    "diff A [B] [--json]                            growth per call site, A to B or within A",
+    "check OUT --max-growth BYTES [--site REGEX]    exit 1 when a call site grew past BYTES",
 ]
 
 
@@ -107,6 +110,9 @@ def cli(ctx, local, abi, device_root, serial, mode, disable_selinux):
 cli.add_command(profile.command)
 cli.add_command(shell.command)
 cli.add_command(symbolize.command)
+cli.add_command(report.command)
+cli.add_command(diff.command)
+cli.add_command(check.command)
 
 
 def main(argv=None) -> int:

@@ -9,15 +9,15 @@ from typing import Callable, List, Optional, Sequence
 
 from droidheap.errors import DroidheapError
 from droidheap.pprof import PprofFile, write_pprof
-from droidheap.results.load import SYMBOLIZED_TRACE
-from droidheap.report import ProcessSummary, format_summary, summarize
+from droidheap.results.leaks import leak_suspects
+from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
+from droidheap.results.summary import ProcessSummary, format_summary, summarize
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import (read_module_symbols, without_module_symbols,
                                         write_symbolized_trace)
-
 
 
 @dataclasses.dataclass
@@ -91,8 +91,9 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
 
-    processes = summarize(dumps, symbols)
-    summary = format_summary(processes)
+    profiles = profiles_from_dumps(dumps, symbols, str(symbolized))
+    processes = summarize(dumps, profiles)
+    summary = format_summary(processes, leak_suspects(profiles, limit=5))
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)
     return ConversionResult(symbolized, pprofs, processes, warnings, summary)

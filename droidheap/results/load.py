@@ -14,7 +14,7 @@ from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, StackSample
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
-from droidheap.trace.heap_dumps import TraceDumps, rebuild_dumps
+from droidheap.trace.heap_dumps import Frame, HeapDump, TraceDumps, rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import read_module_symbols
 
@@ -29,26 +29,36 @@ class Results:
     warnings: List[str]
 
 
+def stack_locations(frames: Sequence[Frame], symbols: SymbolTable) -> Tuple[Location, ...]:
+    """A trace's frames (root first) as Locations, leaf first, each frame's inline functions
+    innermost first."""
+    return tuple(Location(line.function, line.file, line.line, frame.mapping.path)
+                 for frame in reversed(frames) for line in symbols.lines(frame))
+
+
+def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
+    return tuple(why for flag, why in (
+        (dump.buffer_overran, "the buffer overran"),
+        (dump.buffer_corrupted, "the buffer was corrupted"),
+        (dump.hit_guardrail, "a guardrail stopped the profile"),
+        (dump.rejected_concurrent, "another profiler held the process")) if flag)
+
+
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            stacks = []
-            for sample in dump.samples:
-                # Perfetto's frames are root first; a Location stack is leaf first, and each
-                # frame's lines are innermost first already.
-                stack = tuple(Location(line.function, line.file, line.line, frame.mapping.path)
-                              for frame in reversed(sample.frames)
-                              for line in symbols.lines(frame))
-                stacks.append(StackSample(stack, sample.alloc_count, sample.self_allocated,
-                                          sample.alloc_count - sample.free_count, sample.in_use))
+            stacks = [StackSample(stack_locations(sample.frames, symbols), sample.alloc_count,
+                                  sample.self_allocated, sample.alloc_count - sample.free_count,
+                                  sample.in_use)
+                      for sample in dump.samples]
             profiles.append(Profile(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
                 dump_index=dump.index, timestamp_ns=dump.timestamp,
                 sampling_interval_bytes=dump.sampling_interval_bytes, samples=stacks,
                 at_peak=dump.at_peak, totals=dump.totals,
                 unwinding_errors=dump.stats.unwinding_errors,
-                buffer_overran=dump.buffer_overran, disconnected=dump.disconnected,
+                samples_lost=samples_lost(dump), disconnected=dump.disconnected,
                 source=source))
     return profiles
 

@@ -55,7 +55,7 @@ class Profile:
     # From a trace only.
     totals: Optional[HeapTotals] = None
     unwinding_errors: int = 0
-    buffer_overran: bool = False
+    samples_lost: Tuple[str, ...] = ()  # why samples were lost ("the buffer overran", ...)
     disconnected: bool = False
     source: str = ""  # the file it was read from
 
@@ -68,9 +68,14 @@ class Profile:
         return sum(s.in_use_bytes for s in self.samples)
 
     @property
-    def title(self) -> str:
+    def series_title(self) -> str:
+        """Which process's heap, whatever the dump."""
         name = self.cmdline.split(" ")[0] if self.cmdline else "?"
-        return f"pid {self.pid} ({name}), heap {self.heap}, dump {self.dump_index}"
+        return f"pid {self.pid} ({name}), heap {self.heap}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.series_title}, dump {self.dump_index}"
 
 
 @dataclasses.dataclass

@@ -50,10 +50,10 @@ def test_summary_names_the_top_call_site_with_file_and_line(program, tmp_path):
     assert (process.pid, process.cmdline, process.dumps) == (321, "alloc_prog 1", 2)
     assert (process.allocated, process.in_use) == (139264, 118784)
     top = process.top_sites[0]
-    assert (top.function, top.line) == ("leaf_alloc", program.line_of("LEAF_MALLOC"))
+    assert (top.site.function, top.site.line) == ("leaf_alloc", program.line_of("LEAF_MALLOC"))
     assert f"leaf_alloc (alloc_prog.c:{program.line_of('LEAF_MALLOC')})" in result.summary_text
     # The shallow stack's leaf is main's call to middle.
-    assert process.top_sites[1].function == "main"
+    assert process.top_sites[1].site.function == "main"
     assert "pid 321 (alloc_prog 1)" in result.summary_text
 
 
@@ -93,12 +93,12 @@ def test_search_dirs_find_the_device_path(program, tmp_path):
     shutil.copy(program.path, root / "data" / "app" / "alloc_prog")
     data = _trace(program, device_path="/data/app/alloc_prog").to_bytes()
     result = _convert(tmp_path, data, search_dirs=[root])
-    assert result.processes[0].top_sites[0].function == "leaf_alloc"
+    assert result.processes[0].top_sites[0].site.function == "leaf_alloc"
 
 
 def test_unsymbolized_frames_get_module_offset_names_and_a_warning(program, tmp_path):
     result = _convert(tmp_path, _trace(program, device_path="/vendor/lib64/libgone.so").to_bytes())
-    names = {s.function for s in result.processes[0].top_sites}
+    names = {s.site.function for s in result.processes[0].top_sites}
     assert names == {f"libgone.so+{program.return_addresses[c]:#x}" for c in ("malloc", "middle")}
     assert any("libgone.so not symbolized: no file found" in w and "--symbols DIR" in w
                for w in result.warnings)
@@ -113,7 +113,7 @@ def test_a_symbolized_trace_keeps_its_symbols_for_files_not_found_here(program, 
         program.return_addresses["malloc"]: (SourceLine("leaf_alloc", "leaf.c", 6),)})
     data = _trace(program, device_path=gone).to_bytes() + module_symbols_packet(earlier)
     result = _convert(tmp_path, data)
-    assert result.processes[0].top_sites[0].function == "leaf_alloc"
+    assert result.processes[0].top_sites[0].site.function == "leaf_alloc"
     assert not any("libgone.so not symbolized" in w for w in result.warnings)
     again = pb.Trace.FromString(result.symbolized_trace.read_bytes())
     assert sum(p.HasField("module_symbols") for p in again.packet) == 1

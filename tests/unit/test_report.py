@@ -2,7 +2,8 @@
 the trace has them, then what the kernel said."""
 import dataclasses
 
-from droidheap.report import format_summary, summarize
+from droidheap.results.load import profiles_from_dumps
+from droidheap.results.summary import format_summary, summarize
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -12,7 +13,8 @@ MIB = 2**20
 
 
 def _summaries(b: TraceBuilder):
-    return summarize(rebuild_dumps(parse_trace(b.to_bytes()).packets), SymbolTable({}))
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    return summarize(dumps, profiles_from_dumps(dumps, SymbolTable({})))
 
 
 def _trace(counters: bool) -> TraceBuilder:

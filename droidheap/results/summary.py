@@ -1,33 +1,18 @@
 """The short text summary printed after a profile: per process and heap, what was allocated, what
 was still in use at the last dump (sampled, and exactly when the daemon counted it), what the
-allocator and the kernel said the process held, and the call sites (leaf frames, i.e. the callers
-of malloc) holding the most memory."""
+allocator and the kernel said the process held, the call sites (sites.py) holding the most memory,
+and, over continuous dumps, the leak suspects (leaks.py)."""
 import dataclasses
-import pathlib
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from droidheap.symbolizer import SourceLine, SymbolTable
+from droidheap.results.load import samples_lost
+from droidheap.results.model import LeakSuspect, Profile
+from droidheap.results.sites import SiteFigures, top_sites
+from droidheap.results.text import format_suspects, human_bytes
 from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
-
-
-@dataclasses.dataclass
-class CallSite:
-    function: str
-    file: str
-    line: int
-    allocated: int = 0
-    in_use: int = 0
-    alloc_count: int = 0
-    free_count: int = 0
-
-    @property
-    def where(self) -> str:
-        if not self.file:
-            return ""
-        return f"{pathlib.PurePosixPath(self.file).name}:{self.line}" if self.line else self.file
 
 
 @dataclasses.dataclass
@@ -43,9 +28,9 @@ class ProcessSummary:
     alloc_count: int
     free_count: int
     disconnected: bool
-    buffer_overran: bool
+    samples_lost: Tuple[str, ...]  # why, when samples were lost
     unwinding_errors: int
-    top_sites: List[CallSite]
+    top_sites: List[SiteFigures]  # by bytes in use, at the last dump
     at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
     # What the kernel said at the last dump that had the process alive.
     memory: Optional[ProcessMemory] = None
@@ -58,20 +43,6 @@ class ProcessSummary:
         return self.allocated - self.freed
 
 
-def _call_sites(dump: HeapDump, symbols: SymbolTable) -> List[CallSite]:
-    sites: Dict[Tuple[str, str, int], CallSite] = {}
-    for sample in dump.samples:
-        leaf: SourceLine = symbols.lines(sample.frames[-1])[0] if sample.frames else SourceLine("?")
-        key = (leaf.function, leaf.file, leaf.line)
-        site = sites.setdefault(key, CallSite(*key))
-        site.allocated += sample.self_allocated
-        site.in_use += sample.in_use
-        site.alloc_count += sample.alloc_count
-        site.free_count += sample.free_count
-    ranked = sorted(sites.values(), key=lambda s: (-s.in_use, -s.allocated, s.function))
-    return ranked[:TOP_SITES]
-
-
 _T = TypeVar("_T")
 
 
@@ -81,7 +52,9 @@ def _last_known(figures: Sequence[Optional[_T]]) -> Optional[_T]:
     return next((f for f in reversed(figures) if f is not None), None)
 
 
-def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
+def summarize(dumps: TraceDumps, profiles: Sequence[Profile]) -> List[ProcessSummary]:
+    """`profiles`: the dumps' call stacks, symbolized (results.load.profiles_from_dumps)."""
+    stacks = {(p.pid, p.dump_index, p.heap): p.samples for p in profiles}
     summaries = []
     for pid in sorted(dumps.dumps):
         by_heap: Dict[str, List[HeapDump]] = {}
@@ -98,24 +71,13 @@ def summarize(dumps: TraceDumps, symbols: SymbolTable) -> List[ProcessSummary]:
                 freed=sum(s.self_freed for s in samples),
                 alloc_count=sum(s.alloc_count for s in samples),
                 free_count=sum(s.free_count for s in samples),
-                disconnected=last.disconnected, buffer_overran=last.buffer_overran,
+                disconnected=last.disconnected, samples_lost=samples_lost(last),
                 unwinding_errors=last.stats.unwinding_errors,
-                top_sites=_call_sites(last, symbols), at_peak=last.at_peak,
+                top_sites=top_sites(stacks.get((pid, last.index, heap), []), limit=TOP_SITES), at_peak=last.at_peak,
                 memory=_last_known([d.memory for d in heap_dumps]),
                 totals=_last_known([d.totals for d in heap_dumps]),
                 allocator=_last_known([d.allocator for d in heap_dumps])))
     return summaries
-
-
-def human_bytes(count: int) -> str:
-    if abs(count) < 1024:
-        return f"{count} B"
-    value = count / 1024
-    for unit in ("KiB", "MiB"):
-        if abs(value) < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _process_lines(s: ProcessSummary) -> List[str]:
@@ -136,7 +98,7 @@ def _process_lines(s: ProcessSummary) -> List[str]:
     return lines
 
 
-def format_summary(summaries: List[ProcessSummary]) -> str:
+def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspect] = ()) -> str:
     if not summaries:
         return "No heap dumps in the trace: no profiled process allocated while connected."
     blocks = []
@@ -167,7 +129,7 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
             lines += _process_lines(s)
         notes = [text for flag, text in (
             (s.disconnected, "process disconnected"),
-            (s.buffer_overran, "buffer overran: samples were lost"),
+            (s.samples_lost, f"samples were lost ({', '.join(s.samples_lost)})"),
             (s.unwinding_errors, f"{s.unwinding_errors} unwinding error"
                                  + ("" if s.unwinding_errors == 1 else "s"))) if flag]
         if notes:
@@ -176,8 +138,9 @@ def format_summary(summaries: List[ProcessSummary]) -> str:
             lines.append("  top call sites by bytes in use:")
             lines.append(f"  {'in use':>10} {'allocated':>10} {'objects':>8}  function")
         for site in s.top_sites:
-            where = f" ({site.where})" if site.where else ""
-            lines.append(f"  {human_bytes(site.in_use):>10} {human_bytes(site.allocated):>10} "
-                         f"{site.alloc_count:>8}  {site.function}{where}")
+            lines.append(f"  {human_bytes(site.in_use_bytes):>10} "
+                         f"{human_bytes(site.alloc_bytes):>10} {site.alloc_count:>8}  {site.site}")
         blocks.append("\n".join(lines))
+    if suspects:
+        blocks.append(format_suspects(suspects))
     return "\n\n".join(blocks)

@@ -1,0 +1,46 @@
+"""`droidheap diff A [B]`: growth of bytes in use per call site, from A's last dumps to B's (two
+output directories, traces or pprof files, i.e. two runs or two dumps), or within A from its first
+dump to its last. `go tool pprof -base A.pb.gz B.pb.gz` reads our pprof files the same way."""
+import json
+import pathlib
+
+import click
+
+from droidheap.commands.report import load, path_argument, symbols_option
+
+
+@click.command("diff")
+@path_argument
+@click.argument("current", required=False, type=click.Path(path_type=pathlib.Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the growth as JSON.")
+@click.option("--top", type=click.IntRange(1), default=20, metavar="N",
+              help="Call sites shown per heap (default 20).")
+@symbols_option
+def command(path, current, as_json, top, symbol_dirs):
+    """Growth per call site from PATH to CURRENT, or within PATH from its first dump to its
+    last."""
+    from droidheap.results.diff import first_to_last, site_growth
+    from droidheap.results.report import chosen_dumps, location_json
+    from droidheap.results.text import format_growth
+    base_results = load(path, symbol_dirs)
+    if current is None:
+        comparisons = [(f"dump {s.base.dump_index}" if s.base else "the start",
+                        f"dump {s.current.dump_index}", s.current.series_title,
+                        s.growth) for s in first_to_last(base_results.profiles)]
+    else:
+        base = chosen_dumps(base_results.profiles)
+        after = chosen_dumps(load(current, symbol_dirs).profiles)
+        comparisons = [(str(path), str(current), f"heap {heap}",
+                        site_growth([p for p in base if p.heap == heap],
+                                    [p for p in after if p.heap == heap]))
+                       for heap in sorted({p.heap for p in base + after})]
+    if as_json:
+        click.echo(json.dumps([{
+            "base": a, "current": b, "what": what,
+            "sites": [{**location_json(g.site), "base_in_use_bytes": g.base.in_use_bytes,
+                       "in_use_bytes": g.current.in_use_bytes, "in_use_delta": g.in_use_delta,
+                       "in_use_count_delta": g.in_use_count_delta, "alloc_delta": g.alloc_delta}
+                      for g in growth]} for a, b, what, growth in comparisons], indent=1))
+        return
+    blocks = [f"{what}\n{format_growth(growth, a, b, top)}" for a, b, what, growth in comparisons]
+    click.echo("\n\n".join(blocks) or "No heap dumps to compare.")

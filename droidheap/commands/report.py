@@ -1,0 +1,35 @@
+"""`droidheap report PATH`: the top call sites, a bottom-up tree, exact totals and what was lost,
+and leak suspects over continuous dumps, of an output directory, a trace or a pprof file."""
+import json
+import os
+import pathlib
+
+import click
+
+symbols_option = click.option(
+    "--symbols", "symbol_dirs", multiple=True, metavar="DIR", type=click.Path(file_okay=False),
+    help="A directory of unstripped files, for a trace not symbolized yet (repeatable).")
+path_argument = click.argument("path", type=click.Path(path_type=pathlib.Path))
+
+
+def load(path: pathlib.Path, symbol_dirs):
+    from droidheap.results.load import load_results  # protobuf loads only when needed
+    from droidheap.symbolizer import search_dirs
+    return load_results(path, search_dirs(symbol_dirs, os.environ))
+
+
+@click.command("report")
+@path_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--dump", type=click.IntRange(0), default=None, metavar="N",
+              help="Report dump N of each process (default: the last).")
+@click.option("--top", type=click.IntRange(1), default=10, metavar="N",
+              help="Call sites per table (default 10).")
+@symbols_option
+def command(path, as_json, dump, top, symbol_dirs):
+    """Report what PATH (an output directory, a trace or a pprof file) says."""
+    from droidheap.results.report import build_report, report_json
+    from droidheap.results.text import format_report
+    results = load(path, symbol_dirs)
+    report = build_report(results.profiles, results.warnings, dump, top)
+    click.echo(json.dumps(report_json(report), indent=1) if as_json else format_report(report))

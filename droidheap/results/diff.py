@@ -1,0 +1,59 @@
+"""Growth per call site between two sets of dumps: what a change, or a stretch of a run, added."""
+import dataclasses
+from typing import List, Optional, Sequence
+
+from droidheap.results.leaks import dump_series
+from droidheap.results.model import Location, Profile
+from droidheap.results.sites import SiteFigures, site_figures
+
+
+@dataclasses.dataclass
+class SiteGrowth:
+    site: Location
+    base: SiteFigures
+    current: SiteFigures
+
+    @property
+    def in_use_delta(self) -> int:
+        return self.current.in_use_bytes - self.base.in_use_bytes
+
+    @property
+    def in_use_count_delta(self) -> int:
+        return self.current.in_use_count - self.base.in_use_count
+
+    @property
+    def alloc_delta(self) -> int:
+        return self.current.alloc_bytes - self.base.alloc_bytes
+
+
+def site_growth(base: Sequence[Profile], current: Sequence[Profile]) -> List[SiteGrowth]:
+    """Every site of either side, the most grown first and the most shrunk last; a site only one
+    side has counts as zero on the other."""
+    before = site_figures(s for p in base for s in p.samples)
+    after = site_figures(s for p in current for s in p.samples)
+    growth = []
+    for key in before.keys() | after.keys():
+        site = (after.get(key) or before[key]).site
+        growth.append(SiteGrowth(site, before.get(key, SiteFigures(site)),
+                                 after.get(key, SiteFigures(site))))
+    growth.sort(key=lambda g: (-g.in_use_delta, -g.alloc_delta, g.site.function))
+    return [g for g in growth if g.in_use_delta or g.alloc_delta or g.in_use_count_delta]
+
+
+@dataclasses.dataclass
+class SeriesGrowth:
+    """One process's heap from its first dump to its last."""
+    base: Optional[Profile]  # None for a single dump: growth from when profiling began
+    current: Profile
+    growth: List[SiteGrowth]
+
+
+def first_to_last(profiles: Sequence[Profile]) -> List[SeriesGrowth]:
+    """Per process and heap, the growth from the first dump to the last (dumps at the peak,
+    which are not a series, left out)."""
+    result = []
+    for dumps in dump_series(profiles).values():
+        base = dumps[0] if len(dumps) > 1 else None
+        result.append(SeriesGrowth(base, dumps[-1],
+                                   site_growth([base] if base else [], [dumps[-1]])))
+    return result

@@ -1,0 +1,56 @@
+"""Leak suspects: over the continuous dumps of one process's heap (`-c`), the call sites whose bytes
+in use grew steadily.
+
+A leak grows a little at every dump; a cache filled once, or a buffer taken at start, jumps once
+and stays. So a site is ranked by its growth weighted by how steadily it came: the share of
+dump-to-dump steps in which it grew, and how evenly the growth spread over those steps.
+"""
+import itertools
+from typing import Dict, List, Sequence, Tuple
+
+from droidheap.results.model import LeakSuspect, Profile
+from droidheap.results.sites import site_figures
+
+# Fewer dumps than this tell a jump from a trend no better than a coin.
+MIN_DUMPS = 3
+# Sites that grew in fewer steps than this share are not suspects however much they grew.
+MIN_STEADINESS = 0.5
+
+
+def dump_series(profiles: Sequence[Profile]) -> Dict[Tuple[int, str], List[Profile]]:
+    """The dumps of each (pid, heap) in dump order; peak dumps (--dump-at-max) are snapshots of
+    one moment each, not a series, and are left out."""
+    series: Dict[Tuple[int, str], List[Profile]] = {}
+    for profile in sorted(profiles, key=lambda p: (p.pid, p.heap, p.dump_index)):
+        if not profile.at_peak:
+            series.setdefault((profile.pid, profile.heap), []).append(profile)
+    return series
+
+
+def _suspects_of(dumps: List[Profile]) -> List[LeakSuspect]:
+    by_dump = [site_figures(d.samples) for d in dumps]
+    suspects = []
+    for key in set(itertools.chain.from_iterable(by_dump)):
+        in_use = [sites[key].in_use_bytes if key in sites else 0 for sites in by_dump]
+        growth = in_use[-1] - in_use[0]
+        if growth <= 0:
+            continue
+        steps = [b - a for a, b in zip(in_use, in_use[1:])]
+        rises = [s for s in steps if s > 0]
+        steadiness = len(rises) / len(steps)
+        if steadiness < MIN_STEADINESS:
+            continue
+        # 1 when every step rose by as much; towards 1/steps when one step carried it all.
+        evenness = 1 - max(rises) / sum(rises) + 1 / len(steps)
+        site = next(sites[key].site for sites in by_dump if key in sites)
+        suspects.append(LeakSuspect(dumps[0].pid, dumps[0].heap, site, in_use, growth,
+                                    steadiness, growth * steadiness * evenness))
+    return suspects
+
+
+def leak_suspects(profiles: Sequence[Profile], limit: int = 10) -> List[LeakSuspect]:
+    """The `limit` strongest suspects over all processes and heaps, strongest first."""
+    suspects = [s for dumps in dump_series(profiles).values() if len(dumps) >= MIN_DUMPS
+                for s in _suspects_of(dumps)]
+    suspects.sort(key=lambda s: (-s.score, s.site.function))
+    return suspects[:limit]

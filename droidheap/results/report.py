@@ -1,0 +1,106 @@
+"""`droidheap report`: what one profile says, per process and heap at a chosen dump: the top call
+sites by bytes in use and by bytes allocated, the largest of them bottom-up with their callers, the
+exact totals, what was lost; and over continuous dumps the leak suspects. As text (text.py) or as
+JSON for scripts (`report_json`)."""
+import dataclasses
+from typing import List, Optional, Sequence
+
+from droidheap.errors import DroidheapError
+from droidheap.results.leaks import leak_suspects
+from droidheap.results.model import LeakSuspect, Location, Profile
+from droidheap.results.sites import SiteFigures, TreeNode, bottom_up, top_sites
+
+
+@dataclasses.dataclass
+class ProfileReport:
+    profile: Profile
+    dumps: int  # how many dumps of this process's heap there are
+    seconds: Optional[float]  # since the process's first dump; None when unknown
+    by_in_use: List[SiteFigures]
+    by_allocated: List[SiteFigures]
+    tree: List[TreeNode]  # bottom-up, by bytes in use (allocated, for a profile with none in use)
+
+
+@dataclasses.dataclass
+class Report:
+    profiles: List[ProfileReport]
+    suspects: List[LeakSuspect]
+    warnings: List[str]
+
+
+def chosen_dumps(profiles: Sequence[Profile], dump: Optional[int] = None) -> List[Profile]:
+    """Per process and heap, dump `dump` (by index), or the last one."""
+    chosen = {}
+    for profile in sorted(profiles, key=lambda p: p.dump_index):
+        if dump is None or profile.dump_index == dump:
+            chosen[(profile.pid, profile.heap)] = profile
+    if profiles and not chosen:
+        indices = sorted({p.dump_index for p in profiles})
+        raise DroidheapError(f"no dump {dump} (the dumps are {indices[0]} to {indices[-1]})")
+    return sorted(chosen.values(), key=lambda p: (p.pid, p.heap != "libc.malloc", p.heap))
+
+
+def build_report(profiles: Sequence[Profile], warnings: Sequence[str] = (),
+                 dump: Optional[int] = None, top: int = 10) -> Report:
+    reports = []
+    for profile in chosen_dumps(profiles, dump):
+        series = [p for p in profiles if (p.pid, p.heap) == (profile.pid, profile.heap)]
+        first = min((p.timestamp_ns for p in profiles if p.pid == profile.pid and p.timestamp_ns),
+                    default=0)
+        metric = "in_use_bytes" if profile.in_use_bytes or profile.at_peak else "alloc_bytes"
+        reports.append(ProfileReport(
+            profile, len(series),
+            (profile.timestamp_ns - first) / 1e9 if first and profile.timestamp_ns else None,
+            top_sites(profile.samples, "in_use_bytes", top),
+            [] if profile.at_peak else top_sites(profile.samples, "alloc_bytes", top),
+            bottom_up(profile.samples, metric, sites=min(top, 5))))
+    return Report(reports, leak_suspects(profiles, top), list(warnings))
+
+
+def location_json(location: Location) -> dict:
+    return {"function": location.function, "file": location.file, "line": location.line,
+            "module": location.module}
+
+
+def _figures_json(figures: SiteFigures) -> dict:
+    return {"alloc_count": figures.alloc_count, "alloc_bytes": figures.alloc_bytes,
+            "in_use_count": figures.in_use_count, "in_use_bytes": figures.in_use_bytes}
+
+
+def _site_json(figures: SiteFigures) -> dict:
+    return {**location_json(figures.site), **_figures_json(figures)}
+
+
+def _tree_json(node: TreeNode) -> dict:
+    return {**_site_json(node.figures), "callers": [_tree_json(c) for c in node.children]}
+
+
+def report_json(report: Report) -> dict:
+    """The report as plain data; sizes in bytes, sampled figures are estimates (the sampling
+    interval is given), `exact` ones are counted by the daemon."""
+    profiles = []
+    for r in report.profiles:
+        p = r.profile
+        totals = None if p.totals is None else {
+            "alloc_count": p.totals.alloc_count, "alloc_bytes": p.totals.alloc_bytes,
+            "free_count": p.totals.free_count, "free_bytes": p.totals.free_bytes,
+            "live_blocks": p.totals.live_blocks, "in_use_bytes": p.totals.in_use_bytes}
+        profiles.append({
+            "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
+            "dumps": r.dumps, "seconds": r.seconds, "at_peak": p.at_peak,
+            "sampling_interval_bytes": p.sampling_interval_bytes,
+            "sampled": {"alloc_count": sum(s.alloc_count for s in p.samples),
+                        "alloc_bytes": p.alloc_bytes,
+                        "in_use_count": sum(s.in_use_count for s in p.samples),
+                        "in_use_bytes": p.in_use_bytes},
+            "exact": totals, "samples_lost": list(p.samples_lost),
+            "unwinding_errors": p.unwinding_errors, "disconnected": p.disconnected,
+            "top_sites_by_in_use": [_site_json(s) for s in r.by_in_use],
+            "top_sites_by_allocated": [_site_json(s) for s in r.by_allocated],
+            "bottom_up": [_tree_json(n) for n in r.tree],
+            "source": p.source})
+    suspects = [{"pid": s.pid, "heap": s.heap, **location_json(s.site),
+                 "growth_bytes": s.growth_bytes, "steadiness": round(s.steadiness, 3),
+                 "in_use_by_dump": s.in_use_by_dump} for s in report.suspects]
+    return {"version": 1, "profiles": profiles, "leak_suspects": suspects,
+            "warnings": report.warnings}

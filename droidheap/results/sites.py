@@ -1,0 +1,134 @@
+"""Call sites: where a person would say an allocation came from, and the figures booked to each.
+
+The leaf frame of a stack is whatever called malloc, which in C++ is nearly always
+`operator new` and in C often `strdup` or stdio: true, and useless in a table of sites. A stack's
+call site is its first frame (from the leaf) outside the C and C++ runtime: the standard libraries
+themselves, and the `std::` templates (vector growth, allocators) inlined into the program. A stack
+that is runtime all the way down keeps its leaf.
+"""
+import dataclasses
+import pathlib
+import re
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from droidheap.results.model import Location, StackSample
+
+# The runtime's shared objects, by file name (glibc's and bionic's, libstdc++ and libc++, the
+# unwinder and the dynamic linker, droidheap's own client).
+_RUNTIME_MODULE = re.compile(
+    r"^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libc\+\+(_shared)?|libc\+\+abi|libgcc_s"
+    r"|libunwind|ld-linux[^/]*|ld-android|linker(64)?|libdroidheap[^/]*)(\.so[.0-9]*)?$")
+# Runtime functions compiled into the program: the standard library's templates, and the
+# allocation operators where they are linked in statically.
+_RUNTIME_FUNCTION = re.compile(r"^(std::|__gnu_cxx::|__cxxabiv1::|operator new|operator delete)")
+
+METRICS = ("in_use_bytes", "in_use_count", "alloc_bytes", "alloc_count")
+
+
+def _qualified_name(function: str) -> str:
+    """`std::vector<int>::push_back` of `void std::vector<int>::push_back(int const&)`: a
+    demangled template function's name comes after its return type."""
+    depth, start = 0, 0
+    for i, char in enumerate(function):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == "(" and depth == 0 and i > 0:
+            return function[start:i]
+        elif char == " " and depth == 0 and not function.startswith("operator", start):
+            start = i + 1
+    return function[start:]
+
+
+def is_runtime(location: Location) -> bool:
+    return bool(_RUNTIME_MODULE.match(pathlib.PurePosixPath(location.module).name)
+                or _RUNTIME_FUNCTION.match(_qualified_name(location.function)))
+
+
+def call_site(stack: Sequence[Location]) -> Location:
+    """The frame a stack's bytes are booked to (see the module docstring)."""
+    if not stack:
+        return Location("?")
+    return next((frame for frame in stack if not is_runtime(frame)), stack[0])
+
+
+@dataclasses.dataclass
+class SiteFigures:
+    site: Location
+    alloc_count: int = 0
+    alloc_bytes: int = 0
+    in_use_count: int = 0
+    in_use_bytes: int = 0
+
+    def add(self, sample: StackSample) -> None:
+        self.alloc_count += sample.alloc_count
+        self.alloc_bytes += sample.alloc_bytes
+        self.in_use_count += sample.in_use_count
+        self.in_use_bytes += sample.in_use_bytes
+
+    def value(self, metric: str) -> int:
+        return getattr(self, metric)
+
+
+def _site_key(site: Location) -> Tuple[str, str, int, str]:
+    # One function at one line is one site whichever path its module was mapped from.
+    return (site.function, site.file, site.line, pathlib.PurePosixPath(site.module).name)
+
+
+def site_figures(samples: Iterable[StackSample]) -> Dict[Tuple, SiteFigures]:
+    sites: Dict[Tuple, SiteFigures] = {}
+    for sample in samples:
+        site = call_site(sample.stack)
+        sites.setdefault(_site_key(site), SiteFigures(site)).add(sample)
+    return sites
+
+
+def top_sites(samples: Iterable[StackSample], metric: str = "in_use_bytes",
+              limit: int = 10) -> List[SiteFigures]:
+    """The sites with the most of `metric`, largest first (those with none of it left out)."""
+    ranked = sorted((s for s in site_figures(samples).values() if s.value(metric) > 0),
+                    key=lambda s: (-s.value(metric), -s.in_use_bytes, -s.alloc_bytes,
+                                   s.site.function))
+    return ranked[:limit]
+
+
+@dataclasses.dataclass
+class TreeNode:
+    """A bottom-up tree: a call site, then who called it, and so on; each node's figures are the
+    samples whose stacks pass through that path."""
+    figures: SiteFigures
+    children: List["TreeNode"] = dataclasses.field(default_factory=list)
+
+    @property
+    def location(self) -> Location:
+        return self.figures.site
+
+
+def bottom_up(samples: Sequence[StackSample], metric: str = "in_use_bytes", sites: int = 10,
+              depth: int = 6, branches: int = 3) -> List[TreeNode]:
+    """The `sites` largest call sites by `metric`, each with its callers `depth` levels up, the
+    `branches` largest at each level."""
+    def grow(paths: List[Tuple[Sequence[Location], StackSample]], location: Location,
+             level: int) -> TreeNode:
+        node = TreeNode(SiteFigures(location))
+        for _, sample in paths:
+            node.figures.add(sample)
+        if level < depth:
+            callers: Dict[Location, list] = {}
+            for callers_left, sample in paths:
+                if callers_left:
+                    callers.setdefault(callers_left[0], []).append((callers_left[1:], sample))
+            children = [grow(group, caller, level + 1) for caller, group in callers.items()]
+            children.sort(key=lambda n: -n.figures.value(metric))
+            node.children = [c for c in children if c.figures.value(metric) > 0][:branches]
+        return node
+
+    by_site: Dict[Tuple, list] = {}
+    for sample in samples:
+        site = call_site(sample.stack)
+        callers_left = sample.stack[sample.stack.index(site) + 1:] if sample.stack else ()
+        by_site.setdefault(_site_key(site), []).append((callers_left, sample))
+    roots = [grow(paths, call_site(paths[0][1].stack), 1) for paths in by_site.values()]
+    roots.sort(key=lambda n: (-n.figures.value(metric), n.location.function))
+    return [r for r in roots if r.figures.value(metric) > 0][:sites]

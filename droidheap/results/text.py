@@ -1,0 +1,129 @@
+"""The results as a person reads them in a terminal: the report, leak suspects, growth between two
+profiles. Sampled figures are estimates; the report says where a figure is exact."""
+import pathlib
+from typing import List, Sequence
+
+from droidheap.results.diff import SiteGrowth
+from droidheap.results.model import LeakSuspect
+from droidheap.results.report import ProfileReport, Report
+from droidheap.results.sites import SiteFigures, TreeNode
+
+
+def human_bytes(count: int) -> str:
+    if abs(count) < 1024:
+        return f"{count} B"
+    value = count / 1024
+    for unit in ("KiB", "MiB"):
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def signed_bytes(count: int) -> str:
+    return ("+" if count > 0 else "") + human_bytes(count)
+
+
+def _module_name(path: str) -> str:
+    return pathlib.PurePosixPath(path).name
+
+
+def _site_rows(sites: Sequence[SiteFigures]) -> List[str]:
+    rows = [f"  {'in use':>10} {'objects':>8} {'allocated':>10} {'objects':>8}  call site"]
+    for s in sites:
+        module = f"  [{_module_name(s.site.module)}]" if s.site.module else ""
+        rows.append(f"  {human_bytes(s.in_use_bytes):>10} {s.in_use_count:>8} "
+                    f"{human_bytes(s.alloc_bytes):>10} {s.alloc_count:>8}  {s.site}{module}")
+    return rows
+
+
+def _tree_rows(node: TreeNode, metric: str, depth: int = 0) -> List[str]:
+    value = node.figures.value(metric)
+    shown = human_bytes(value) if metric.endswith("bytes") else str(value)
+    arrow = "<- " if depth else ""
+    rows = [f"  {shown:>10}  {'   ' * depth}{arrow}{node.location}"]
+    for child in node.children:
+        rows += _tree_rows(child, metric, depth + 1)
+    return rows
+
+
+def _profile_block(r: ProfileReport) -> List[str]:
+    p = r.profile
+    when = f" at {r.seconds:.1f} s" if r.seconds is not None else ""
+    of = f" of {r.dumps}" if r.dumps > 1 else ""
+    lines = [f"{p.title}{of}{when}; sampling interval {p.sampling_interval_bytes} B"]
+    in_use_count = sum(s.in_use_count for s in p.samples)
+    if p.at_peak:
+        lines.append(f"  sampled: in use at the peak of the sampled heap "
+                     f"{human_bytes(p.in_use_bytes)} in {in_use_count} objects")
+    else:
+        lines.append(f"  sampled: allocated {human_bytes(p.alloc_bytes)} in "
+                     f"{sum(s.alloc_count for s in p.samples)} objects, in use "
+                     f"{human_bytes(p.in_use_bytes)} in {in_use_count} objects")
+    if p.totals:
+        t = p.totals
+        lines.append(f"  exact since profiling began: {t.alloc_count} allocations "
+                     f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees "
+                     f"({human_bytes(t.free_bytes)}); {t.live_blocks} blocks, "
+                     f"{human_bytes(t.in_use_bytes)} in use")
+    lost = ", ".join(p.samples_lost) if p.samples_lost else "none"
+    lines.append(f"  samples lost: {lost}; unwinding errors: {p.unwinding_errors}"
+                 + ("; the process disconnected" if p.disconnected else ""))
+    if r.by_in_use:
+        lines += ["  top call sites by bytes in use:"] + _site_rows(r.by_in_use)
+    if r.by_allocated:
+        lines += ["  top call sites by bytes allocated:"] + _site_rows(r.by_allocated)
+    if r.tree:
+        metric = "in_use_bytes" if p.in_use_bytes or p.at_peak else "alloc_bytes"
+        what = "bytes in use" if metric == "in_use_bytes" else "bytes allocated"
+        lines.append(f"  bottom-up, by {what} (each site, then its callers):")
+        for node in r.tree:
+            lines += _tree_rows(node, metric)
+    if not p.samples:
+        lines.append("  no samples")
+    return lines
+
+
+def format_suspects(suspects: Sequence[LeakSuspect]) -> str:
+    """A ranked table of leak suspects, or "" when there are none."""
+    if not suspects:
+        return ""
+    lines = ["leak suspects (bytes in use growing steadily over the dumps):",
+             f"  {'growth':>10} {'steady':>6}  call site, process and heap: in use at each dump"]
+    for s in suspects:
+        shown = s.in_use_by_dump if len(s.in_use_by_dump) <= 6 else (
+            s.in_use_by_dump[:3] + [None] + s.in_use_by_dump[-2:])
+        series = " ".join("..." if v is None else human_bytes(v) for v in shown)
+        lines.append(f"  {signed_bytes(s.growth_bytes):>10} {s.steadiness:>6.0%}  {s.site}, "
+                     f"pid {s.pid} heap {s.heap}: {series}")
+    return "\n".join(lines)
+
+
+def format_report(report: Report) -> str:
+    if not report.profiles:
+        return "No heap dumps: no profiled process allocated while connected."
+    blocks = ["\n".join(_profile_block(r)) for r in report.profiles]
+    if report.suspects:
+        blocks.append(format_suspects(report.suspects))
+    text = "\n\n".join(blocks)
+    if report.warnings:
+        text += "\n" + "\n".join(f"warning: {w}" for w in report.warnings)
+    return text
+
+
+def format_growth(growth: Sequence[SiteGrowth], base: str, current: str, top: int = 20) -> str:
+    if not growth:
+        return f"No call site changed between {base} and {current}."
+    total = sum(g.in_use_delta for g in growth)
+    lines = [f"bytes in use from {base} to {current}: {signed_bytes(total)}",
+             f"  {'change':>10} {'before':>10} {'after':>10} {'allocated':>10}  call site"]
+    shown = list(growth[:top])
+    shown += [g for g in growth[max(top, len(growth) - top // 4):]  # the largest shrinks
+              if g.in_use_delta < 0]
+    for g in shown:
+        lines.append(f"  {signed_bytes(g.in_use_delta):>10} {human_bytes(g.base.in_use_bytes):>10}"
+                     f" {human_bytes(g.current.in_use_bytes):>10} {signed_bytes(g.alloc_delta):>10}"
+                     f"  {g.site}")
+    if len(growth) > len(shown):
+        lines.append(f"  ... {len(growth) - len(shown)} more call sites")
+    return "\n".join(lines)

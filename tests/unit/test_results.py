@@ -1,0 +1,166 @@
+"""Call sites, bottom-up trees, leak ranking and growth, on hand-made profiles; the report, diff and
+check commands on bad input."""
+import gzip
+
+import pytest
+
+from droidheap.results.diff import first_to_last, site_growth
+from droidheap.results.leaks import leak_suspects
+from droidheap.results.model import Location, Profile, StackSample
+from droidheap.results.report import build_report, report_json
+from droidheap.results.sites import bottom_up, call_site, top_sites
+from droidheap.results.text import format_report
+from test_cli_errors import assert_one_line_error, run_cli
+
+LIBC, LIBSTDCXX, APP = "/lib/libc.so.6", "/usr/lib/libstdc++.so.6.0.30", "/data/app/bin"
+NEW = Location("operator new(unsigned long)", module=LIBSTDCXX)
+STRDUP = Location("__strdup", "strdup.c", 42, LIBC)
+MAIN = Location("main", "app.c", 10, APP)
+
+
+def app(function: str, line: int = 1) -> Location:
+    return Location(function, "app.c", line, APP)
+
+
+def sample(*stack, alloc=0, in_use=0) -> StackSample:
+    return StackSample(tuple(stack), alloc // 16, alloc, in_use // 16, in_use)
+
+
+def profile(samples, dump=0, pid=1, heap="libc.malloc", at_peak=False) -> Profile:
+    return Profile(pid=pid, cmdline="/data/app/bin --x", heap=heap, dump_index=dump,
+                   timestamp_ns=(dump + 1) * 10**9, sampling_interval_bytes=4096,
+                   samples=list(samples), at_peak=at_peak)
+
+
+def test_call_site_is_the_first_frame_outside_the_runtime():
+    inlined_template = Location("void std::vector<int, std::allocator<int> >::_M_realloc_insert"
+                                "<int const&>(int const&)", "vector.tcc", 453, APP)
+    assert call_site((NEW, inlined_template, app("grow"), MAIN)) == app("grow")
+    assert call_site((STRDUP, app("copy"), MAIN)) == app("copy")
+    # An unsymbolized frame of libc is still libc's.
+    assert call_site((Location("libc.so.6+0x9a1c0", module=LIBC), MAIN)) == MAIN
+    # Runtime all the way down: the leaf.
+    assert call_site((NEW, STRDUP)) == NEW
+    assert call_site(()) == Location("?")
+
+
+def test_top_sites_merge_stacks_by_site_and_rank_by_the_metric():
+    samples = [sample(NEW, app("a"), MAIN, alloc=100, in_use=100),
+               sample(NEW, app("a"), app("b"), MAIN, alloc=50, in_use=0),
+               sample(app("c"), MAIN, alloc=400, in_use=10)]
+    by_in_use = top_sites(samples, "in_use_bytes")
+    assert [(s.site.function, s.in_use_bytes, s.alloc_bytes) for s in by_in_use] == [
+        ("a", 100, 150), ("c", 10, 400)]
+    assert [s.site.function for s in top_sites(samples, "alloc_bytes", limit=1)] == ["c"]
+
+
+def test_bottom_up_tree_follows_the_callers_of_each_site():
+    samples = [sample(NEW, app("a"), app("b"), MAIN, in_use=300),
+               sample(NEW, app("a"), app("c"), MAIN, in_use=100)]
+    (root,) = bottom_up(samples)
+    assert (root.location.function, root.figures.in_use_bytes) == ("a", 400)
+    assert [(c.location.function, c.figures.in_use_bytes) for c in root.children] == [
+        ("b", 300), ("c", 100)]
+    assert root.children[0].children[0].location == MAIN
+
+
+def _series(values_by_site, **kwargs):
+    return [profile([sample(app(site), MAIN, alloc=v, in_use=v)
+                     for site, values in values_by_site.items() if values[i]
+                     for v in [values[i]]], dump=i, **kwargs)
+            for i in range(len(next(iter(values_by_site.values()))))]
+
+
+def test_leaks_rank_steady_growth_over_one_jump():
+    dumps = _series({"leak": [100, 200, 300, 400, 500],
+                     "cache": [0, 0, 5000, 5000, 5000],
+                     "noisy": [100, 300, 200, 400, 350],
+                     "freed": [500, 400, 300, 200, 100]})
+    suspects = leak_suspects(dumps)
+    assert [s.site.function for s in suspects] == ["leak", "noisy"]
+    assert suspects[0].in_use_by_dump == [100, 200, 300, 400, 500]
+    assert (suspects[0].growth_bytes, suspects[0].steadiness) == (400, 1.0)
+
+
+def test_no_leak_suspects_from_too_few_dumps_or_from_peaks():
+    assert leak_suspects(_series({"leak": [100, 200]})) == []
+    assert leak_suspects(_series({"leak": [100, 200, 300]}, at_peak=True)) == []
+    # Each process's heap is a series of its own.
+    both = _series({"leak": [100, 200, 300]}) + _series({"leak": [1, 2, 3]}, pid=2)
+    assert [(s.pid, s.growth_bytes) for s in leak_suspects(both)] == [(1, 200), (2, 2)]
+
+
+def test_growth_between_two_profiles_puts_the_most_grown_first():
+    before = profile([sample(app("a"), in_use=100), sample(app("gone"), in_use=50)])
+    after = profile([sample(app("a"), in_use=400), sample(app("new"), in_use=10)], dump=1)
+    growth = site_growth([before], [after])
+    assert [(g.site.function, g.in_use_delta) for g in growth] == [
+        ("a", 300), ("new", 10), ("gone", -50)]
+    (series,) = first_to_last([after, before])
+    assert (series.base, series.current) == (before, after)
+    (single,) = first_to_last([before])
+    assert single.base is None and single.growth[0].in_use_delta == 100
+
+
+def test_report_json_and_text_of_a_dump():
+    dumps = _series({"leak": [100, 200, 300]})
+    report = build_report(dumps)
+    data = report_json(report)
+    (p,) = data["profiles"]
+    assert (p["dump"], p["dumps"], p["seconds"]) == (2, 3, 2.0)
+    assert p["top_sites_by_in_use"][0]["function"] == "leak"
+    assert data["leak_suspects"][0]["growth_bytes"] == 200
+    text = format_report(report)
+    assert "dump 2 of 3 at 2.0 s" in text and "leak suspects" in text
+    assert build_report(dumps, dump=0).profiles[0].profile.dump_index == 0
+
+
+def _write_pprof_dir(tmp_path):
+    """An output directory with one real pprof file, written the way convert writes them."""
+    from droidheap.pprof import Profile as PprofProfile
+    message = PprofProfile(string_table=["", "inuse_space", "bytes", "f", "app.c"])
+    message.sample_type.add(type=1, unit=2)
+    message.function.add(id=1, name=3, filename=4)
+    message.location.add(id=1, address=0x10).line.add(function_id=1, line=3)
+    message.sample.add(location_id=[1], value=[4096])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "heap_dump.0.7.libc.malloc.pb.gz").write_bytes(gzip.compress(
+        message.SerializeToString()))
+    return out
+
+
+def test_report_reads_a_pprof_directory(tmp_path):
+    result = run_cli(["report", _write_pprof_dir(tmp_path)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("pid 7 (?), heap libc.malloc, dump 0")
+    assert "4.0 KiB" in result.stdout and "f (app.c:3)" in result.stdout
+
+
+@pytest.mark.parametrize("args, expected, code", [
+    (["report", "{tmp}/missing"], "does not exist", 1),
+    (["report", "{tmp}/empty"], "holds no trace", 1),
+    (["report", "{tmp}/garbage.pb.gz"], "is not a readable pprof file", 1),
+    (["report", "{tmp}/garbage"], "is neither a Perfetto trace nor a pprof file", 1),
+    (["report", "{out}", "--dump", "3"], "no dump 3 (the dumps are 0 to 0)", 1),
+    (["diff", "{tmp}/missing"], "does not exist", 1),
+    (["check", "{out}"], "Missing option '--max-growth'", 2),
+    (["check", "{out}", "--max-growth", "lots"], "'lots' is not a size", 2),
+    (["check", "{out}", "--max-growth", "1k", "--site", "("], "is not a regular expression", 2),
+])
+def test_results_commands_reject_bad_input_in_one_line(tmp_path, args, expected, code):
+    out = _write_pprof_dir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "garbage.pb.gz").write_bytes(gzip.compress(b"\xff\xff\xff"))
+    (tmp_path / "garbage").write_bytes(b"\xff\xff\xff not a trace")
+    args = [a.format(tmp=tmp_path, out=out) for a in args]
+    assert_one_line_error(run_cli(args, tmp_path), expected, code)
+
+
+def test_check_passes_and_fails_on_a_single_dump_from_the_start(tmp_path):
+    out = _write_pprof_dir(tmp_path)
+    failed = run_cli(["check", out, "--max-growth", "1k"], tmp_path)
+    assert failed.returncode == 1 and failed.stdout.startswith("FAIL: f (app.c:3) grew by 4.0 KiB")
+    assert "from the start of profiling to dump 0 (bound 1.0 KiB)" in failed.stdout
+    passed = run_cli(["check", out, "--max-growth", "4k"], tmp_path)
+    assert passed.returncode == 0 and passed.stdout.startswith("ok: "), passed.stdout
