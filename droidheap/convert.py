@@ -8,6 +8,7 @@ import pathlib
 from typing import Callable, List, Optional, Sequence
 
 from droidheap.errors import DroidheapError
+from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, write_pprof
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
@@ -85,9 +86,13 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         raw = data[:contents.intact_length]
         write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
                                symbols.modules.values(), symbolized)
-        pprofs = [write_pprof(dump, symbols, out_dir, dumps.cmdlines.get(pid, ""),
-                              dumps.wall_time_ns(dump.timestamp))
-                  for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
+        every_dump = [dump for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
+        pprofs = []
+        with progress_bar("writing pprof files", len(every_dump)) as bar:
+            for dump in every_dump:
+                pprofs.append(write_pprof(dump, symbols, out_dir, dumps.cmdlines.get(dump.pid, ""),
+                                          dumps.wall_time_ns(dump.timestamp)))
+                bar.update(1)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
 

@@ -20,6 +20,7 @@ import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from droidheap.elf.elf_file import ElfFile, demangle
+from droidheap.progress import progress_bar
 from droidheap.symbol_cache import Frames, SymbolCache, fingerprint
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
@@ -244,5 +245,10 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], set]:
 
 def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
     """Symbolizes every rel_pc of every real mapping that the dumps' samples reach."""
-    return SymbolTable({key: symbolizer.symbolize(key[0], key[1], pcs)
-                        for key, pcs in sorted(reached_modules(dumps).items())})
+    modules = sorted(reached_modules(dumps).items())
+    symbols = {}
+    with progress_bar("symbolizing", len(modules)) as bar:
+        for key, pcs in modules:
+            symbols[key] = symbolizer.symbolize(key[0], key[1], pcs)
+            bar.update(1)
+    return SymbolTable(symbols)

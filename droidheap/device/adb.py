@@ -11,6 +11,7 @@ An AdbDevice is created by the CLI command that uses it and used from that threa
 """
 import dataclasses
 import pathlib
+import posixpath
 import re
 import shlex
 import subprocess
@@ -24,9 +25,12 @@ from droidheap.device.adb_routes import PreloadRoute, RootRoute
 from droidheap.device.adb_sync import SyncClient
 from droidheap.device.base import DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
+from droidheap.progress import progress_bar, watched
 
 _SHELL_TIMEOUT_S = 30.0
 _SU_TIMEOUT_S = 10.0
+# A file smaller than this arrives before a bar would be worth drawing.
+_PROGRESS_MIN_BYTES = 1 << 20
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
 MODES = ("auto", "root", "preload", "platform")
 _64_BIT_ABIS = ("arm64-v8a", "x86_64")
@@ -219,7 +223,10 @@ class AdbDevice(Device):
         self._sync.push(local, remote, mode)
 
     def pull(self, remote: str, local: pathlib.Path) -> None:
-        self._sync.pull(remote, local)
+        found = self._sync.stat(remote) if watched() else None
+        size = found.size if found and found.size >= _PROGRESS_MIN_BYTES else 0
+        with progress_bar(f"pulling {posixpath.basename(remote)}", size) as bar:
+            self._sync.pull(remote, local, bar.update)
 
     def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
             -> Optional[pathlib.Path]:

@@ -10,7 +10,7 @@ import pathlib
 import stat
 import struct
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import adbutils
 
@@ -96,7 +96,9 @@ class SyncClient:
             finally:
                 self._quit(connection)
 
-    def pull(self, remote: str, local: pathlib.Path) -> None:
+    def pull(self, remote: str, local: pathlib.Path,
+             received: Callable[[int], None] = lambda length: None) -> None:
+        """`received(bytes)` is told of each chunk as it arrives."""
         try:
             with adb_errors(f"cannot pull {remote}"), open(local, "wb") as target:
                 connection = self._open(b"RECV", remote)
@@ -112,6 +114,7 @@ class SyncClient:
                             raise DroidheapError(f"cannot pull {remote}: unexpected answer "
                                                  f"{answer!r} of {length} bytes")
                         target.write(connection.read_exact(length))
+                        received(length)
                 finally:
                     self._quit(connection)
         except BaseException:

@@ -146,3 +146,41 @@ def test_unreadable_trace_raises_droidheap_error(tmp_path, data):
 def test_missing_trace_raises_droidheap_error(tmp_path):
     with pytest.raises(DroidheapError, match="cannot read the trace"):
         convert_trace(tmp_path / "nope", tmp_path / "out")
+
+
+def _symbolize_output(tmp_path, data: bytes, tty: bool) -> str:
+    """What `droidheap symbolize` prints with stdout on a terminal (a pty) or on a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(data)
+    command = [sys.executable, "-m", "droidheap.cli", "symbolize", str(raw)]
+    if not tty:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bars_are_drawn_on_a_terminal_only(program, tmp_path):
+    data = _trace(program).to_bytes()
+    on_terminal = _symbolize_output(tmp_path, data, tty=True)
+    assert "symbolizing" in on_terminal and "writing pprof files" in on_terminal, on_terminal
+    assert "Wrote profiles to" in on_terminal
+    piped = _symbolize_output(tmp_path, data, tty=False)
+    assert "symbolizing" not in piped and "writing pprof" not in piped and "\r" not in piped
+    assert "Wrote profiles to" in piped

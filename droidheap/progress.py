@@ -1,0 +1,27 @@
+"""Progress bars for the steps a person waits on (pulling the trace, symbolizing, writing the
+outputs), drawn only where one watches: when stdout is a terminal. In a pipe, a log or CI nothing
+is drawn, so the output stays what scripts read."""
+import contextlib
+import sys
+from typing import Iterator
+
+
+class _Unseen:
+    def update(self, steps: int) -> None:
+        pass
+
+
+def watched() -> bool:
+    """Whether a bar would be drawn: worth a question to the device about a length."""
+    return sys.stdout.isatty()
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, length: int) -> Iterator:
+    """A bar of `length` steps advanced by `.update(steps)`; none when `length` is 0."""
+    if length <= 0 or not watched():
+        yield _Unseen()
+        return
+    import click
+    with click.progressbar(length=length, label=label, file=sys.stdout, width=30) as bar:
+        yield bar
