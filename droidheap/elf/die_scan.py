@@ -6,10 +6,10 @@ library holds thousands of DIEs, nearly all types and variables that symbolizati
 """
 from typing import Dict, List, Optional, Tuple
 
+from droidheap.elf.abbrev_table import FORM_IMPLICIT_CONST, Abbreviation
 from droidheap.elf.line_table import uleb
 
 _FORM_ADDR, _FORM_REF_ADDR, _FORM_STRING, _FORM_INDIRECT = 0x01, 0x10, 0x08, 0x16
-_FORM_IMPLICIT_CONST = 0x21
 _BLOCK_WIDTHS = {0x0A: 1, 0x03: 2, 0x04: 4}  # block1, block2, block4: length, then the bytes
 _LEB_BLOCKS = {0x09, 0x18}  # block, exprloc: uleb length, then the bytes
 # Forms that are one leb128: sdata, udata, ref_udata, strx, addrx, loclistx, rnglistx, GNU ones.
@@ -19,7 +19,7 @@ _FIXED = {0x0B: 1, 0x11: 1, 0x0C: 1, 0x25: 1, 0x29: 1,  # data1 ref1 flag strx1 
           0x27: 3, 0x2B: 3,  # strx3 addrx3
           0x06: 4, 0x13: 4, 0x28: 4, 0x2C: 4, 0x1C: 4,  # data4 ref4 strx4 addrx4 ref_sup4
           0x07: 8, 0x14: 8, 0x20: 8, 0x24: 8,  # data8 ref8 ref_sig8 ref_sup8
-          0x1E: 16, 0x19: 0, _FORM_IMPLICIT_CONST: 0}  # data16 flag_present implicit_const
+          0x1E: 16, 0x19: 0, FORM_IMPLICIT_CONST: 0}  # data16 flag_present implicit_const
 _OFFSET_FORMS = (0x0E, 0x1F, 0x17, 0x1D, 0x1F20, 0x1F21)  # strp line_strp sec_offset strp_sup,
 # GNU_ref_alt GNU_strp_alt: a section offset, 4 or 8 bytes
 
@@ -30,30 +30,6 @@ def _sizes(address_size: int, offset_size: int, version: int) -> Dict[int, int]:
     sizes[_FORM_REF_ADDR] = address_size if version == 2 else offset_size
     sizes.update((form, offset_size) for form in _OFFSET_FORMS)
     return sizes
-
-
-def _abbreviations(data: bytes, offset: int) -> Dict[int, Tuple[int, bool, List[int]]]:
-    """The abbreviation table at `offset` of .debug_abbrev: code -> (tag, has children, forms)."""
-    table = {}
-    pos = offset
-    while pos < len(data):
-        code, pos = uleb(data, pos)
-        if code == 0:
-            break
-        tag, pos = uleb(data, pos)
-        has_children = data[pos] != 0
-        pos += 1
-        forms = []
-        while True:
-            attribute, pos = uleb(data, pos)
-            form, pos = uleb(data, pos)
-            if attribute == 0 and form == 0:
-                break
-            if form == _FORM_IMPLICIT_CONST:  # its value lives here, not in the DIE
-                _, pos = uleb(data, pos)
-            forms.append(form)
-        table[code] = (tag, has_children, forms)
-    return table
 
 
 def _skip(form: int, data: bytes, pos: int, sizes: Dict[int, int]) -> int:
@@ -76,28 +52,17 @@ def _skip(form: int, data: bytes, pos: int, sizes: Dict[int, int]) -> int:
     raise ValueError(f"unknown DWARF form {form:#x}")
 
 
-class AbbreviationCache:
-    """Abbreviation tables by offset: units of one file often share one."""
-
-    def __init__(self, debug_abbrev: bytes):
-        self.data = debug_abbrev
-        self._tables: Dict[int, Dict[int, Tuple[int, bool, List[int]]]] = {}
-
-    def table(self, offset: int):
-        if offset not in self._tables:
-            self._tables[offset] = _abbreviations(self.data, offset)
-        return self._tables[offset]
-
-
-def find_dies(unit: bytes, first_die: int, abbreviations, tags: Dict[int, object],
+def find_dies(unit: bytes, first_die: int, abbreviations: Dict[int, Abbreviation],
+              tags: Dict[int, object],
               address_size: int, offset_size: int, version: int) -> List[Tuple[int, int]]:
     """(position in `unit`, depth) of each DIE whose tag is in `tags`, where `unit` holds the
     unit's bytes from its header on and its first DIE starts at `first_die`."""
     sizes = _sizes(address_size, offset_size, version)
     plans: Dict[int, Tuple[bool, bool, Optional[int], List[int]]] = {}
-    for code, (tag, has_children, forms) in abbreviations.items():
+    for code, abbreviation in abbreviations.items():
+        forms = abbreviation.forms
         fixed = [sizes.get(form) for form in forms]
-        plans[code] = (tag in tags, has_children,
+        plans[code] = (abbreviation.tag in tags, abbreviation.has_children,
                        sum(fixed) if None not in fixed else None, forms)
     pos, depth, found = first_die, 0, []
     end = len(unit)

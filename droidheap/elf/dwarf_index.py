@@ -7,12 +7,14 @@ tens of microseconds, so units no frame reaches are never read.
 """
 import bisect
 import dataclasses
+import struct
 from typing import Dict, List, Optional, Tuple
 
 from elftools.dwarf.enums import ENUM_DW_TAG
 from elftools.dwarf.ranges import BaseAddressEntry
 
-from droidheap.elf.die_scan import AbbreviationCache, find_dies
+from droidheap.elf.abbrev_table import AbbreviationCache
+from droidheap.elf.die_scan import find_dies
 
 # high_pc is an address in these forms, an offset from low_pc in the others (DWARF 4+).
 _ADDRESS_FORMS = {"DW_FORM_addr", "DW_FORM_addrx", "DW_FORM_addrx1", "DW_FORM_addrx2",
@@ -48,21 +50,61 @@ def unit_base(cu) -> int:
     return low.value if low is not None else 0
 
 
+def read_aranges(dwarf) -> List[Tuple[int, int, int]]:
+    """(low, high, unit offset) of each `.debug_aranges` entry, by low; [] without the section.
+    Read here: pyelftools parses each entry through `construct`."""
+    section = dwarf.debug_aranges_sec
+    if section is None:
+        return []
+    section.stream.seek(0)
+    data = section.stream.read()
+    order = "<" if dwarf.config.little_endian else ">"
+    entries = []
+    pos = 0
+    while pos + 4 <= len(data):
+        start = pos
+        (length,), pos = struct.unpack_from(order + "I", data, pos), pos + 4
+        offset_format = "I"
+        if length == 0xFFFFFFFF:
+            (length,), pos = struct.unpack_from(order + "Q", data, pos), pos + 8
+            offset_format = "Q"
+        end = pos + length
+        if length < 4 or end > len(data):
+            break  # a damaged set: what came before is still good
+        unit, address_size, segment_size = struct.unpack_from(
+            f"{order}2x{offset_format}BB", data, pos)
+        pos += 2 + struct.calcsize(offset_format) + 2
+        if address_size not in (4, 8) or segment_size:
+            pos = end
+            continue
+        pair = f"{order}{'II' if address_size == 4 else 'QQ'}"
+        tuple_size = 2 * address_size
+        pos = start + -(-(pos - start) // tuple_size) * tuple_size  # tuples are aligned to it
+        while pos + tuple_size <= end:
+            low, size = struct.unpack_from(pair, data, pos)
+            pos += tuple_size
+            if size:
+                entries.append((low, low + size, unit))
+        pos = end
+    entries.sort()
+    return entries
+
+
 class UnitIndex:
     """Which compilation unit holds an address: `.debug_aranges` when the file has it (GCC), else
     the ranges of each unit's top DIE (clang omits aranges by default)."""
 
     def __init__(self, dwarf):
         self.dwarf = dwarf
-        self._aranges = dwarf.get_aranges()
+        self._aranges = read_aranges(dwarf)
+        self._arange_starts = [entry[0] for entry in self._aranges]
         self._starts: Optional[List[int]] = None
         self._ranges: List[Tuple[int, int, int]] = []  # (low, high, unit offset), by low
 
     def unit_offset_at(self, address: int) -> Optional[int]:
-        if self._aranges is not None and self._aranges.entries:
-            found = self._aranges.cu_offset_at_addr(address)
-            if found is not None:
-                return found
+        i = bisect.bisect_right(self._arange_starts, address) - 1
+        if i >= 0 and address < self._aranges[i][1]:
+            return self._aranges[i][2]
         if self._starts is None:
             for cu in self.dwarf.iter_CUs():
                 for low, high in die_ranges(self.dwarf, cu.get_top_DIE(), unit_base(cu)):
@@ -169,13 +211,11 @@ class _UnitScopes:
 class ScopeIndex:
     """The scopes at an address of one ELF's DWARF, outermost first."""
 
-    def __init__(self, dwarf, units: UnitIndex, file_names):
+    def __init__(self, dwarf, abbreviations: AbbreviationCache, units: UnitIndex, file_names):
         """`file_names(cu)` gives the unit's file table and the index of its first entry."""
         self.dwarf, self.units, self.file_names = dwarf, units, file_names
         self._scopes: Dict[int, _UnitScopes] = {}
-        stream = dwarf.debug_abbrev_sec.stream
-        stream.seek(0)
-        self._abbreviations = AbbreviationCache(stream.read())
+        self._abbreviations = abbreviations
 
     def scopes_at(self, address: int) -> List[Scope]:
         offset = self.units.unit_offset_at(address)

@@ -13,29 +13,20 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from elftools.elf.elffile import ELFFile
 
+from droidheap.elf.abbrev_table import AbbreviationCache
 from droidheap.elf.dwarf_index import Scope, ScopeIndex, UnitIndex
+from droidheap.elf.headers import (EM_386, EM_AARCH64, EM_ARM, EM_RISCV, EM_X86_64, SHT_NOBITS,
+                                   read_headers)
 from droidheap.elf.line_table import LineTable, file_names, line_rows
 
 # Bytes from a return address back into the call instruction, by e_machine.
-_RETURN_ADJUST = {"EM_X86_64": 1, "EM_386": 1, "EM_AARCH64": 4, "EM_ARM": 2, "EM_RISCV": 2}
+_RETURN_ADJUST = {EM_X86_64: 1, EM_386: 1, EM_AARCH64: 4, EM_ARM: 2, EM_RISCV: 2}
 _FUNCTION_TYPES = (2, 10)  # STT_FUNC, STT_GNU_IFUNC
 _BINDING_RANK = {1: 0, 2: 1, 0: 2}  # global, then weak, then local names win at one address
 # Elf64_Sym and Elf32_Sym fields in file order; the names of (name, info, shndx, value, size).
 _SYM_LAYOUT = {64: ("IBBHQQ", (0, 1, 3, 4, 5)), 32: ("IIIBBH", (0, 3, 5, 1, 2))}
 # Decompressed MiniDebugInfo is a few MiB at most; a bigger one is not what it claims.
 _MINIDEBUGINFO_LIMIT = 256 << 20
-
-
-def build_id(elf: ELFFile) -> str:
-    """The GNU build id in hex, or "". Only a note owned by "GNU" is one: SystemTap's SDT notes
-    (libstdc++, python3, ...) use the same type number, 3. Read from the note sections, else (no
-    section headers) from the PT_NOTE segments."""
-    containers = list(elf.iter_sections("SHT_NOTE")) or list(elf.iter_segments("PT_NOTE"))
-    for container in containers:
-        for note in container.iter_notes():
-            if note["n_name"] == "GNU" and note["n_type"] == "NT_GNU_BUILD_ID":
-                return note["n_desc"]
-    return ""
 
 
 def demangle(names: List[str]) -> List[str]:
@@ -86,16 +77,18 @@ class ElfFile:
     def __init__(self, source: Union[pathlib.Path, bytes], path: Optional[pathlib.Path] = None):
         if isinstance(source, bytes):
             self.path = path or pathlib.Path("<memory>")
-            self.elf = ELFFile(io.BytesIO(source))
+            self._data: Union[bytes, mmap.mmap] = source
         else:
             self.path = source
             with open(source, "rb") as f:
                 # Mapped, not read: debug files of big libraries run to hundreds of MiB, and
-                # pages pyelftools never touches are never loaded.
-                self.elf = ELFFile(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                # pages never touched are never loaded.
+                self._data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.headers = read_headers(self._data)
+        self._elf: Optional[ELFFile] = None
         self.debug: Optional[ElfFile] = None
-        self.return_adjust = _RETURN_ADJUST.get(self.elf["e_machine"], 1)
-        self.build_id = build_id(self.elf)
+        self.return_adjust = _RETURN_ADJUST.get(self.headers.machine, 1)
+        self.build_id = self.headers.build_id(self._data)
         self.broken: set = set()  # parts ("symbols", "line table", ...) that failed once
         self._symbols: Optional[Tuple[List[int], List[Tuple[int, str]]]] = None
         self._line_tables: Dict[Optional[int], LineTable] = {}
@@ -103,14 +96,29 @@ class ElfFile:
         self._dwarf = None  # pyelftools re-reads (and inflates) every section on each call
         self._units: Optional[UnitIndex] = None
         self._scopes: Optional[ScopeIndex] = None
+        self.abbreviations: Optional[AbbreviationCache] = None  # with the DWARF
+
+    @property
+    def elf(self) -> ELFFile:
+        """pyelftools' view, opened when symbols or DWARF are first read: a file whose symbols
+        come from the cache needs only its headers."""
+        if self._elf is None:
+            self._elf = ELFFile(io.BytesIO(self._data) if isinstance(self._data, bytes)
+                                else self._data)
+        return self._elf
 
     def section_data(self, name: str) -> Optional[bytes]:
-        section = self.elf.get_section_by_name(name)
-        return section.data() if section is not None and section["sh_type"] != "SHT_NOBITS" \
-            else None
+        data = self.headers.data(self._data, name)
+        section = self.headers.sections.get(name)
+        if data is None and section is not None and section.type != SHT_NOBITS:
+            return self.elf.get_section_by_name(name).data()  # compressed: pyelftools inflates
+        return data
+
+    def has_section(self, name: str) -> bool:
+        return name in self.headers.sections
 
     def has_line_table(self) -> bool:
-        return self.elf.get_section_by_name(".debug_line") is not None
+        return self.has_section(".debug_line")
 
     def debug_link(self) -> Optional[str]:
         """The file name `.gnu_debuglink` names (its CRC is not checked: the build id is)."""
@@ -173,6 +181,11 @@ class ElfFile:
     def dwarf(self):
         if self._dwarf is None:
             self._dwarf = self.elf.get_dwarf_info()
+            section = self._dwarf.debug_abbrev_sec
+            if section is not None:
+                section.stream.seek(0)
+                self.abbreviations = AbbreviationCache(section.stream.read())
+                self.abbreviations.serve(self._dwarf)
         return self._dwarf
 
     def _unit_index(self, source: "ElfFile") -> UnitIndex:
@@ -207,9 +220,10 @@ class ElfFile:
         """The function and the inlined calls holding the address, outermost first; [] without
         DWARF."""
         source = self._dwarf_source()
-        if source is None or source.elf.get_section_by_name(".debug_info") is None:
+        if source is None or not source.has_section(".debug_info"):
             return []
         if source._scopes is None:
-            source._scopes = ScopeIndex(source.dwarf(), self._unit_index(source),
+            source._scopes = ScopeIndex(source.dwarf(), source.abbreviations,
+                                        self._unit_index(source),
                                         lambda cu: source._unit_files(cu)[1:])
         return source._scopes.scopes_at(address)

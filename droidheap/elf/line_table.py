@@ -56,7 +56,7 @@ def uleb(data: bytes, pos: int) -> Tuple[int, int]:
             return value, pos
 
 
-def _sleb(data: bytes, pos: int) -> Tuple[int, int]:
+def sleb(data: bytes, pos: int) -> Tuple[int, int]:
     value, end = uleb(data, pos)
     bits = 7 * (end - pos)
     return (value - (1 << bits) if value & (1 << (bits - 1)) else value), end
@@ -101,7 +101,7 @@ def line_rows(program, files: List[str], first_file: int) -> List[Tuple[int, boo
             value, pos = uleb(data, pos)
             address += value * step
         elif op == 3:  # DW_LNS_advance_line
-            value, pos = _sleb(data, pos)
+            value, pos = sleb(data, pos)
             line += value
         elif op == 4:  # DW_LNS_set_file
             file, pos = uleb(data, pos)
