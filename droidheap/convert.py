@@ -1,5 +1,6 @@
 """From the raw trace pulled off the device to the user's outputs: `symbolized-trace` (for
-ui.perfetto.dev / trace_processor), one pprof file per process, heap and dump, and a text summary.
+ui.perfetto.dev / trace_processor), one pprof file per process, heap and dump, `report.html` (a
+flamegraph page that needs no network) and a text summary.
 
 The one entry point is `convert_trace`, called by the CLI after the trace is pulled.
 """
@@ -10,8 +11,10 @@ from typing import Callable, List, Optional, Sequence
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, write_pprof
+from droidheap.results.html import REPORT_HTML, write_html
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
+from droidheap.results.page import page_data, page_title
 from droidheap.results.summary import ProcessSummary, format_summary, summarize
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
@@ -24,6 +27,7 @@ from droidheap.trace.symbolized import (read_module_symbols, without_module_symb
 @dataclasses.dataclass
 class ConversionResult:
     symbolized_trace: pathlib.Path
+    html_report: pathlib.Path
     pprof_files: List[PprofFile]  # in (pid, dump index, heap) order
     processes: List[ProcessSummary]  # one per process and heap
     warnings: List[str]
@@ -97,8 +101,10 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
 
     profiles = profiles_from_dumps(dumps, symbols, str(symbolized))
+    html = out_dir / REPORT_HTML
+    write_html(page_data(profiles, page_title(profiles, str(raw_trace))), html)
     processes = summarize(dumps, profiles)
     summary = format_summary(processes, leak_suspects(profiles, limit=5))
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)
-    return ConversionResult(symbolized, pprofs, processes, warnings, summary)
+    return ConversionResult(symbolized, html, pprofs, processes, warnings, summary)

@@ -6,7 +6,7 @@ import pathlib
 
 import click
 
-from droidheap.commands.report import load, path_argument, symbols_option
+from droidheap.commands.report import html_option, load, path_argument, symbols_option, write_page
 
 
 @click.command("diff")
@@ -15,8 +15,9 @@ from droidheap.commands.report import load, path_argument, symbols_option
 @click.option("--json", "as_json", is_flag=True, help="Print the growth as JSON.")
 @click.option("--top", type=click.IntRange(1), default=20, metavar="N",
               help="Call sites shown per heap (default 20).")
+@html_option
 @symbols_option
-def command(path, current, as_json, top, symbol_dirs):
+def command(path, current, as_json, top, html, symbol_dirs):
     """Growth per call site from PATH to CURRENT, or within PATH from its first dump to its
     last."""
     from droidheap.results.diff import first_to_last, site_growth
@@ -34,6 +35,17 @@ def command(path, current, as_json, top, symbol_dirs):
                         site_growth([p for p in base if p.heap == heap],
                                     [p for p in after if p.heap == heap]))
                        for heap in sorted({p.heap for p in base + after})]
+    if html:
+        from droidheap.results.page import page_data
+        profiles = base_results.profiles if current is None else after
+        # One table of growth per page: the comparisons' sites, most grown first.
+        growth = sorted((g for *_, growth in comparisons for g in growth),
+                        key=lambda g: -g.in_use_delta)
+        base_label = str(path) if current else "the first dumps"
+        current_label = str(current) if current else "the last dumps"
+        write_page(page_data(profiles, f"droidheap diff: {base_label} to {current_label}",
+                             (base_label, current_label, growth)), html)
+        return
     if as_json:
         click.echo(json.dumps([{
             "base": a, "current": b, "what": what,

@@ -10,6 +10,14 @@ symbols_option = click.option(
     "--symbols", "symbol_dirs", multiple=True, metavar="DIR", type=click.Path(file_okay=False),
     help="A directory of unstripped files, for a trace not symbolized yet (repeatable).")
 path_argument = click.argument("path", type=click.Path(path_type=pathlib.Path))
+html_option = click.option("--html", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+                           metavar="FILE", help="Write the page (report.html) to FILE instead.")
+
+
+def write_page(data: dict, path: pathlib.Path) -> None:
+    from droidheap.results.html import write_html
+    write_html(data, path)
+    click.echo(f"Wrote {path}")
 
 
 def load(path: pathlib.Path, symbol_dirs):
@@ -25,11 +33,16 @@ def load(path: pathlib.Path, symbol_dirs):
               help="Report dump N of each process (default: the last).")
 @click.option("--top", type=click.IntRange(1), default=10, metavar="N",
               help="Call sites per table (default 10).")
+@html_option
 @symbols_option
-def command(path, as_json, dump, top, symbol_dirs):
+def command(path, as_json, dump, top, html, symbol_dirs):
     """Report what PATH (an output directory, a trace or a pprof file) says."""
     from droidheap.results.report import build_report, report_json
     from droidheap.results.text import format_report
     results = load(path, symbol_dirs)
+    if html:
+        from droidheap.results.page import page_data, page_title
+        write_page(page_data(results.profiles, page_title(results.profiles, str(path))), html)
+        return
     report = build_report(results.profiles, results.warnings, dump, top)
     click.echo(json.dumps(report_json(report), indent=1) if as_json else format_report(report))

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from tests.chromium import Page, dump_dom
+
 LEAK, CACHE, CHURN = "site_leak", "site_cache", "site_churn"
 
 
@@ -67,3 +69,18 @@ def test_diff_within_a_run_and_between_two_dumps(leaky_out):
     (heap,) = between
     grown = {s["function"]: s["in_use_delta"] for s in heap["sites"]}
     assert grown[LEAK] > 0 and grown.get(CHURN, 0) == 0, grown
+
+
+def test_report_html_in_the_output_directory_and_of_a_diff(leaky_out):
+    cli, out, _ = leaky_out
+    dom, console = dump_dom(out / "report.html")
+    assert console == []
+    page = Page(dom)
+    assert any(b["text"].startswith(f"{LEAK} (leaky.c:") for b in page.boxes), page.box_names()
+    assert LEAK in page.tables["leaks"] and CACHE not in page.tables["leaks"]
+    assert LEAK in page.tables["sites"] and page.svgs >= 2  # the growth chart, a sparkline
+    html = out.parent / "diff.html"
+    result = cli.run("diff", out, "--html", html)
+    assert result.returncode == 0 and result.stdout == f"Wrote {html}\n", result.stderr
+    dom, console = dump_dom(html)
+    assert console == [] and LEAK in Page(dom).tables["diff"]

@@ -164,3 +164,20 @@ def test_check_passes_and_fails_on_a_single_dump_from_the_start(tmp_path):
     assert "from the start of profiling to dump 0 (bound 1.0 KiB)" in failed.stdout
     passed = run_cli(["check", out, "--max-growth", "4k"], tmp_path)
     assert passed.returncode == 0 and passed.stdout.startswith("ok: "), passed.stdout
+
+
+def test_page_data_interns_frames_books_sites_and_caps_the_flamegraph_dumps():
+    from droidheap.results.page import MAX_FLAMEGRAPH_DUMPS, page_data
+    dumps = [profile([sample(NEW, app("leak"), MAIN, alloc=100 * (i + 1), in_use=100 * (i + 1))],
+                     dump=i) for i in range(60)]
+    data = page_data(dumps, "droidheap: bin")
+    shown = [p["dump"] for p in data["profiles"]]
+    assert len(shown) <= MAX_FLAMEGRAPH_DUMPS and shown[-1] == 59 and shown == sorted(shown)
+    frames = data["frames"]
+    assert len(frames) == 3  # operator new, leak, main: once each
+    stack, site = data["profiles"][-1]["samples"][0][:2]
+    assert [frames[i]["function"] for i in stack] == [NEW.function, "leak", "main"]
+    assert frames[site]["function"] == "leak" and frames[site]["where"] == "app.c:1"
+    (series,) = data["growth"]
+    assert len(series["points"]) == 60 and series["points"][-1][1] == 6000  # every dump
+    assert frames[data["leaks"][0]["frame"]]["function"] == "leak"

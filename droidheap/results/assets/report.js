@@ -1,0 +1,430 @@
+// droidheap's report page: everything it shows is computed here from the JSON data in the page
+// (droidheap/results/page.py writes it), so the file works offline and alone.
+"use strict";
+
+const METRICS = [
+  ["in_use_bytes", "in use (bytes)", 5], ["in_use_count", "in use (objects)", 4],
+  ["alloc_bytes", "allocated (bytes)", 3], ["alloc_count", "allocated (objects)", 2],
+];
+const COLUMN = Object.fromEntries(METRICS.map(([name, , column]) => [name, column]));
+const ROW_HEIGHT = 18;
+const MIN_WIDTH_PERCENT = 0.1;  // narrower boxes would be unreadable slivers
+const MAX_BOXES = 4000;         // enough for any screen; keeps a huge profile responsive
+const TOP_SITES = 30;
+
+function showError(message) {
+  document.getElementById("errors").textContent += message + "\n";
+}
+window.addEventListener("error", (e) => showError(`error: ${e.message}`));
+window.addEventListener("unhandledrejection", (e) => showError(`error: ${e.reason}`));
+
+const data = JSON.parse(document.getElementById("droidheap-data").textContent);
+const frames = data.frames || [];
+const profiles = data.profiles || [];
+const state = { profile: 0, metric: "in_use_bytes", search: "", zoom: [] };
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function humanBytes(count) {
+  if (Math.abs(count) < 1024) return `${count} B`;
+  let value = count / 1024;
+  for (const unit of ["KiB", "MiB"]) {
+    if (Math.abs(value) < 1024) return `${value.toFixed(1)} ${unit}`;
+    value /= 1024;
+  }
+  return `${value.toFixed(1)} GiB`;
+}
+
+function signedBytes(count) {
+  return (count > 0 ? "+" : "") + humanBytes(count);
+}
+
+function formatValue(value, metric = state.metric) {
+  return metric.endsWith("bytes") ? humanBytes(value) : `${value} objects`;
+}
+
+function percent(part, whole) {
+  return whole ? `${(100 * part / whole).toFixed(1)}%` : "0%";
+}
+
+function baseName(path) {
+  return path ? path.slice(path.lastIndexOf("/") + 1) : "";
+}
+
+function frameLabel(id) {
+  const frame = frames[id];
+  return frame.where ? `${frame.function} (${frame.where})` : frame.function;
+}
+
+function profileLabel(p) {
+  const name = baseName((p.cmdline || "?").split(" ")[0]);
+  const when = p.time_s === null || p.time_s === undefined ? "" : ` at ${p.time_s.toFixed(1)} s`;
+  return `pid ${p.pid} (${name}), heap ${p.heap}, dump ${p.dump}${when}${p.at_peak ? " (peak)" : ""}`;
+}
+
+// Colours by module, so that a library reads as one band; shades by function within it.
+function hash(text) {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+function frameColour(id) {
+  const frame = frames[id];
+  const hue = hash(frame.module || "?") % 360;
+  const light = 62 + (hash(frame.function) % 16);
+  return `hsl(${hue}, 55%, ${light}%)`;
+}
+
+function matches(id) {
+  if (!state.search) return false;
+  const frame = frames[id];
+  const needle = state.search.toLowerCase();
+  return frame.function.toLowerCase().includes(needle) ||
+      frame.where.toLowerCase().includes(needle) || frame.module.toLowerCase().includes(needle);
+}
+
+// The call tree of a profile for a metric, root first: {id, value, children: Map(id -> node)}.
+function buildTree(profile, metric) {
+  const column = COLUMN[metric];
+  const root = { id: -1, value: 0, children: new Map() };
+  for (const sample of profile.samples) {
+    const value = sample[column];
+    if (value <= 0) continue;
+    root.value += value;
+    let node = root;
+    const stack = sample[0];
+    for (let i = stack.length - 1; i >= 0; i--) {
+      let child = node.children.get(stack[i]);
+      if (!child) {
+        child = { id: stack[i], value: 0, children: new Map() };
+        node.children.set(stack[i], child);
+      }
+      child.value += value;
+      node = child;
+    }
+  }
+  return root;
+}
+
+function matchedValue(profile, metric) {
+  const column = COLUMN[metric];
+  let total = 0;
+  for (const sample of profile.samples) {
+    if (sample[column] > 0 && sample[0].some(matches)) total += sample[column];
+  }
+  return total;
+}
+
+function readHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const index = parseInt(params.get("profile"), 10);
+  state.profile = index >= 0 && index < profiles.length ? index : defaultProfile();
+  if (COLUMN[params.get("metric")] !== undefined) state.metric = params.get("metric");
+  state.search = params.get("search") || "";
+  state.zoom = (params.get("zoom") || "").split(",").filter((s) => s !== "").map(Number)
+      .filter((id) => id >= 0 && id < frames.length);
+}
+
+function writeHash() {
+  const params = new URLSearchParams();
+  params.set("profile", state.profile);
+  params.set("metric", state.metric);
+  if (state.search) params.set("search", state.search);
+  if (state.zoom.length) params.set("zoom", state.zoom.join(","));
+  history.replaceState(null, "", "#" + params.toString());
+}
+
+// The last dump of the first process's first heap: what a person looks at first.
+function defaultProfile() {
+  let chosen = 0;
+  for (let i = 0; i < profiles.length; i++) {
+    if (profiles[i].pid === profiles[0].pid && profiles[i].heap === profiles[0].heap) chosen = i;
+  }
+  return chosen;
+}
+
+function renderControls() {
+  const select = document.getElementById("profile");
+  select.replaceChildren(...profiles.map((p, i) => el("option", { value: i, text: profileLabel(p) })));
+  select.value = state.profile;
+  select.addEventListener("change", () => {
+    state.profile = Number(select.value);
+    state.zoom = [];
+    update();
+  });
+  const metrics = document.getElementById("metrics");
+  metrics.replaceChildren(...METRICS.map(([name, label]) => el("label", { "data-metric": name },
+      el("input", { type: "radio", name: "metric", value: name, onchange: () => {
+        state.metric = name;
+        update();
+      } }), ` ${label}`)));
+  const search = document.getElementById("search");
+  search.value = state.search;
+  search.addEventListener("input", () => {
+    state.search = search.value.trim();
+    update();
+  });
+}
+
+function renderSummary(profile) {
+  const summary = document.getElementById("summary");
+  const sampled = [0, 0, 0, 0];
+  for (const sample of profile.samples) for (let c = 2; c < 6; c++) sampled[c - 2] += sample[c];
+  const parts = [profile.at_peak
+      ? `sampled at the peak: ${humanBytes(sampled[3])} in use in ${sampled[2]} objects`
+      : `sampled: ${humanBytes(sampled[1])} allocated in ${sampled[0]} objects, ` +
+        `${humanBytes(sampled[3])} in use in ${sampled[2]} objects`,
+      `sampling interval ${profile.sampling_interval} B`];
+  const t = profile.totals;
+  if (t) {
+    parts.push(`exact: ${t.alloc_count} allocations (${humanBytes(t.alloc_bytes)}), ` +
+               `${t.free_count} frees, ${t.live_blocks} blocks (${humanBytes(t.in_use_bytes)}) in use`);
+  }
+  summary.replaceChildren(parts.join(" · "));
+  for (const note of profile.notes || []) summary.append(" · ", el("span", { class: "note", text: note }));
+}
+
+function box(id, left, width, depth, label, title, classes) {
+  return el("div", {
+    class: "frame " + classes, "data-frame": id, "data-width": width.toFixed(3),
+    style: `left:${left.toFixed(4)}%;width:${width.toFixed(4)}%;top:${depth * ROW_HEIGHT}px;` +
+        (id >= 0 ? `background:${frameColour(id)}` : ""),
+    title, text: label,
+  });
+}
+
+function frameTitle(id, value, total) {
+  const frame = frames[id];
+  return [frame.function, frame.where, frame.module, `${formatValue(value)}, ${percent(value, total)}`]
+      .filter(Boolean).join("\n");
+}
+
+function renderFlamegraph(profile) {
+  const flame = document.getElementById("flame");
+  const root = buildTree(profile, state.metric);
+  const total = root.value;
+  flame.classList.toggle("searching", Boolean(state.search));
+  const matched = document.getElementById("matched");
+  matched.textContent = state.search
+      ? `matched: ${formatValue(matchedValue(profile, state.metric))} ` +
+        `(${percent(matchedValue(profile, state.metric), total)})` : "";
+  if (!total) {
+    flame.style.height = "";
+    flame.replaceChildren(el("div", { class: "empty", text: "Nothing for this metric in this dump." }));
+    return;
+  }
+  // The zoom path, as far as it still exists in this tree.
+  let focus = root;
+  const path = [];
+  for (const id of state.zoom) {
+    const child = focus.children.get(id);
+    if (!child) break;
+    path.push(child);
+    focus = child;
+  }
+  state.zoom = path.map((node) => node.id);
+  const boxes = [box(-1, 0, 100, 0, `all: ${formatValue(total)}`, "zoom out to the whole profile",
+                     "root")];
+  boxes[0].addEventListener("click", () => zoomTo([]));
+  path.forEach((node, i) => {
+    const crumb = box(node.id, 0, 100, i + 1, frameLabel(node.id),
+                      frameTitle(node.id, node.value, total), "crumb" + (matches(node.id) ? " match" : ""));
+    crumb.addEventListener("click", () => zoomTo(state.zoom.slice(0, i)));
+    boxes.push(crumb);
+  });
+  // Below the focus (the last crumb, or the root), its subtree scaled to the full width; breadth
+  // first, so that the boxes kept under MAX_BOXES are the widest.
+  const queue = [[focus, 0, path.length, state.zoom]];
+  const scale = 100 / focus.value;
+  let maxDepth = path.length;
+  while (queue.length && boxes.length < MAX_BOXES) {
+    const [node, left, depth, nodePath] = queue.shift();
+    let x = left;
+    for (const [id, child] of node.children) {
+      const width = child.value * scale;
+      if (width >= MIN_WIDTH_PERCENT) {
+        const childPath = nodePath.concat([id]);
+        const element = box(id, x, width, depth + 1, frameLabel(id),
+                            frameTitle(id, child.value, total), matches(id) ? "match" : "");
+        element.addEventListener("click", () => zoomTo(childPath));
+        boxes.push(element);
+        maxDepth = Math.max(maxDepth, depth + 1);
+        queue.push([child, x, depth + 1, childPath]);
+      }
+      x += width;
+    }
+  }
+  flame.style.height = `${(maxDepth + 1) * ROW_HEIGHT + 2}px`;
+  flame.replaceChildren(...boxes);
+}
+
+function zoomTo(path) {
+  state.zoom = path;
+  update();
+}
+
+function siteRows(profile) {
+  const sites = new Map();
+  for (const sample of profile.samples) {
+    let site = sites.get(sample[1]);
+    if (!site) {
+      site = [0, 0, 0, 0, 0, 0];
+      sites.set(sample[1], site);
+    }
+    for (let c = 2; c < 6; c++) site[c] += sample[c];
+  }
+  const column = COLUMN[state.metric];
+  return [...sites.entries()].filter(([, s]) => s[column] > 0)
+      .sort((a, b) => b[1][column] - a[1][column] || b[1][5] - a[1][5]).slice(0, TOP_SITES);
+}
+
+function functionCell(id) {
+  const frame = frames[id];
+  return el("td", { class: "fn", title: frame.module }, frame.function,
+            frame.where ? el("span", { class: "where", text: ` (${frame.where})` }) : "");
+}
+
+function renderSites(profile) {
+  const table = document.getElementById("sites");
+  const header = el("tr", {}, el("th", { text: "call site" }), el("th", { text: "module" }),
+      ...["in use", "objects", "allocated", "objects"].map((t) => el("th", { class: "num", text: t })));
+  const rows = siteRows(profile).map(([id, s]) => el("tr", {
+    "data-frame": id, onclick: () => {
+      state.search = frames[id].function;
+      document.getElementById("search").value = state.search;
+      update();
+    },
+  }, functionCell(id), el("td", { text: baseName(frames[id].module) }),
+      el("td", { class: "num", text: humanBytes(s[5]) }), el("td", { class: "num", text: s[4] }),
+      el("td", { class: "num", text: humanBytes(s[3]) }), el("td", { class: "num", text: s[2] })));
+  table.replaceChildren(header, ...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: 6, text: "No call site has any of this metric." }))]));
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attributes = {}, text = "") {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  if (text) node.textContent = text;
+  return node;
+}
+
+function renderGrowth() {
+  const series = (data.growth || []).filter((s) => s.points.length >= 2);
+  document.getElementById("growth-section").hidden = !series.length;
+  if (!series.length) return;
+  const [width, height, left, bottom] = [720, 220, 70, 24];
+  const points = series.flatMap((s) => s.points);
+  const maxX = Math.max(...points.map((p) => p[0])) || 1;
+  const minX = Math.min(...points.map((p) => p[0]));
+  const maxY = Math.max(...points.map((p) => p[1])) || 1;
+  const x = (v) => left + (width - left - 10) * (v - minX) / ((maxX - minX) || 1);
+  const y = (v) => 8 + (height - bottom - 8) * (1 - v / maxY);
+  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+  chart.append(svg("line", { x1: left, y1: y(0), x2: width - 10, y2: y(0), stroke: "#bbc" }),
+               svg("line", { x1: left, y1: 8, x2: left, y2: y(0), stroke: "#bbc" }),
+               svg("text", { x: left - 6, y: y(maxY) + 4, "text-anchor": "end" }, humanBytes(maxY)),
+               svg("text", { x: left - 6, y: y(0) + 4, "text-anchor": "end" }, "0"),
+               svg("text", { x: left, y: height - 6 }, `${minX.toFixed(1)} s`),
+               svg("text", { x: width - 10, y: height - 6, "text-anchor": "end" }, `${maxX.toFixed(1)} s`));
+  const legend = el("div", { class: "legend" });
+  series.forEach((s, i) => {
+    const colour = `hsl(${(i * 137) % 360}, 60%, 45%)`;
+    chart.append(svg("polyline", {
+      points: s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "),
+      fill: "none", stroke: colour, "stroke-width": 2,
+    }));
+    legend.append(el("span", { style: `background:${colour}` }), s.label);
+  });
+  document.getElementById("growth").replaceChildren(chart, legend);
+}
+
+function sparkline(values) {
+  const [width, height] = [90, 18];
+  const max = Math.max(...values) || 1;
+  const step = values.length > 1 ? width / (values.length - 1) : width;
+  const line = svg("svg", { width, height, class: "spark" });
+  line.append(svg("polyline", {
+    points: values.map((v, i) => `${(i * step).toFixed(1)},${(height - 1 - (height - 2) * v / max).toFixed(1)}`)
+        .join(" "), fill: "none", stroke: "#b00020", "stroke-width": 1.5,
+  }));
+  return line;
+}
+
+function renderLeaks() {
+  const leaks = data.leaks || [];
+  document.getElementById("leaks-section").hidden = !leaks.length;
+  if (!leaks.length) return;
+  const header = el("tr", {}, el("th", { text: "call site" }), el("th", { text: "process and heap" }),
+      el("th", { class: "num", text: "growth" }), el("th", { class: "num", text: "steady" }),
+      el("th", { text: "in use at each dump" }));
+  document.getElementById("leaks").replaceChildren(header, ...leaks.map((leak) => el("tr", {},
+      functionCell(leak.frame), el("td", { text: leak.label }),
+      el("td", { class: "num grow", text: signedBytes(leak.growth_bytes) }),
+      el("td", { class: "num", text: `${Math.round(100 * leak.steadiness)}%` }),
+      el("td", { title: leak.in_use_by_dump.map(humanBytes).join(", ") }, sparkline(leak.in_use_by_dump)))));
+}
+
+function renderDiff() {
+  const diff = data.diff;
+  document.getElementById("diff-section").hidden = !diff;
+  if (!diff) return;
+  document.getElementById("diff-title").textContent = `Growth from ${diff.base} to ${diff.current}`;
+  const header = el("tr", {}, el("th", { text: "call site" }),
+      ...["before", "after", "change", "allocated"].map((t) => el("th", { class: "num", text: t })));
+  const rows = diff.sites.map((s) => el("tr", {}, functionCell(s.frame),
+      el("td", { class: "num", text: humanBytes(s.base_in_use) }),
+      el("td", { class: "num", text: humanBytes(s.in_use) }),
+      el("td", { class: `num ${s.in_use_delta > 0 ? "grow" : s.in_use_delta < 0 ? "shrink" : ""}`,
+                 text: signedBytes(s.in_use_delta) }),
+      el("td", { class: "num", text: signedBytes(s.alloc_delta) })));
+  document.getElementById("diff").replaceChildren(header, ...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: 5, text: "No call site changed." }))]));
+}
+
+function update() {
+  const profile = profiles[state.profile];
+  if (profile.at_peak && state.metric.startsWith("alloc")) state.metric = "in_use_bytes";
+  for (const label of document.querySelectorAll("#metrics label")) {
+    const name = label.dataset.metric;
+    const input = label.querySelector("input");
+    input.disabled = profile.at_peak && name.startsWith("alloc");
+    input.checked = name === state.metric;
+    label.classList.toggle("disabled", input.disabled);
+  }
+  renderSummary(profile);
+  renderFlamegraph(profile);
+  renderSites(profile);
+  writeHash();
+}
+
+function main() {
+  document.getElementById("title").textContent = data.title || "droidheap";
+  renderGrowth();
+  renderLeaks();
+  renderDiff();
+  if (!profiles.length) {
+    document.getElementById("flame").replaceChildren(el("div", { class: "empty", text: "No heap dumps." }));
+    for (const id of ["sites-section", "profile", "metrics", "search"]) {
+      document.getElementById(id).hidden = true;
+    }
+    return;
+  }
+  readHash();
+  renderControls();
+  update();
+}
+
+main();
