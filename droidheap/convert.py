@@ -82,6 +82,12 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         if not module.lines:
             hint = "" if module.elf else " (give a directory of unstripped files with --symbols DIR)"
             warnings.append(f"{module.path} not symbolized: {module.unsymbolized_reason}{hint}")
+        elif module.unnamed:
+            # Static functions of a stripped file: named by nothing short of its debug file.
+            total = module.unnamed + len(module.lines)
+            warnings.append(f"{module.path} partly symbolized: {module.unnamed} of {total} "
+                            "addresses are in functions its symbol tables do not name (give its "
+                            "unstripped file or debug file with --symbols DIR)")
 
     out_dir = pathlib.Path(out_dir)
     try:

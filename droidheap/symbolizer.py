@@ -43,6 +43,7 @@ class ModuleSymbols:
     elf: Optional[pathlib.Path] = None
     lines: Dict[int, Tuple[SourceLine, ...]] = dataclasses.field(default_factory=dict)
     unsymbolized_reason: str = ""
+    unnamed: int = 0  # addresses looked up that resolved to nothing (static functions, stripped)
 
     @property
     def has_functions(self) -> bool:
@@ -175,6 +176,7 @@ class Symbolizer:
             frames = cached[pc] if pc in cached else found[pc]
             if frames:
                 result.lines[pc] = tuple(SourceLine(*frame) for frame in frames)
+        result.unnamed = len(pcs) - len(result.lines)
         if not result.lines:
             result.unsymbolized_reason = f"{elf.path} has no symbols or line table for its frames"
         return result

@@ -184,3 +184,15 @@ def test_progress_bars_are_drawn_on_a_terminal_only(program, tmp_path):
     piped = _symbolize_output(tmp_path, data, tty=False)
     assert "symbolizing" not in piped and "writing pprof" not in piped and "\r" not in piped
     assert "Wrote profiles to" in piped
+
+
+def test_a_partly_symbolized_mapping_is_named_once_with_its_count(program, tmp_path):
+    prog = FakeMapping(str(program.path), bytes.fromhex(program.build_id),
+                       start=0x5555_0000_0000, end=0x5555_0000_4000)
+    b = TraceBuilder().clock_snapshot().process(321, "alloc_prog")
+    # 0x8 lies in the ELF header: no function holds it, as a stripped file's static functions.
+    stack = b.callstack([(prog, 0x8), (prog, program.return_addresses["malloc"])])
+    b.dump({321: [(stack, 4096, 4096, 1, 1)]})
+    result = _convert(tmp_path, b.to_bytes())
+    (warning,) = [w for w in result.warnings if "partly symbolized" in w]
+    assert warning.startswith(f"{program.path} partly symbolized: 1 of 2 addresses")
