@@ -184,3 +184,19 @@ def test_go_tool_pprof_top_names_the_functions(pprof_files, go_validator, tmp_pa
     assert "Type: alloc_space" in alloc
     assert _flat(alloc)["make_buffers"] == "16kB"
     assert _flat(alloc)["make_cache"] == "84kB"
+
+
+def test_go_tool_pprof_base_and_droidheap_diff_agree(pprof_files, go_validator, tmp_path):
+    """The README says `go tool pprof -base` reads our files for growth: as `droidheap diff`."""
+    from droidheap.results.diff import site_growth
+    from droidheap.results.load import load_results
+    first, second = (next(f.path for f in pprof_files if f.pid == 100 and f.dump_index == i)
+                     for i in (0, 1))
+    growth = _flat(_pprof_top(second, tmp_path, f"-base={first}"))
+    # In use: make_cache 40960 -> 77824 + 4096, make_buffers 4096 -> 0.
+    assert (growth["make_cache"], growth["make_buffers"]) == ("40kB", "-4kB")
+    ours = {str(g.site): g.in_use_delta for g in site_growth(
+        load_results(first).profiles, load_results(second).profiles)}
+    # pprof -top sums a function's lines; droidheap's sites are lines.
+    assert ours == {"make_cache (cache.c:7)": 77824 - 40960, "make_cache (cache.c:9)": 4096,
+                    "make_buffers (app.c:12)": -4096}
