@@ -70,8 +70,10 @@ class Page(html.parser.HTMLParser):
         if tag == "svg":
             self.svgs += 1
         if "frame" in (attrs.get("class") or "").split() and tag == "div":
+            top = re.search(r"top:\s*(\d+)px", attrs.get("style") or "")
             self._box = {"frame": int(attrs["data-frame"]), "width": float(attrs["data-width"]),
-                         "classes": attrs["class"].split(), "text": ""}
+                         "top": int(top[1]) if top else 0, "classes": attrs["class"].split(),
+                         "text": ""}
             self.boxes.append(self._box)
         if tag == "table":
             self._table = attrs.get("id")

@@ -1,13 +1,14 @@
 """Symbolization end to end: a C++ program whose allocations pass through inlined functions
 (tests/programs/inline_sites.cc, -O2) profiled on the emulator device; its inline frames, with
-file:line, reach the pprof, the symbolized trace (as Perfetto's trace processor reads it) and the
-summary."""
+file:line, reach the pprof, the symbolized trace (as Perfetto's trace processor reads it), the
+summary and report.html."""
 import gzip
 import pathlib
 import subprocess
 
 from droidheap.pprof import Profile
 from droidheap.trace.reader import parse_trace
+from tests.chromium import Page, dump_dom
 from tests.e2e.test_profile import STRIP
 from tests.trace_processor import LoadedTrace
 
@@ -46,6 +47,17 @@ def test_inline_frames_reach_the_pprof_the_trace_and_the_summary(cli, programs, 
             "(select symbol_set_id from stack_profile_symbol where name = 'inner_alloc') "
             "order by s.id")
     assert [(r["name"], r["line_number"]) for r in rows] == chain
+
+    # The page draws each inline frame as a frame of its own, callers above.
+    dom, console = dump_dom(out / "report.html")
+    assert console == []
+    tops = {}
+    for box in Page(dom).boxes:
+        tops.setdefault(box["text"], set()).add(box["top"])
+    outer, middle, inner = (f"{name} (inline_sites.cc:{line})" for name, line in reversed(chain))
+    # Some outer_alloc frame has middle_alloc right below it, and inner_alloc below that.
+    assert any(top + 18 in tops.get(middle, ()) and top + 36 in tops.get(inner, ())
+               for top in tops.get(outer, ())), tops
 
 
 def test_symbolize_converts_a_trace_again_with_the_symbols_given_now(cli, abi, alloc_program,
