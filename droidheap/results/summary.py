@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 from droidheap.results.load import samples_lost
 from droidheap.results.model import LeakSuspect, Profile
 from droidheap.results.sites import SiteFigures, top_sites
-from droidheap.results.text import format_suspects, human_bytes
+from droidheap.results.text import exact_line, format_suspects, human_bytes, sampled_line
 from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
@@ -108,20 +108,10 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         dumps = f"{s.dumps} dump" + ("" if s.dumps == 1 else "s")
         lines = [f"pid {s.pid} ({name}), heap {s.heap_name}, {dumps}, "
                  f"sampling interval {s.sampling_interval_bytes} B"]
-        if s.at_peak:
-            # The peak is the sampled heap's, not necessarily the real heap's.
-            lines.append(f"  sampled: in use at the peak of the sampled heap "
-                         f"{human_bytes(s.in_use)} in {s.alloc_count - s.free_count} objects")
-        else:
-            lines.append(f"  sampled: allocated {human_bytes(s.allocated)} in {s.alloc_count} "
-                         f"objects, in use at the last dump {human_bytes(s.in_use)} in "
-                         f"{s.alloc_count - s.free_count} objects")
+        lines.append(sampled_line(s.at_peak, s.allocated, s.alloc_count, s.in_use,
+                                  s.alloc_count - s.free_count, " at the last dump"))
         if s.totals:  # cumulative at the dump, so meaningful beside a peak too
-            t = s.totals
-            lines.append(f"  exact since profiling began: {t.alloc_count} allocations "
-                         f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees "
-                         f"({human_bytes(t.free_bytes)}); {t.live_blocks} blocks, "
-                         f"{human_bytes(t.in_use_bytes)} in use")
+            lines.append(exact_line(s.totals))
         # mallinfo and RSS are the whole process's, the same beside each of its heaps: once, in
         # its first section, so that they do not read as a custom heap's.
         if s.pid not in shown:

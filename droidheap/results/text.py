@@ -7,6 +7,7 @@ from droidheap.results.diff import SiteGrowth
 from droidheap.results.model import LeakSuspect
 from droidheap.results.report import ProfileReport, Report
 from droidheap.results.sites import SiteFigures, TreeNode
+from droidheap.trace.counter_tracks import HeapTotals
 
 
 def human_bytes(count: int) -> str:
@@ -18,6 +19,23 @@ def human_bytes(count: int) -> str:
             return f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+def sampled_line(at_peak: bool, alloc_bytes: int, alloc_count: int, in_use_bytes: int,
+                 in_use_count: int, moment: str = "") -> str:
+    """The sampled estimate of a heap at a dump (`moment`: " at the last dump", say)."""
+    if at_peak:  # the peak is the sampled heap's, not necessarily the real heap's
+        return (f"  sampled: in use at the peak of the sampled heap {human_bytes(in_use_bytes)} "
+                f"in {in_use_count} objects")
+    return (f"  sampled: allocated {human_bytes(alloc_bytes)} in {alloc_count} objects, in use"
+            f"{moment} {human_bytes(in_use_bytes)} in {in_use_count} objects")
+
+
+def exact_line(t: HeapTotals) -> str:
+    """The daemon's exact counts of a heap, as the summary and the report print them."""
+    return (f"  exact since profiling began: {t.alloc_count} allocations "
+            f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees ({human_bytes(t.free_bytes)}); "
+            f"{t.live_blocks} blocks, {human_bytes(t.in_use_bytes)} in use")
 
 
 def signed_bytes(count: int) -> str:
@@ -52,20 +70,10 @@ def _profile_block(r: ProfileReport) -> List[str]:
     when = f" at {r.seconds:.1f} s" if r.seconds is not None else ""
     of = f" of {r.dumps}" if r.dumps > 1 else ""
     lines = [f"{p.title}{of}{when}; sampling interval {p.sampling_interval_bytes} B"]
-    in_use_count = sum(s.in_use_count for s in p.samples)
-    if p.at_peak:
-        lines.append(f"  sampled: in use at the peak of the sampled heap "
-                     f"{human_bytes(p.in_use_bytes)} in {in_use_count} objects")
-    else:
-        lines.append(f"  sampled: allocated {human_bytes(p.alloc_bytes)} in "
-                     f"{sum(s.alloc_count for s in p.samples)} objects, in use "
-                     f"{human_bytes(p.in_use_bytes)} in {in_use_count} objects")
+    lines.append(sampled_line(p.at_peak, p.alloc_bytes, sum(s.alloc_count for s in p.samples),
+                              p.in_use_bytes, sum(s.in_use_count for s in p.samples)))
     if p.totals:
-        t = p.totals
-        lines.append(f"  exact since profiling began: {t.alloc_count} allocations "
-                     f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees "
-                     f"({human_bytes(t.free_bytes)}); {t.live_blocks} blocks, "
-                     f"{human_bytes(t.in_use_bytes)} in use")
+        lines.append(exact_line(p.totals))
     lost = ", ".join(p.samples_lost) if p.samples_lost else "none"
     lines.append(f"  samples lost: {lost}; unwinding errors: {p.unwinding_errors}"
                  + ("; the process disconnected" if p.disconnected else ""))
