@@ -6,7 +6,7 @@ The one entry point is `convert_trace`, called by the CLI after the trace is pul
 """
 import dataclasses
 import pathlib
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar
@@ -40,12 +40,13 @@ class ConversionResult:
 
 def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   search_dirs: Sequence[pathlib.Path] = (),
-                  fetch_files: Optional[Callable[[List[str]], Optional[pathlib.Path]]] = None
+                  fetch_files: Optional[Callable[[List[Tuple[str, str]]],
+                                                 Optional[pathlib.Path]]] = None
                   ) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
-    the outputs into `out_dir` (created if needed). `fetch_files(device paths)`, when given, is
-    asked for the files found nowhere here (the device's, pulled) and returns a directory that
-    mirrors the device's paths. Raises DroidheapError when the trace cannot be read at all;
+    the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)])`,
+    when given, is asked for the files found nowhere here (the device's, pulled) and returns a
+    directory that mirrors the device's paths. Raises DroidheapError when the trace cannot be read at all;
     damage after the first good packet only adds warnings."""
     try:
         data = pathlib.Path(raw_trace).read_bytes()
@@ -62,8 +63,8 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
 
     symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
     if fetch_files is not None:
-        missing = sorted({path for path, build_id in reached_modules(dumps)
-                          if symbolizer.find_elf(path, build_id) is None})
+        missing = sorted(key for key in reached_modules(dumps)
+                         if symbolizer.find_elf(*key) is None)
         fetched = fetch_files(missing) if missing else None
         if fetched is not None:
             # Looked for again below, the device's copies first: what this probe said is moot.

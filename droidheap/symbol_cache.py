@@ -1,8 +1,8 @@
 """What symbolization learnt, kept across runs: per build id, the frames of every address looked
 up so far, so that converting a profile of the same binaries again parses no ELF or DWARF.
 
-One JSON file per build id under the user's cache directory ($DROIDHEAP_CACHE_DIR, else
-$XDG_CACHE_HOME/droidheap/symbols, else ~/.cache/droidheap/symbols). An entry is used only while
+One JSON file per build id under `symbols/` of droidheap's cache directory ($DROIDHEAP_CACHE_DIR,
+else $XDG_CACHE_HOME/droidheap, else ~/.cache/droidheap). An entry is used only while
 the files it came from are unchanged (path, size, mtime): a debug file installed since, or a
 rebuilt binary, makes the addresses be looked up afresh. A cache that cannot be read or written
 costs only its speed.
@@ -17,11 +17,12 @@ _VERSION = 1
 Frames = List[Tuple[str, str, int]]
 
 
-def default_dir(environ: Mapping[str, str] = os.environ) -> pathlib.Path:
+def cache_root(environ: Mapping[str, str] = os.environ) -> pathlib.Path:
+    """droidheap's cache directory: what it keeps between runs, all of it safe to delete."""
     if environ.get("DROIDHEAP_CACHE_DIR"):
         return pathlib.Path(environ["DROIDHEAP_CACHE_DIR"])
     base = environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(base) / "droidheap" / "symbols"
+    return pathlib.Path(base) / "droidheap"
 
 
 def fingerprint(paths: Sequence[pathlib.Path]) -> List[list]:
@@ -38,7 +39,7 @@ def fingerprint(paths: Sequence[pathlib.Path]) -> List[list]:
 
 class SymbolCache:
     def __init__(self, directory: Optional[pathlib.Path] = None):
-        self.directory = directory or default_dir()
+        self.directory = directory or cache_root() / "symbols"
 
     def _path(self, build_id: str) -> pathlib.Path:
         return self.directory / f"{build_id}.json"

@@ -56,7 +56,7 @@ def native_build_i386() -> pathlib.Path:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_symbol_cache(tmp_path_factory):
-    """Symbols cached by the tests (and the CLI they run) go to a directory of this session, not
-    the user's cache: no test sees what an earlier run learnt."""
-    os.environ["DROIDHEAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("symbol-cache"))
+def _private_cache(tmp_path_factory):
+    """Symbols and device files cached by the tests (and the CLI they run) go to a directory of
+    this session, not the user's cache: no test sees what an earlier run learnt."""
+    os.environ["DROIDHEAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("droidheap-cache"))

@@ -432,9 +432,10 @@ def _collect(session, out, symbol_dirs):
 
 def _convert(raw, out, device, symbol_dirs):
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
+    from droidheap.device_files import fetch_device_files
     from droidheap.symbolizer import search_dirs
     # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
-                           fetch_files=lambda paths: device.fetch_files(
-                               paths, out / "device-files"))
+                           fetch_files=lambda modules: fetch_device_files(
+                               device, modules, out / "device-files"))
     echo_conversion(result, out)

@@ -1,12 +1,15 @@
 """Whole profiling sessions through a real adb server (both adb binaries) and the test adbd: the
 preload mode on a device whose adbd runs as the shell user, the root mode on one that runs as
 root; the site bytes as exact as on --local, and the device left as it was on every exit path."""
+import os
+import pathlib
 import signal
 import subprocess
 import time
 
 import pytest
 
+from droidheap.elf.headers import read_headers
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
@@ -27,7 +30,13 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     # The program is only on the device: pulled beside the outputs, it names the sites.
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
-    assert (out / "device-files" / DEVICE_PROGRAM.lstrip("/")).is_file()
+    pulled = out / "device-files" / DEVICE_PROGRAM.lstrip("/")
+    assert pulled.is_file()
+    # Kept per build id for the next run, which need not pull it again.
+    data = pulled.read_bytes()
+    cached = (pathlib.Path(os.environ["DROIDHEAP_CACHE_DIR"]) / "device-files"
+              / read_headers(data).build_id(data) / pulled.name)
+    assert cached.read_bytes() == data
     assert_trace_processor_agrees(out, local_program)
     cli.assert_left_as_it_was()
 
