@@ -151,3 +151,34 @@ def test_adb_pulls_a_directory_through_list(adb_env, device, tmp_path):
     device.push(tmp_path / "a", "/data/local/tmp/tree/sub/a")
     adb_env.adb("-s", device.serial, "pull", "/data/local/tmp/tree", str(tmp_path / "out"))
     assert (tmp_path / "out" / "sub" / "a").read_bytes() == b"first"
+
+
+def test_a_large_pull_draws_a_progress_bar_on_a_terminal_only(device, tmp_path, monkeypatch,
+                                                                capsys):
+    import droidheap.device.adb as adb_module
+    source = tmp_path / "source"
+    source.write_bytes(os.urandom(3 * 1024 * 1024))
+    remote = "/data/local/tmp/progress"
+    device.push(source, remote, mode=0o644)
+    device.pull(remote, tmp_path / "quiet")
+    assert capsys.readouterr().out == ""
+    bars = []
+
+    class Bar:
+        def __init__(self, label, length):
+            bars.append([label, length, 0])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, steps):
+            bars[-1][2] += steps
+    monkeypatch.setattr(adb_module, "watched", lambda: True)
+    monkeypatch.setattr(adb_module, "progress_bar", Bar)
+    device.pull(remote, tmp_path / "watched")
+    assert (tmp_path / "watched").read_bytes() == source.read_bytes()
+    assert bars == [["pulling progress", 3 * 1024 * 1024, 3 * 1024 * 1024]]
+    device.remove(remote)
