@@ -1,12 +1,14 @@
 """report.html: self-contained (no network), safe against any function name, and, loaded in
 headless Chromium, without console messages and showing what the data says for each state the
 URL can name (profile, metric, search, zoom)."""
+import json
 import re
 
 import pytest
 
+from droidheap.errors import DroidheapError
 from droidheap.results.html import render_html, write_html
-from tests.chromium import Page, dump_dom
+from tests.chromium import Page, dump_dom, screenshot
 
 HOSTILE = "</script><b>x</b>"
 
@@ -21,8 +23,8 @@ FRAMES = [
 ]
 
 
-def _profile(dump, keep, churn=131072, time_s=None):
-    return {"pid": 42, "cmdline": "/data/app --x", "heap": "libc.malloc", "dump": dump,
+def _profile(dump, keep, churn=131072, time_s=None, pid=42):
+    return {"pid": pid, "cmdline": "/data/app --x", "heap": "libc.malloc", "dump": dump,
             "time_s": time_s, "at_peak": False, "sampling_interval": 4096,
             "totals": {"alloc_count": 10, "alloc_bytes": 100, "free_count": 1, "free_bytes": 10,
                        "live_blocks": 9, "in_use_bytes": 90},
@@ -58,11 +60,38 @@ def page(tmp_path):
 
 def test_the_page_needs_nothing_from_the_network():
     text = render_html(_data())
-    for reference in ("<link", " src=", "url(", "fetch(", "XMLHttpRequest", "import(", "@import"):
+    for reference in ("http://", "https://", "<link", "src=", "url(", "fetch(", "XMLHttpRequest",
+                      "import(", "@import", "WebSocket"):
         assert reference not in text, reference
     # The data cannot end its script element early, whatever a function is named.
     assert HOSTILE not in text and text.count("</script>") == 2
     assert "<title>droidheap: app &lt;test&gt;</title>" in text
+
+
+def test_the_data_is_inlined_as_script_safe_json():
+    text = render_html(_data())
+    inline = re.search(r'<script type="application/json" id="droidheap-data">(.*?)</script>',
+                       text, re.S)[1]
+    assert not set("<>&") & set(inline)
+    assert "\\u003c/script\\u003e" in inline and "operator\\u003c\\u003c" in inline
+    assert json.loads(inline) == _data()  # still the same JSON to the page's JSON.parse
+
+
+def test_an_unwritable_path_is_a_droidheap_error(tmp_path):
+    with pytest.raises(DroidheapError, match=r"^cannot write .*missing/report\.html: No such file"):
+        write_html(_data(), tmp_path / "missing" / "report.html")
+
+
+def test_chromium_reports_console_errors_and_uncaught_exceptions(tmp_path):
+    """The "no console errors" checks below would pass vacuously if the helper missed them."""
+    path = tmp_path / "bad.html"
+    path.write_text("<!DOCTYPE html><script>console.error('first\\nsecond');"
+                    "Promise.reject(new Error('rejected'));"
+                    "throw new Error('thrown')</script>")
+    _, console = dump_dom(path)
+    assert any(m.startswith("first\nsecond") for m in console), console
+    assert any("Uncaught Error: thrown" in m for m in console), console
+    assert any("Uncaught (in promise) Error: rejected" in m for m in console), console
 
 
 def test_default_view_is_the_last_dump_by_bytes_in_use(page):
@@ -106,11 +135,42 @@ def test_zoom_shows_the_frame_at_full_width_with_its_callers_above(page):
     assert all(b["width"] == 100 for b in crumbs)
     below = [b for b in p.boxes if not set(b["classes"]) & {"crumb", "root"}]
     assert [b["text"] for b in below] == [HOSTILE + " (evil.cc:1)"] and below[0]["width"] == 100
+    assert all(b["style_width"] == 100 for b in crumbs + below)  # what the browser draws
+    assert [b["top"] for b in crumbs + below] == sorted({b["top"] for b in crumbs + below})
+
+
+def test_a_zoom_path_that_no_longer_exists_stops_where_it_does(page):
+    p = page(hash_="zoom=0,2,99")  # main exists; site_churn keeps nothing; 99 is no frame
+    assert [b["text"] for b in p.boxes if "crumb" in b["classes"]] == ["main (app.c:40)"]
+
+
+def test_the_default_is_the_last_dump_of_the_first_process_and_heap(page):
+    data = _data(profiles=[_profile(0, 8192), _profile(1, 65536), _profile(0, 4096, pid=7)])
+    p = page(data)
+    root = next(b for b in p.boxes if "root" in b["classes"])
+    assert root["text"] == "all: 68.0 KiB"  # dump 1 of pid 42; pid 7 has 8 KiB
+    assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
+
+
+def test_a_dump_at_the_peak_offers_only_what_is_in_use(tmp_path):
+    peak = dict(_profile(0, 8192), at_peak=True)
+    peak["samples"] = [[stack, site, 0, 0, count, size]
+                       for stack, site, _, _, count, size in peak["samples"]]
+    path = tmp_path / "report.html"
+    write_html(_data(profiles=[peak]), path)
+    dom, console = dump_dom(path, "metric=alloc_bytes")
+    assert console == []
+    disabled = re.findall(r'<input type="radio" name="metric" value="(\w+)"[^>]*disabled', dom)
+    assert sorted(disabled) == ["alloc_bytes", "alloc_count"]
+    p = Page(dom)
+    assert next(b for b in p.boxes if "root" in b["classes"])["text"] == "all: 12.0 KiB"
 
 
 def test_growth_chart_leaks_and_diff(page):
     p = page()
-    assert p.svgs >= 2 and "growth-section" not in p.hidden  # the chart and a sparkline
+    assert p.svg_in.get("growth") == 1 and "growth-section" not in p.hidden
+    assert p.svg_in.get("leaks") == 1  # the sparkline
+    assert "leaks-section" not in p.hidden
     assert "site_keep" in p.tables["leaks"] and "+56.0 KiB" in p.tables["leaks"]
     assert "diff-section" in p.hidden
     diff = {"base": "run A", "current": "run B", "sites": [
@@ -119,6 +179,10 @@ def test_growth_chart_leaks_and_diff(page):
     p = page(_data(diff=diff, growth=[], leaks=[]))
     assert "diff-section" not in p.hidden and "+56.0 KiB" in p.tables["diff"]
     assert {"growth-section", "leaks-section"} <= p.hidden
+    assert p.texts["diff-title"] == "Growth between run A and run B"
+    # One point is no line: no chart.
+    p = page(_data(growth=[{"label": "pid 42", "points": [[0.0, 1, 1]]}]))
+    assert "growth-section" in p.hidden and not p.svg_in.get("growth")
 
 
 def test_no_dumps_says_so(tmp_path):
@@ -127,3 +191,21 @@ def test_no_dumps_says_so(tmp_path):
     dom, console = dump_dom(path)
     assert console == [] and "No heap dumps." in dom
     assert Page(dom).boxes == [] and "sites-section" in Page(dom).hidden
+
+
+def test_a_screenshot_shows_the_page(tmp_path):
+    path = tmp_path / "report.html"
+    write_html(_data(), path)
+    png = tmp_path / "report.png"
+    assert screenshot(path, png, "search=site", size=(900, 700)) == []
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+
+
+def test_a_failing_script_says_so_on_the_page(tmp_path):
+    path = tmp_path / "report.html"
+    text = render_html(_data())
+    path.write_text(re.sub(r'(id="droidheap-data">).*?(</script>)', r"\1{not json\2", text,
+                           flags=re.S))
+    dom, console = dump_dom(path)
+    assert any("SyntaxError" in m for m in console), console
+    assert re.search(r'id="errors">error: [^<]*JSON', dom), dom[dom.find('id="errors"'):][:300]

@@ -20,6 +20,7 @@ window.addEventListener("unhandledrejection", (e) => showError(`error: ${e.reaso
 
 const data = JSON.parse(document.getElementById("droidheap-data").textContent);
 const frames = data.frames || [];
+const UNKNOWN_FRAME = { function: "?", where: "", module: "" };
 const profiles = data.profiles || [];
 const state = { profile: 0, metric: "in_use_bytes", search: "", zoom: [] };
 
@@ -61,8 +62,14 @@ function baseName(path) {
   return path ? path.slice(path.lastIndexOf("/") + 1) : "";
 }
 
+// A frame by id; an id the data lacks shows as "?" rather than stopping the page.
+function frameOf(id) {
+  const frame = frames[id] || UNKNOWN_FRAME;
+  return { function: String(frame.function || "?"), where: frame.where || "", module: frame.module || "" };
+}
+
 function frameLabel(id) {
-  const frame = frames[id];
+  const frame = frameOf(id);
   return frame.where ? `${frame.function} (${frame.where})` : frame.function;
 }
 
@@ -80,7 +87,7 @@ function hash(text) {
 }
 
 function frameColour(id) {
-  const frame = frames[id];
+  const frame = frameOf(id);
   const hue = hash(frame.module || "?") % 360;
   const light = 62 + (hash(frame.function) % 16);
   return `hsl(${hue}, 55%, ${light}%)`;
@@ -88,7 +95,7 @@ function frameColour(id) {
 
 function matches(id) {
   if (!state.search) return false;
-  const frame = frames[id];
+  const frame = frameOf(id);
   const needle = state.search.toLowerCase();
   return frame.function.toLowerCase().includes(needle) ||
       frame.where.toLowerCase().includes(needle) || frame.module.toLowerCase().includes(needle);
@@ -130,7 +137,7 @@ function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   const index = parseInt(params.get("profile"), 10);
   state.profile = index >= 0 && index < profiles.length ? index : defaultProfile();
-  if (COLUMN[params.get("metric")] !== undefined) state.metric = params.get("metric");
+  state.metric = COLUMN[params.get("metric")] !== undefined ? params.get("metric") : "in_use_bytes";
   state.search = params.get("search") || "";
   state.zoom = (params.get("zoom") || "").split(",").filter((s) => s !== "").map(Number)
       .filter((id) => id >= 0 && id < frames.length);
@@ -205,7 +212,7 @@ function box(id, left, width, depth, label, title, classes) {
 }
 
 function frameTitle(id, value, total) {
-  const frame = frames[id];
+  const frame = frameOf(id);
   return [frame.function, frame.where, frame.module, `${formatValue(value)}, ${percent(value, total)}`]
       .filter(Boolean).join("\n");
 }
@@ -290,7 +297,7 @@ function siteRows(profile) {
 }
 
 function functionCell(id) {
-  const frame = frames[id];
+  const frame = frameOf(id);
   return el("td", { class: "fn", title: frame.module }, frame.function,
             frame.where ? el("span", { class: "where", text: ` (${frame.where})` }) : "");
 }
@@ -298,21 +305,29 @@ function functionCell(id) {
 function renderSites(profile) {
   const table = document.getElementById("sites");
   const header = el("tr", {}, el("th", { text: "call site" }), el("th", { text: "module" }),
-      ...["in use", "objects", "allocated", "objects"].map((t) => el("th", { class: "num", text: t })));
+      ...["in use", "in use objects", "allocated", "allocated objects"].map((t) => el("th", { class: "num", text: t })));
   const rows = siteRows(profile).map(([id, s]) => el("tr", {
     "data-frame": id, onclick: () => {
-      state.search = frames[id].function;
+      state.search = frameOf(id).function;
       document.getElementById("search").value = state.search;
       update();
     },
-  }, functionCell(id), el("td", { text: baseName(frames[id].module) }),
+  }, functionCell(id), el("td", { text: baseName(frameOf(id).module), title: frameOf(id).module }),
       el("td", { class: "num", text: humanBytes(s[5]) }), el("td", { class: "num", text: s[4] }),
-      el("td", { class: "num", text: humanBytes(s[3]) }), el("td", { class: "num", text: s[2] })));
+      // At the peak only what was in use is known: no allocation figures rather than zeros.
+      el("td", { class: "num", text: profile.at_peak ? "–" : humanBytes(s[3]) }),
+      el("td", { class: "num", text: profile.at_peak ? "–" : s[2] })));
   table.replaceChildren(header, ...(rows.length ? rows
       : [el("tr", {}, el("td", { colspan: 6, text: "No call site has any of this metric." }))]));
 }
 
-const SVG = "http://www.w3.org/2000/svg";
+// The SVG namespace, asked of the HTML parser: the page then holds no URL at all, which lets a
+// test assert that it references nothing on the network.
+const SVG = (() => {
+  const probe = document.createElement("div");
+  probe.innerHTML = "<svg></svg>";
+  return probe.firstChild.namespaceURI;
+})();
 
 function svg(tag, attributes = {}, text = "") {
   const node = document.createElementNS(SVG, tag);
@@ -321,32 +336,65 @@ function svg(tag, attributes = {}, text = "") {
   return node;
 }
 
+// About `count` round tick values from 0 (or `min`) to at least `max`: steps of 1, 2, 2.5 or 5
+// times a power of ten of `unit` (1024**k for bytes, so that the labels read "1.5 MiB", not
+// "1.4305 MiB").
+function ticks(min, max, count, unit = 1) {
+  const span = (max - min) / unit || 1;
+  const magnitude = 10 ** Math.floor(Math.log10(span / count));
+  const step = unit * magnitude * ([1, 2, 2.5, 5, 10].find((m) => span / (m * magnitude) <= count) || 10);
+  const values = [];
+  for (let i = Math.floor(min / step); i * step < max + step * 0.999; i++) values.push(i * step);
+  return values;
+}
+
+function byteUnit(max) {
+  let unit = 1;
+  while (max / unit >= 1024 && unit < 1024 ** 3) unit *= 1024;
+  return unit;
+}
+
 function renderGrowth() {
   const series = (data.growth || []).filter((s) => s.points.length >= 2);
   document.getElementById("growth-section").hidden = !series.length;
   if (!series.length) return;
-  const [width, height, left, bottom] = [720, 220, 70, 24];
-  const points = series.flatMap((s) => s.points);
-  const maxX = Math.max(...points.map((p) => p[0])) || 1;
-  const minX = Math.min(...points.map((p) => p[0]));
-  const maxY = Math.max(...points.map((p) => p[1])) || 1;
-  const x = (v) => left + (width - left - 10) * (v - minX) / ((maxX - minX) || 1);
-  const y = (v) => 8 + (height - bottom - 8) * (1 - v / maxY);
-  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  chart.append(svg("line", { x1: left, y1: y(0), x2: width - 10, y2: y(0), stroke: "#bbc" }),
-               svg("line", { x1: left, y1: 8, x2: left, y2: y(0), stroke: "#bbc" }),
-               svg("text", { x: left - 6, y: y(maxY) + 4, "text-anchor": "end" }, humanBytes(maxY)),
-               svg("text", { x: left - 6, y: y(0) + 4, "text-anchor": "end" }, "0"),
-               svg("text", { x: left, y: height - 6 }, `${minX.toFixed(1)} s`),
-               svg("text", { x: width - 10, y: height - 6, "text-anchor": "end" }, `${maxX.toFixed(1)} s`));
+  // A dump without a time stands at its index.
+  const lines = series.map((s) => s.points.map((p, i) => [typeof p[0] === "number" ? p[0] : i, p[1]]));
+  const [width, height, left, right, top, bottom] = [760, 240, 78, 16, 10, 40];
+  const points = lines.flat();
+  const xTicks = ticks(Math.min(...points.map((p) => p[0])), Math.max(...points.map((p) => p[0])), 6);
+  const yTicks = ticks(0, Math.max(...points.map((p) => p[1]), 1), 4, byteUnit(Math.max(...points.map((p) => p[1]))));
+  const [x0, x1, y1] = [xTicks[0], xTicks[xTicks.length - 1], yTicks[yTicks.length - 1]];
+  const x = (v) => left + (width - left - right) * (v - x0) / ((x1 - x0) || 1);
+  const y = (v) => top + (height - top - bottom) * (1 - v / y1);
+  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+                             class: "chart", "aria-label": "bytes in use over time" });
+  for (const v of yTicks) {
+    chart.append(svg("line", { x1: left, y1: y(v), x2: width - right, y2: y(v), class: v ? "grid" : "axis" }),
+                 svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, humanBytes(v)));
+  }
+  for (const v of xTicks) {
+    chart.append(svg("line", { x1: x(v), y1: y(0), x2: x(v), y2: y(0) + 4, class: "axis" }),
+                 svg("text", { x: x(v), y: y(0) + 16, "text-anchor": "middle" }, `${+v.toFixed(3)} s`));
+  }
+  chart.append(svg("line", { x1: left, y1: top, x2: left, y2: y(0), class: "axis" }),
+               svg("text", { x: (left + width - right) / 2, y: height - 4, "text-anchor": "middle",
+                             class: "axis-title" }, "seconds since the first dump"),
+               svg("text", { x: 12, y: (top + y(0)) / 2, "text-anchor": "middle", class: "axis-title",
+                             transform: `rotate(-90 12 ${(top + y(0)) / 2})` }, "in use"));
   const legend = el("div", { class: "legend" });
-  series.forEach((s, i) => {
-    const colour = `hsl(${(i * 137) % 360}, 60%, 45%)`;
+  lines.forEach((line, i) => {
+    const colour = `hsl(${(i * 137 + 210) % 360}, 60%, 42%)`;
     chart.append(svg("polyline", {
-      points: s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "),
+      points: line.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "),
       fill: "none", stroke: colour, "stroke-width": 2,
     }));
-    legend.append(el("span", { style: `background:${colour}` }), s.label);
+    for (const p of line) {
+      const dot = svg("circle", { cx: x(p[0]).toFixed(1), cy: y(p[1]).toFixed(1), r: 3, fill: colour });
+      dot.append(svg("title", {}, `${series[i].label}\n${+p[0].toFixed(3)} s: ${humanBytes(p[1])} in use`));
+      chart.append(dot);
+    }
+    legend.append(el("span", { style: `background:${colour}` }), series[i].label);
   });
   document.getElementById("growth").replaceChildren(chart, legend);
 }
@@ -381,7 +429,7 @@ function renderDiff() {
   const diff = data.diff;
   document.getElementById("diff-section").hidden = !diff;
   if (!diff) return;
-  document.getElementById("diff-title").textContent = `Growth from ${diff.base} to ${diff.current}`;
+  document.getElementById("diff-title").textContent = `Growth between ${diff.base} and ${diff.current}`;
   const header = el("tr", {}, el("th", { text: "call site" }),
       ...["before", "after", "change", "allocated"].map((t) => el("th", { class: "num", text: t })));
   const rows = diff.sites.map((s) => el("tr", {}, functionCell(s.frame),
@@ -405,6 +453,9 @@ function update() {
     label.classList.toggle("disabled", input.disabled);
   }
   renderSummary(profile);
+  const total = profile.samples.reduce((sum, sample) => sum + Math.max(0, sample[COLUMN[state.metric]]), 0);
+  const metricName = METRICS.find(([name]) => name === state.metric)[1];
+  document.getElementById("total").textContent = `Total ${metricName}: ${formatValue(total)}`;
   renderFlamegraph(profile);
   renderSites(profile);
   writeHash();
@@ -417,7 +468,7 @@ function main() {
   renderDiff();
   if (!profiles.length) {
     document.getElementById("flame").replaceChildren(el("div", { class: "empty", text: "No heap dumps." }));
-    for (const id of ["sites-section", "profile", "metrics", "search"]) {
+    for (const id of ["sites-section", "controls"]) {
       document.getElementById(id).hidden = true;
     }
     return;
@@ -425,6 +476,13 @@ function main() {
   readHash();
   renderControls();
   update();
+  // A link pasted into this tab, or the hash edited by hand, changes only the hash.
+  window.addEventListener("hashchange", () => {
+    readHash();
+    document.getElementById("profile").value = state.profile;
+    document.getElementById("search").value = state.search;
+    update();
+  });
 }
 
 main();
