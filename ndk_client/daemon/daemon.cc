@@ -16,13 +16,18 @@
 #include <algorithm>
 
 #include "daemon/clock.h"
+#include "daemon/handshake.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
 namespace {
 
 constexpr int kProfilingSignal = 36;  // bionic's BIONIC_SIGNAL_PROFILER
-constexpr int kHandshakeTimeoutMs = 2000;
+// A client has this long from its connect to the end of its hello.
+constexpr uint64_t kHandshakeTimeoutMs = 2000;
+// Handshakes under way at once; beyond it the oldest is given up (a flood of silent connections
+// cannot keep a real client from its turn for long).
+constexpr size_t kMaxPendingHandshakes = 64;
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -73,74 +78,6 @@ std::string JoinArguments(const std::vector<std::string>& args) {
   return out;
 }
 
-// Longer hellos than this are not believed.
-constexpr uint32_t kMaxHelloSize = 4096;
-
-// Receives the hello and the two fds; closes anything unexpected. False on a bad handshake. The
-// version 1 part comes first: it says how long the whole hello is, so that an older client's
-// shorter hello and a newer one's longer hello are both read exactly. Fields the client did not
-// send stay zero.
-bool ReceiveHello(int sock, ClientHello* hello, int* maps_fd, int* mem_fd) {
-  *maps_fd = *mem_fd = -1;
-  memset(hello, 0, sizeof(*hello));
-  iovec iov{hello, kClientHelloV1Size};
-  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  std::vector<int> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds.push_back(fd);
-    }
-  }
-  bool ok = n == static_cast<ssize_t>(kClientHelloV1Size) && !(msg.msg_flags & MSG_CTRUNC) &&
-            fds.size() == 2 && hello->magic == kHelloMagic &&
-            hello->version >= kMinProtocolVersion && hello->size >= kClientHelloV1Size &&
-            hello->size <= kMaxHelloSize;
-  if (ok && hello->size > kClientHelloV1Size) {
-    // The rest: what this daemon knows of it into the struct, anything newer read and dropped.
-    char rest[kMaxHelloSize];
-    size_t want = hello->size - kClientHelloV1Size;
-    ok = recv(sock, rest, want, MSG_WAITALL) == static_cast<ssize_t>(want);
-    if (ok) {
-      memcpy(reinterpret_cast<char*>(hello) + kClientHelloV1Size, rest,
-             std::min(want, sizeof(*hello) - kClientHelloV1Size));
-    }
-  }
-  if (ok) {
-    *maps_fd = fds[0];
-    *mem_fd = fds[1];
-  } else {
-    for (int fd : fds) close(fd);
-  }
-  return ok;
-}
-
-// The register layout of the client's records: the ABI its hello names (every ABI in registers.h
-// can be unwound here, whatever this daemon's own), the daemon's own for a version 1 hello;
-// nullptr for an ABI this build does not know.
-const RegisterLayout* ClientLayout(const ClientHello& hello) {
-  if (hello.size < offsetof(ClientHello, abi) + sizeof(hello.abi)) return &kNativeLayout;
-  return LayoutOf(static_cast<Abi>(hello.abi));
-}
-
-// The mem fd must be the connecting process's own /proc/<pid>/mem.
-bool IsMemOf(int mem_fd, int pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-  struct stat expected, got;
-  return stat(path, &expected) == 0 && fstat(mem_fd, &got) == 0 &&
-         expected.st_ino == got.st_ino && expected.st_dev == got.st_dev;
-}
-
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config)
@@ -169,7 +106,9 @@ bool Daemon::Listen() {
     Log("cannot listen on %s: %s", config_.socket_path.c_str(), strerror(errno));
     return false;
   }
-  chmod(config_.socket_path.c_str(), 0666);  // apps run as other users
+  // As root the daemon stands in for the platform's heapprofd and apps of every uid connect;
+  // otherwise only its own uid is served (PeerIsServed), and no other user may even connect.
+  chmod(config_.socket_path.c_str(), geteuid() == 0 ? 0666 : 0600);
   return true;
 }
 
@@ -186,28 +125,75 @@ void Daemon::SignalTargets() {
   }
 }
 
-void Daemon::AcceptClient() {
-  int sock = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (sock < 0) return;
-  timeval timeout{kHandshakeTimeoutMs / 1000, (kHandshakeTimeoutMs % 1000) * 1000};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+void Daemon::AcceptClients() {
+  for (;;) {
+    const int sock = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (sock < 0) return;
+    if (pending_clients_.size() >= kMaxPendingHandshakes) {
+      Log("too many handshakes under way: giving up the oldest");
+      pending_clients_.erase(pending_clients_.begin());
+    }
+    auto pending = std::make_unique<PendingClient>();
+    pending->sock = sock;
+    pending->deadline_ms = MonotonicUs() / 1000 + kHandshakeTimeoutMs;
+    pending_clients_.push_back(std::move(pending));
+  }
+}
 
+void Daemon::ContinueHandshakes(const std::vector<pollfd>& polled, size_t first) {
+  const uint64_t now_ms = MonotonicUs() / 1000;
+  std::vector<std::unique_ptr<PendingClient>> still_pending;
+  for (size_t i = 0; i < pending_clients_.size(); ++i) {
+    std::unique_ptr<PendingClient>& pending = pending_clients_[i];
+    // Clients accepted after the poll have no entry yet: they are read on the next round.
+    const bool ready = first + i < polled.size() && polled[first + i].revents != 0;
+    HelloReader::Status status = ready ? pending->reader.Read(pending->sock)
+                                       : HelloReader::Status::kNeedMore;
+    if (status == HelloReader::Status::kNeedMore && now_ms >= pending->deadline_ms) {
+      Log("a client said nothing in %llu ms: closed",
+          static_cast<unsigned long long>(kHandshakeTimeoutMs));
+      continue;
+    }
+    if (status == HelloReader::Status::kNeedMore) {
+      still_pending.push_back(std::move(pending));
+    } else if (!stopping_) {
+      FinishHandshake(std::move(pending), status == HelloReader::Status::kDone);
+    }
+  }
+  pending_clients_ = std::move(still_pending);
+}
+
+uint64_t Daemon::NextHandshakeDeadlineMs() const {
+  uint64_t next = 0;
+  for (const auto& pending : pending_clients_) {
+    if (next == 0 || pending->deadline_ms < next) next = pending->deadline_ms;
+  }
+  return next;
+}
+
+void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_read) {
   auto client = std::make_unique<ClientConnection>();
-  client->sock = sock;
-  ClientHello hello{};
+  client->sock = pending->sock;
+  pending->sock = -1;
+  const int sock = client->sock;
+  const ClientHello& hello = pending->reader.hello();
+  if (hello_read) pending->reader.TakeFds(&client->maps_fd, &client->mem_fd);
   ucred cred{};
   socklen_t cred_len = sizeof(cred);
+  const bool known_peer = getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
   DaemonReply reply{};
   reply.magic = kReplyMagic;
   reply.version = kProtocolVersion;
   reply.size = sizeof(reply);
-  const bool hello_ok = ReceiveHello(sock, &hello, &client->maps_fd, &client->mem_fd) &&
-                        getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 &&
-                        IsMemOf(client->mem_fd, cred.pid);
+  const bool hello_ok = hello_read && known_peer &&
+                        FdsAreProcessOwn(client->maps_fd, client->mem_fd, cred.pid);
   const RegisterLayout* layout = hello_ok ? ClientLayout(hello) : nullptr;
   if (!hello_ok) {
     reply.status = kReplyBadHello;
+  } else if (!PeerIsServed(cred)) {
+    reply.status = kReplyNotPermitted;
+    Log("pid=%d runs as uid %u: droidheapd (uid %u) serves its own uid and root only", cred.pid,
+        static_cast<unsigned>(cred.uid), static_cast<unsigned>(geteuid()));
   } else if (!matcher_.IsTarget(cred.pid)) {
     reply.status = kReplyNotATarget;
   } else if (layout == nullptr) {
@@ -248,26 +234,11 @@ void Daemon::AcceptClient() {
     }
   }
   const size_t fd_count = fds[0] < 0 ? 0 : fds[1] < 0 ? 1 : 2;
-  iovec iov{&reply, sizeof(reply)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd_count > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(fd_count * sizeof(int));
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
-    memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
-  }
-  bool sent = sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+  const bool sent = SendReply(sock, reply, fds, fd_count);
   if (reply.status != kReplyAccepted || !sent) {
     Log("rejected pid=%d status=%u", client->pid, reply.status);
     return;
   }
-  fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
   client->cmdline = JoinArguments(ProcessMatcher::ReadArguments(client->pid));
   client->start_timestamp_ns = MonotonicCoarseNs();
   client->from_startup = std::find(signalled_pids_.begin(), signalled_pids_.end(), client->pid) ==
@@ -381,14 +352,19 @@ int Daemon::Run() {
   bool watch_stdin = config_.stop_when_stdin_closes;
   uint64_t next_periodic_ms = config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
   while (!stopped_) {
+    uint64_t wake_ms = NextHandshakeDeadlineMs();
+    if (next_periodic_ms && (wake_ms == 0 || next_periodic_ms < wake_ms)) wake_ms = next_periodic_ms;
     int timeout_ms = -1;
-    if (next_periodic_ms) {
-      uint64_t now_ms = MonotonicUs() / 1000;
-      timeout_ms = now_ms >= next_periodic_ms ? 0 : static_cast<int>(next_periodic_ms - now_ms);
+    if (wake_ms) {
+      const uint64_t now_ms = MonotonicUs() / 1000;
+      timeout_ms = now_ms >= wake_ms ? 0 : static_cast<int>(std::min<uint64_t>(wake_ms - now_ms, 60000));
     }
-    pollfd fds[4] = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0},
-                     {inbox_pipe_[0], POLLIN, 0}, {watch_stdin ? STDIN_FILENO : -1, POLLIN, 0}};
-    poll(fds, 4, timeout_ms);
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0},
+                               {inbox_pipe_[0], POLLIN, 0},
+                               {watch_stdin ? STDIN_FILENO : -1, POLLIN, 0}};
+    constexpr size_t kFirstHandshake = 4;
+    for (const auto& pending : pending_clients_) fds.push_back({pending->sock, POLLIN, 0});
+    poll(fds.data(), fds.size(), timeout_ms);
     if (fds[2].revents & POLLIN) HandleInbox();
     if (fds[3].revents != 0 && StdinClosed()) {
       watch_stdin = false;
@@ -409,7 +385,8 @@ int Daemon::Run() {
         }
       }
     }
-    if (!stopping_ && (fds[0].revents & POLLIN)) AcceptClient();
+    ContinueHandshakes(fds, kFirstHandshake);
+    if (!stopping_ && (fds[0].revents & POLLIN)) AcceptClients();
     if (next_periodic_ms && MonotonicUs() / 1000 >= next_periodic_ms) {
       next_periodic_ms += config_.dump_interval_ms;
       if (!stopping_) RequestDump(false);

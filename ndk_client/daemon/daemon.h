@@ -1,16 +1,19 @@
-// droidheapd's main thread: listens for clients, performs handshakes, signals running targets,
-// decides when to dump (SIGUSR1, every --dump-interval-ms, at stop) and owns the TraceWriter.
+// droidheapd's main thread: listens for clients, performs their handshakes (without blocking),
+// signals running targets, decides when to dump (SIGUSR1, every --dump-interval-ms, at stop) and owns the TraceWriter.
 // Clients are handed to UnwindingWorkers after the handshake; their snapshots come back through
 // PostSnapshots (the only method called from other threads).
 #pragma once
 
+#include <poll.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "daemon/daemon_config.h"
+#include "daemon/handshake.h"
 #include "daemon/process_matcher.h"
 #include "daemon/trace_writer.h"
 #include "daemon/unwinding_worker.h"
@@ -30,7 +33,24 @@ class Daemon : public SnapshotSink {
  private:
   bool Listen();
   void SignalTargets();
-  void AcceptClient();
+  // A client whose handshake is under way (handshake.h).
+  struct PendingClient {
+    ~PendingClient() {
+      if (sock >= 0) close(sock);
+    }
+    int sock = -1;
+    uint64_t deadline_ms = 0;  // MonotonicUs() / 1000
+    HelloReader reader;
+  };
+  // Accepts every client waiting on the listening socket, to be read as they send.
+  void AcceptClients();
+  // Reads what the pending clients polled[first..] stand for sent; finishes those done, gives up
+  // those past their deadline.
+  void ContinueHandshakes(const std::vector<pollfd>& polled, size_t first);
+  // Checks the client and its hello, answers it and, accepted, hands it to a worker.
+  void FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_read);
+  // The earliest deadline of a pending handshake; 0 when none is under way.
+  uint64_t NextHandshakeDeadlineMs() const;
   void RequestDump(bool stop);
   void HandleInbox();
 
@@ -41,6 +61,7 @@ class Daemon : public SnapshotSink {
   int listen_fd_ = -1;
   size_t next_worker_ = 0;
   std::vector<int> signalled_pids_;
+  std::vector<std::unique_ptr<PendingClient>> pending_clients_;
 
   // Dump bookkeeping (main thread).
   uint64_t next_request_id_ = 1;

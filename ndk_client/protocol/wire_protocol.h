@@ -62,6 +62,7 @@ enum ReplyStatus : uint32_t {
   kReplyBadHello = 2,
   kReplyDaemonBusy = 3,
   kReplyUnsupportedAbi = 4,  // the hello names an ABI this daemon cannot unwind
+  kReplyNotPermitted = 5,    // the peer's uid is not served (handshake.h)
 };
 
 enum ClientFlags : uint32_t {

@@ -1,13 +1,22 @@
 """droidheapd treats every client as untrusted: junk on its socket is refused, and the session's
 real client is profiled exactly all the same."""
+import ctypes
 import os
+import pathlib
 import socket
+import stat
 import struct
+import subprocess
+import tempfile
 import time
 
+from droidheap import native
+from droidheap.device.local import host_abi
 from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
+from tests.requirements import require
+
 
 HELLO = struct.Struct("<IIIiQ")  # magic, version, size, pid, flags (wire_protocol.h)
 HELLO_MAGIC = 0x50414548
@@ -64,3 +73,117 @@ def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, de
         kill_all(session)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
     assert_trace_processor_agrees(out, alloc_program)
+
+
+def genuine_hello(s, fds=None, size=None):
+    """This process's own hello and fds, as a client that is no target sends them."""
+    own = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
+    try:
+        hello = HELLO.pack(HELLO_MAGIC, 1, HELLO.size, os.getpid(), 0)
+        socket.send_fds(s, [hello[:size]], own if fds is None else fds)
+    finally:
+        for fd in own:
+            os.close(fd)
+    return hello
+
+
+def test_forged_fds_and_slow_clients(cli, alloc_program, device_root, tmp_path):
+    """A maps fd that is not the client's own /proc/<pid>/maps is refused like a forged mem fd,
+    and so are extra fds; a client that sends half its hello and waits holds up no other."""
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    session = cli.start("--local", "-o", out, "-i", "1", "--", alloc_program, "--wait-file", go)
+    try:
+        read_line_containing(session.stdout, "waiting pid=", 60)
+        socket_path = str(device_root / "dev" / "socket" / "heapprofd")
+        fake_maps = tmp_path / "maps"
+        fake_maps.write_text("00400000-00401000 r-xp 00000000 00:00 0 /etc/shadow\n")
+        with connect(socket_path) as s:
+            maps = os.open(fake_maps, os.O_RDONLY)
+            mem = os.open("/proc/self/mem", os.O_RDONLY)
+            genuine_hello(s, fds=[maps, mem])
+            os.close(maps)
+            os.close(mem)
+            assert reply_status(s) == 2
+        with connect(socket_path) as s:
+            null = os.open("/dev/null", os.O_RDONLY)
+            genuine_hello(s, fds=[null, null, null])
+            os.close(null)
+            assert reply_status(s) == 2
+
+        slow = connect(socket_path)
+        hello = genuine_hello(slow, size=10)  # and then nothing, for now
+        with connect(socket_path) as other:
+            other.settimeout(1.5)  # the daemon gives a silent client 2 s: this is not waiting
+            genuine_hello(other)
+            assert reply_status(other) == 1
+        slow.sendall(hello[10:])
+        assert reply_status(slow) == 1  # the slow one was still heard out
+        slow.close()
+
+        go.touch()
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+
+
+NOBODY = 65534
+PR_SET_DUMPABLE = 4
+
+
+def test_only_the_daemons_own_uid_and_root_are_served():
+    """droidheapd run as an ordinary user: its socket is its own (0600), a root client is served,
+    and a client of a third uid, let through the socket's permissions, is refused."""
+    require(None if os.geteuid() == 0 else "needs root, to run processes as other users")
+    with tempfile.TemporaryDirectory(prefix="droidheap-uid-") as tmp:
+        os.chmod(tmp, 0o777)  # pytest's own directories are root's alone
+        _serve_as_nobody(pathlib.Path(tmp))
+
+
+def _serve_as_nobody(tmp_path):
+    daemon = native.binary_dir(host_abi(), target=native.LINUX) / native.DAEMON
+    socket_path = tmp_path / "droidheapd.socket"
+    process = subprocess.Popen(
+        [daemon, "--socket", socket_path, "--output", tmp_path / "trace", "--all",
+         "--stop-when-stdin-closes"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, user=NOBODY)
+    try:
+        read_line_containing(process.stderr, "droidheapd: listening", 30)
+        assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
+        assert socket_path.stat().st_uid == NOBODY
+        with connect(str(socket_path)) as s:  # root
+            genuine_hello(s)
+            assert reply_status(s) == 0
+        socket_path.chmod(0o666)
+        assert status_as_user(str(socket_path), NOBODY - 1) == 5
+    finally:
+        process.stdin.close()
+        if process.wait(timeout=60) != 0:
+            raise AssertionError(process.stderr.read())
+
+
+def status_as_user(socket_path, uid):
+    """The status of the reply to a genuine hello from a child process running as `uid`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery from here on, only os._exit
+        code = 1
+        try:
+            os.close(read_end)
+            os.setuid(uid)
+            # Changing uid made the process undumpable: its /proc files root's, not its own.
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+            with connect(socket_path) as s:
+                genuine_hello(s)
+                os.write(write_end, str(reply_status(s)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        answer = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, f"the child running as uid {uid} failed"
+    return int(answer)

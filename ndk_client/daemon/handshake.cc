@@ -1,0 +1,137 @@
+#include "daemon/handshake.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace droidheap {
+namespace {
+
+// More fds than a hello ever carries, so that a client sending too many is seen (and its fds
+// closed) rather than cut off with MSG_CTRUNC.
+constexpr size_t kMaxFdsPerRead = 8;
+
+bool SameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+bool IsProcFileOf(int fd, int pid, const char* name) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+  struct stat expected, got;
+  return stat(path, &expected) == 0 && fstat(fd, &got) == 0 && SameFile(expected, got);
+}
+
+// A memfd, as qemu-user's copy of a guest's maps is.
+bool IsMemfd(int fd) {
+  char link[64], target[16] = {};
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, target, sizeof(target) - 1);
+  return n > 0 && strncmp(target, "/memfd:", 7) == 0;
+}
+
+// Whether this daemon's own /proc/self/maps is a copy rather than procfs's file: it runs under
+// qemu-user, and so do the clients it serves (the arm64 emulator device). Asked once.
+bool MapsAreEmulated() {
+  static const bool emulated = [] {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool copy = !IsProcFileOf(fd, getpid(), "maps") && IsMemfd(fd);
+    close(fd);
+    return copy;
+  }();
+  return emulated;
+}
+
+}  // namespace
+
+HelloReader::~HelloReader() {
+  for (int fd : fds_) close(fd);
+}
+
+HelloReader::Status HelloReader::Read(int sock) {
+  while (received_ < wanted_) {
+    iovec iov{bytes_ + received_, wanted_ - received_};
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxFdsPerRead * sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    // Whatever fds came are ours to close, whatever else is wrong with this read.
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds_.push_back(fd);
+      }
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? Status::kNeedMore : Status::kBad;
+    }
+    if (n == 0 || (msg.msg_flags & MSG_CTRUNC) || fds_.size() > 2) return Status::kBad;
+    received_ += static_cast<size_t>(n);
+    if (received_ == kClientHelloV1Size) {
+      memcpy(&hello_, bytes_, kClientHelloV1Size);
+      if (hello_.magic != kHelloMagic || hello_.version < kMinProtocolVersion ||
+          hello_.size < kClientHelloV1Size || hello_.size > kMaxHelloSize) {
+        return Status::kBad;
+      }
+      wanted_ = hello_.size;
+    }
+  }
+  if (fds_.size() != 2) return Status::kBad;
+  memcpy(&hello_, bytes_, std::min<size_t>(received_, sizeof(hello_)));
+  return Status::kDone;
+}
+
+void HelloReader::TakeFds(int* maps_fd, int* mem_fd) {
+  *maps_fd = fds_.size() == 2 ? fds_[0] : -1;
+  *mem_fd = fds_.size() == 2 ? fds_[1] : -1;
+  if (fds_.size() == 2) fds_.clear();
+}
+
+bool PeerIsServed(const ucred& peer) {
+  const uid_t own = geteuid();
+  return own == 0 || peer.uid == 0 || peer.uid == own;
+}
+
+bool FdsAreProcessOwn(int maps_fd, int mem_fd, int pid) {
+  if (!IsProcFileOf(mem_fd, pid, "mem")) return false;
+  return IsProcFileOf(maps_fd, pid, "maps") || (MapsAreEmulated() && IsMemfd(maps_fd));
+}
+
+const RegisterLayout* ClientLayout(const ClientHello& hello) {
+  if (hello.size < offsetof(ClientHello, abi) + sizeof(hello.abi)) return &kNativeLayout;
+  return LayoutOf(static_cast<Abi>(hello.abi));
+}
+
+bool SendReply(int sock, const DaemonReply& reply, const int* fds, size_t fd_count) {
+  iovec iov{const_cast<DaemonReply*>(&reply), sizeof(reply)};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  fd_count = std::min<size_t>(fd_count, 2);
+  if (fd_count > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(fd_count * sizeof(int));
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
+    memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
+  }
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+}
+
+}  // namespace droidheap

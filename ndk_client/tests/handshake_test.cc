@@ -1,0 +1,223 @@
+// The daemon's hello reader against clients that send their hello whole, a byte at a time, with
+// too many or too few fds, with lies in it, or not at all; and the identity check of the fds.
+#include "daemon/handshake.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "tests/test_util.h"
+
+using namespace droidheap;
+
+namespace {
+
+struct Pair {
+  Pair() {
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+  }
+  ~Pair() {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void CloseClient() {
+    close(fds[1]);
+    fds[1] = -1;
+  }
+  int daemon() const { return fds[0]; }
+  int client() const { return fds[1]; }
+  int fds[2];
+};
+
+void Send(int sock, const void* data, size_t size, const std::vector<int>& fds) {
+  iovec iov{const_cast<void*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+    memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+  }
+  CHECK(sendmsg(sock, &msg, 0) == static_cast<ssize_t>(size));
+}
+
+ClientHello Hello(uint32_t size = sizeof(ClientHello)) {
+  ClientHello hello{};
+  hello.magic = kHelloMagic;
+  hello.version = kProtocolVersion;
+  hello.size = size;
+  hello.pid = getpid();
+  hello.abi = static_cast<uint32_t>(kNativeLayout.abi);
+  return hello;
+}
+
+std::vector<int> OwnFds() {
+  return {open("/proc/self/maps", O_RDONLY | O_CLOEXEC), open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
+}
+
+int OpenFds() {
+  int count = 0;
+  for (int fd = 0; fd < 1024; ++fd) count += fcntl(fd, F_GETFD) >= 0;
+  return count;
+}
+
+void TestWholeHello() {
+  Pair pair;
+  ClientHello hello = Hello();
+  std::vector<int> fds = OwnFds();
+  Send(pair.client(), &hello, sizeof(hello), fds);
+  HelloReader reader;
+  CHECK(reader.Read(pair.daemon()) == HelloReader::Status::kDone);
+  CHECK(reader.hello().abi == hello.abi && reader.hello().size == sizeof(hello));
+  int maps_fd, mem_fd;
+  reader.TakeFds(&maps_fd, &mem_fd);
+  CHECK(maps_fd >= 0 && mem_fd >= 0);
+  CHECK(FdsAreProcessOwn(maps_fd, mem_fd, getpid()));
+  CHECK(!FdsAreProcessOwn(mem_fd, maps_fd, getpid()));  // swapped
+  CHECK(!FdsAreProcessOwn(maps_fd, mem_fd, getppid()));  // another process's
+  for (int fd : {maps_fd, mem_fd, fds[0], fds[1]}) close(fd);
+}
+
+void TestByteByByteAndNothingYet() {
+  Pair pair;
+  HelloReader reader;
+  CHECK(reader.Read(pair.daemon()) == HelloReader::Status::kNeedMore);  // said nothing yet
+  ClientHello hello = Hello();
+  std::vector<int> fds = OwnFds();
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&hello);
+  for (size_t i = 0; i < sizeof(hello); ++i) {
+    Send(pair.client(), bytes + i, 1, i == 0 ? fds : std::vector<int>{});
+    const HelloReader::Status status = reader.Read(pair.daemon());
+    CHECK(status == (i + 1 == sizeof(hello) ? HelloReader::Status::kDone
+                                            : HelloReader::Status::kNeedMore));
+  }
+  for (int fd : fds) close(fd);
+}
+
+void TestOlderAndNewerHellos() {
+  {  // version 1: no abi field
+    Pair pair;
+    ClientHello hello = Hello(kClientHelloV1Size);
+    hello.version = 1;
+    std::vector<int> fds = OwnFds();
+    Send(pair.client(), &hello, kClientHelloV1Size, fds);
+    HelloReader reader;
+    CHECK(reader.Read(pair.daemon()) == HelloReader::Status::kDone);
+    CHECK(reader.hello().abi == 0 && ClientLayout(reader.hello()) == &kNativeLayout);
+    for (int fd : fds) close(fd);
+  }
+  {  // a newer client's longer hello: what follows is read and dropped
+    Pair pair;
+    uint8_t bytes[sizeof(ClientHello) + 100];
+    memset(bytes, 0xab, sizeof(bytes));
+    ClientHello hello = Hello(sizeof(bytes));
+    memcpy(bytes, &hello, sizeof(hello));
+    std::vector<int> fds = OwnFds();
+    Send(pair.client(), bytes, sizeof(bytes), fds);
+    const char after = 'w';  // a wake-up byte, after the hello: not part of it
+    Send(pair.client(), &after, 1, {});
+    HelloReader reader;
+    CHECK(reader.Read(pair.daemon()) == HelloReader::Status::kDone);
+    CHECK(reader.hello().abi == hello.abi);
+    char left;
+    CHECK(recv(pair.daemon(), &left, 1, 0) == 1 && left == 'w');
+    for (int fd : fds) close(fd);
+  }
+}
+
+// Each of these is refused, and every fd that came with it closed.
+void TestBadHellos() {
+  const int open_before = OpenFds();
+  struct Case {
+    const char* what;
+    ClientHello hello;
+    size_t send_size;
+    int fd_count;
+    bool close_after;
+  };
+  ClientHello bad_magic = Hello();
+  bad_magic.magic = 0xdeadbeef;
+  ClientHello too_long = Hello();
+  too_long.size = kMaxHelloSize + 1;
+  ClientHello too_short = Hello();
+  too_short.size = kClientHelloV1Size - 1;
+  ClientHello version_0 = Hello();
+  version_0.version = 0;
+  const Case cases[] = {
+      {"bad magic", bad_magic, sizeof(ClientHello), 2, false},
+      {"size past the limit", too_long, sizeof(ClientHello), 2, false},
+      {"size below version 1's", too_short, sizeof(ClientHello), 2, false},
+      {"version 0", version_0, sizeof(ClientHello), 2, false},
+      {"no fds", Hello(), sizeof(ClientHello), 0, false},
+      {"one fd", Hello(), sizeof(ClientHello), 1, false},
+      {"three fds", Hello(), sizeof(ClientHello), 3, false},
+      {"eight fds", Hello(), sizeof(ClientHello), 8, false},
+      {"gone half way", Hello(), 10, 2, true},
+  };
+  for (const Case& c : cases) {
+    Pair pair;
+    std::vector<int> fds;
+    for (int i = 0; i < c.fd_count; ++i) fds.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    Send(pair.client(), &c.hello, c.send_size, fds);
+    for (int fd : fds) close(fd);
+    if (c.close_after) pair.CloseClient();
+    HelloReader reader;
+    HelloReader::Status status = reader.Read(pair.daemon());
+    if (status != HelloReader::Status::kBad) {
+      fprintf(stderr, "%s: not refused (%d)\n", c.what, static_cast<int>(status));
+      CHECK(false);
+    }
+  }
+  CHECK(OpenFds() == open_before);
+}
+
+void TestForgedFds() {
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  char path[] = "/tmp/handshake_test_XXXXXX";
+  int file_fd = mkstemp(path);  // a file that says what maps would
+  unlink(path);
+  CHECK(null_fd >= 0 && mem_fd >= 0 && maps_fd >= 0 && file_fd >= 0);
+  CHECK(!FdsAreProcessOwn(null_fd, mem_fd, getpid()));
+  CHECK(!FdsAreProcessOwn(file_fd, mem_fd, getpid()));
+  CHECK(!FdsAreProcessOwn(maps_fd, null_fd, getpid()));
+  // A memfd passes for maps under qemu-user only (handshake.h); these tests run natively.
+  int memfd = static_cast<int>(syscall(__NR_memfd_create, "maps", MFD_CLOEXEC));
+  CHECK(memfd >= 0 && !FdsAreProcessOwn(memfd, mem_fd, getpid()));
+  for (int fd : {null_fd, mem_fd, maps_fd, file_fd, memfd}) close(fd);
+}
+
+void TestPeers() {
+  ucred self{getpid(), geteuid(), getegid()};
+  ucred root{1, 0, 0};
+  CHECK(PeerIsServed(self) && PeerIsServed(root));
+  ucred other{1, geteuid() + 1, 0};
+  CHECK(PeerIsServed(other) == (geteuid() == 0));
+}
+
+}  // namespace
+
+int main() {
+  TestWholeHello();
+  TestByteByByteAndNothingYet();
+  TestOlderAndNewerHellos();
+  TestBadHellos();
+  TestForgedFds();
+  TestPeers();
+  printf("handshake_test: ok\n");
+  return 0;
+}
