@@ -3,6 +3,7 @@ host and, on an x86_64 host, for 32-bit x86 with -m32."""
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import tempfile
 from typing import Optional
@@ -15,15 +16,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 
 
-def _build_native(build: pathlib.Path, *cmake_args: str) -> pathlib.Path:
+def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
     """Configures and builds ndk_client/ with the native tests into `build`."""
     build.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build), "-DDROIDHEAP_BUILD_TESTS=ON",
-         "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *cmake_args],
-        check=True, capture_output=True, text=True)
-    subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)],
-                   check=True, capture_output=True, text=True)
+    for command in (["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build),
+                     "-DDROIDHEAP_BUILD_TESTS=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *cmake_args],
+                    ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env=None if env is None else dict(os.environ, **env))
+        if result.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}"
+                                 f"{result.stderr[-3000:]}")
     return build
 
 
@@ -53,6 +56,32 @@ def native_build_i386() -> pathlib.Path:
     require(why_no_m32())
     return _build_native(ROOT / "build" / "native-tests-i386",
                          f"-DCMAKE_TOOLCHAIN_FILE={I386_TOOLCHAIN}")
+
+
+@pytest.fixture(scope="session")
+def sanitized_build():
+    """sanitized_build("address,undefined" or "thread"): the host's build of ndk_client/ with its
+    native tests under those sanitizers (CMakeLists.txt: DROIDHEAP_SANITIZE), built once."""
+    built = {}
+
+    def get(sanitizers: str) -> pathlib.Path:
+        if sanitizers not in built:
+            name = "native-" + sanitizers.replace(",", "-")
+            built[sanitizers] = _build_native(ROOT / "build" / name,
+                                              f"-DDROIDHEAP_SANITIZE={sanitizers}")
+        return built[sanitizers]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def fuzz_build() -> pathlib.Path:
+    """The libFuzzer targets (ndk_client/fuzz/), built with clang under ASan and UBSan."""
+    require(None if shutil.which("clang++") else "clang is not installed (Debian: apt-get install "
+                                                  "clang; scripts/install installs it)")
+    return _build_native(ROOT / "build" / "fuzz", "-DDROIDHEAP_BUILD_FUZZERS=ON",
+                         "-DDROIDHEAP_BUILD_TESTS=OFF",  # the fuzzers alone
+                         env={"CC": "clang", "CXX": "clang++"})
 
 
 @pytest.fixture(autouse=True, scope="session")

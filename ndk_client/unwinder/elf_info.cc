@@ -15,12 +15,10 @@ namespace {
 struct Elf32 {
   using Ehdr = Elf32_Ehdr;
   using Phdr = Elf32_Phdr;
-  static constexpr unsigned char kClass = ELFCLASS32;
 };
 struct Elf64 {
   using Ehdr = Elf64_Ehdr;
   using Phdr = Elf64_Phdr;
-  static constexpr unsigned char kClass = ELFCLASS64;
 };
 
 bool ReadExact(int fd, uint64_t offset, void* out, size_t size) {
