@@ -18,6 +18,7 @@
 #include "client/custom_heaps.h"
 #include "client/register_capture.h"
 #include "common/platform.h"
+#include "protocol/fd_passing.h"
 
 #ifdef DROIDHEAP_REFERENCE_UNWIND
 extern "C" void DroidheapReferenceUnwind(int pid, uint64_t sequence);
@@ -49,22 +50,7 @@ bool SendHello(int sock) {
                     getpid(),      0,                static_cast<uint32_t>(kNativeAbi), 0};
   int fds[2] = {open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
                 open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
-  bool ok = false;
-  if (fds[0] >= 0 && fds[1] >= 0) {
-    iovec iov{&hello, sizeof(hello)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
-    ok = sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(hello));
-  }
+  const bool ok = fds[0] >= 0 && fds[1] >= 0 && SendWithFds(sock, &hello, sizeof(hello), fds, 2);
   for (int fd : fds) {
     if (fd >= 0) close(fd);
   }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include "protocol/fd_passing.h"
+
 namespace droidheap {
 namespace {
 
@@ -116,22 +118,7 @@ const RegisterLayout* ClientLayout(const ClientHello& hello) {
 }
 
 bool SendReply(int sock, const DaemonReply& reply, const int* fds, size_t fd_count) {
-  iovec iov{const_cast<DaemonReply*>(&reply), sizeof(reply)};
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  fd_count = std::min<size_t>(fd_count, 2);
-  if (fd_count > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(fd_count * sizeof(int));
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
-    memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
-  }
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+  return SendWithFds(sock, &reply, sizeof(reply), fds, std::min<size_t>(fd_count, 2));
 }
 
 }  // namespace droidheap

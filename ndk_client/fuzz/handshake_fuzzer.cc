@@ -15,6 +15,7 @@
 
 #include "daemon/handshake.h"
 #include "fuzz/fuzz_input.h"
+#include "protocol/fd_passing.h"
 
 namespace {
 
@@ -27,23 +28,6 @@ std::vector<int> FdsFor(uint8_t choice) {
   return fds;
 }
 
-void SendPiece(int sock, const uint8_t* bytes, size_t size, const std::vector<int>& fds) {
-  iovec iov{const_cast<uint8_t*>(bytes), size};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
-    memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
-  }
-  (void)!sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
 
 // Open fds on the files a client may send (libFuzzer's own fds come and go: not counted).
 int OpenSendableFds() {
@@ -73,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       size_t got;
       const uint8_t* piece = input.TakeBytes(want, &got);
       std::vector<int> fds = FdsFor(fd_choice);
-      if (got > 0) SendPiece(pair[1], piece, got, fds);
+      if (got > 0) droidheap::SendWithFds(pair[1], piece, got, fds.data(), fds.size(), MSG_DONTWAIT);
       for (int fd : fds) close(fd);
       if (fd_choice & 0x80) shutdown(pair[1], SHUT_WR);  // the client goes away
       status = reader.Read(pair[0]);

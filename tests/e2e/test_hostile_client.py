@@ -34,13 +34,24 @@ def reply_status(s):
     return struct.unpack_from("<IIII", data)[3] if len(data) >= 16 else None
 
 
-def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, device_root,
-                                                          tmp_path):
+def start_waiting(cli, program, tmp_path):
+    """A session profiling `program` at -i 1 until its go-file appears: (session, go-file,
+    output directory), once the program waits."""
     go = tmp_path / "go"
     out = tmp_path / "out"
-    session = cli.start("--local", "-o", out, "-i", "1", "--", alloc_program, "--wait-file", go)
+    session = cli.start("--local", "-o", out, "-i", "1", "--", program, "--wait-file", go)
     try:
         read_line_containing(session.stdout, "waiting pid=", 60)
+    except BaseException:
+        kill_all(session)
+        raise
+    return session, go, out
+
+
+def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, device_root,
+                                                          tmp_path):
+    session, go, out = start_waiting(cli, alloc_program, tmp_path)
+    try:
         socket_path = str(device_root / "dev" / "socket" / "heapprofd")
 
         connect(socket_path).close()  # connects and leaves
@@ -90,11 +101,8 @@ def genuine_hello(s, fds=None, size=None):
 def test_forged_fds_and_slow_clients(cli, alloc_program, device_root, tmp_path):
     """A maps fd that is not the client's own /proc/<pid>/maps is refused like a forged mem fd,
     and so are extra fds; a client that sends half its hello and waits holds up no other."""
-    go = tmp_path / "go"
-    out = tmp_path / "out"
-    session = cli.start("--local", "-o", out, "-i", "1", "--", alloc_program, "--wait-file", go)
+    session, go, out = start_waiting(cli, alloc_program, tmp_path)
     try:
-        read_line_containing(session.stdout, "waiting pid=", 60)
         socket_path = str(device_root / "dev" / "socket" / "heapprofd")
         fake_maps = tmp_path / "maps"
         fake_maps.write_text("00400000-00401000 r-xp 00000000 00:00 0 /etc/shadow\n")
