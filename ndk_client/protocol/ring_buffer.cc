@@ -151,7 +151,9 @@ SharedRingBuffer::ReadResult SharedRingBuffer::Peek(RecordView* view) const {
   const uint64_t write_pos = meta_->write_pos.load(std::memory_order_acquire);
   const uint64_t available = write_pos - read_pos;
   if (available == 0) return ReadResult::kEmpty;
-  if (available > data_size_) return ReadResult::kCorrupt;
+  // Both positions lie in memory the client can write: a read_pos no record could end at would
+  // put the header off its alignment.
+  if (available > data_size_ || read_pos % alignof(RecordHeader) != 0) return ReadResult::kCorrupt;
   auto* header = reinterpret_cast<RecordHeader*>(data_ + (read_pos & (data_size_ - 1)));
   const uint32_t size = header->size.load(std::memory_order_acquire);
   if (size == 0) return ReadResult::kEmpty;  // reserved, not committed yet

@@ -130,6 +130,13 @@ void TestHostileMetadataIsReportedCorrupt() {
     CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
+  {  // a read position off the records' alignment (the records fuzzer found it misaligning reads)
+    Buffer rb(SharedRingBuffer::Create(1 << 12));
+    rb->metadata()->read_pos.store(3);
+    rb->metadata()->write_pos.store(3 + 64);
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+          SharedRingBuffer::ReadResult::kCorrupt);
+  }
 }
 
 void TestAttachChecksSizeAndSeals() {
