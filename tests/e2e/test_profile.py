@@ -12,6 +12,7 @@ import pytest
 from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
+from tests.trace_processor import SiteTotals
 
 
 def assert_outputs_exist(out: pathlib.Path):
@@ -23,8 +24,11 @@ def assert_outputs_exist(out: pathlib.Path):
 def assert_sites(per_function, interval: int):
     for name, site in sites().items():
         got = per_function.get(name)
-        assert got is not None, f"{name} missing: {sorted(per_function)}"
         bound = sampling_bound(site, interval)
+        if got is None and bound >= site.allocated:
+            # So few bytes (256 x 100 B at 4096: e^-6.25) that no sample among them can happen.
+            got = SiteTotals()
+        assert got is not None, f"{name} missing: {sorted(per_function)}"
         assert abs(got.allocated - site.allocated) <= bound, (name, got, site)
         assert abs(got.in_use - site.in_use) <= bound, (name, got, site)
         if interval == 1:
