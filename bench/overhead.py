@@ -172,14 +172,13 @@ def daemon_stats(out: pathlib.Path) -> DaemonStats:
                        max((len(s.frames) for s in last.samples), default=0), losses)
 
 
-def daemon_usage(device_root: pathlib.Path) -> Tuple[float, int]:
-    """(CPU seconds, peak RSS KiB) droidheapd logged as it stopped, from its newest log."""
-    logs = sorted((device_root / "data" / "local" / "tmp").glob("droidheapd.*.log"),
-                  key=lambda p: p.stat().st_mtime_ns)
-    found = logs and re.search(r"stopped: cpu user ([0-9.]+) s system ([0-9.]+) s, "
-                               r"peak RSS (\d+) KiB", logs[-1].read_text())
+def daemon_usage(out: pathlib.Path) -> Tuple[float, int]:
+    """(CPU seconds, peak RSS KiB) droidheapd logged as it stopped, from the log in `out`."""
+    log = out / "droidheapd.log"
+    found = log.exists() and re.search(r"stopped: cpu user ([0-9.]+) s system ([0-9.]+) s, "
+                                       r"peak RSS (\d+) KiB", log.read_text())
     if not found:
-        raise RuntimeError(f"no droidheapd log with its usage under {device_root}")
+        raise RuntimeError(f"no droidheapd log with its usage in {out}")
     return float(found.group(1)) + float(found.group(2)), int(found.group(3))
 
 
@@ -209,7 +208,7 @@ class Runner:
         run = self.run([*self.droidheap, "-o", out, "-i", str(interval), *options, "--",
                         *workload])
         run.daemon = daemon_stats(out)
-        run.daemon.cpu_s, run.daemon.peak_rss_kib = daemon_usage(self.device_root)
+        run.daemon.cpu_s, run.daemon.peak_rss_kib = daemon_usage(out)
         # At -i 1 every allocation is a sample: fewer samples than the program's own count of its
         # allocations is a loss no flag reported.
         if interval == 1 and run.allocations and run.daemon.samples < run.allocations:

@@ -12,6 +12,8 @@ from droidheap.errors import DroidheapError
 
 _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
+_ABANDON_TIMEOUT_S = 10.0
+DAEMON_LOG = "droidheapd.log"
 
 
 # The stack copied per sample is capped at this, and at what half the shared buffer holds beside a
@@ -146,6 +148,25 @@ class Session:
             self.failure = f"droidheapd was killed by signal {-code}"
         elif code != 0:
             self.failure = f"droidheapd failed: {self._last_log_line()}"
+
+    def close(self, out_dir: pathlib.Path) -> None:
+        """Ends the session on the device, however it went: a daemon still running (the session
+        failed before stop()) is asked for its final dump, then killed; its log is saved as
+        `out_dir`/droidheapd.log and removed from the device. A trace not pulled stays on the
+        device for `droidheap pull`."""
+        if self.daemon is None:
+            return
+        if self.daemon.poll() is None:
+            self.daemon.signal(signal.SIGTERM)
+            if self.daemon.wait(_ABANDON_TIMEOUT_S) is None:
+                self.daemon.signal(signal.SIGKILL)
+                self.daemon.wait(_ABANDON_TIMEOUT_S)
+        try:
+            (out_dir / DAEMON_LOG).write_text(self.daemon.log())
+        except OSError as e:
+            raise DroidheapError(f"cannot write {out_dir / DAEMON_LOG}: {e.strerror}") from None
+        finally:
+            self.daemon.close()
 
     def pull_trace(self, out_dir: pathlib.Path) -> pathlib.Path:
         raw = out_dir / "raw-trace"

@@ -198,9 +198,9 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     out = _prepare_output(output)
     for note in device.lock():
         _note(note)
+    session = Session(device, options)
     try:
         with _sigterm_as_interrupt():
-            session = Session(device, options)
             if argv:
                 _run_spawned(device, session, list(argv), duration_ms)
             else:
@@ -208,12 +208,16 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         _collect(session, out, symbol_dirs)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
-        try:
-            device.unlock()
-        except DroidheapError as e:
-            _note(f"warning: {e}")
+        for undo in (lambda: session.close(out), device.unlock):
+            try:
+                undo()
+            except DroidheapError as e:
+                _note(f"warning: {e}")
         raise
-    device.unlock()
+    try:
+        session.close(out)
+    finally:
+        device.unlock()
 
 
 @dataclasses.dataclass

@@ -266,6 +266,10 @@ class AdbDevice(Device):
     def install_profiler(self) -> None:
         self.route.install(native.binary_dir(self.abi, required=self.route.files()),
                            self._binaries32())
+        # Journaled after the route's own changes, so undone before them: a daemon that was
+        # killed leaves its socket, which goes before the platform's is moved back.
+        self.journal.record(f"rm -f {self.route.socket_path}",
+                            privileged=isinstance(self.route, RootRoute))
 
     def _abi32(self) -> Optional[str]:
         """The 32-bit ABI a 64-bit device also runs apps in, where bionic's route loads a client

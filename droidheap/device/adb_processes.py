@@ -157,10 +157,10 @@ class AdbDaemon(DaemonProcess):
             self._log += data
 
     def poll(self) -> Optional[int]:
-        return self._stream.exit_code
+        return _signal_as_negative(self._stream.exit_code)
 
     def wait(self, timeout_s: float) -> Optional[int]:
-        return self._stream.wait(timeout_s)
+        return _signal_as_negative(self._stream.wait(timeout_s))
 
     def signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -172,6 +172,14 @@ class AdbDaemon(DaemonProcess):
         if self._stream.link_lost:  # the last line, which a failure is reported with
             text += f"\nthe adb link to {self._device.serial} was lost\n"
         return text
+
+
+def _signal_as_negative(code: Optional[int]) -> Optional[int]:
+    """adbd reports a program a signal killed as 128 + the signal; droidheapd's own exit codes
+    are small, so such a code is the signal, negative as subprocess has it."""
+    if code is not None and 128 < code <= 128 + 64:
+        return 128 - code
+    return code
 
 
 def _write_to(stream) -> Callable[[bytes], None]:

@@ -37,6 +37,10 @@ class DaemonProcess(abc.ABC):
     def log(self) -> str:
         """What the daemon has written to its log so far."""
 
+    def close(self) -> None:
+        """Once it has exited: removes what it kept on the device (a log file); log() still
+        answers."""
+
 
 class Device(abc.ABC):
     abi: str

@@ -113,6 +113,7 @@ class LocalDaemon(DaemonProcess):
     def __init__(self, process: subprocess.Popen, log_path: pathlib.Path):
         self._process = process
         self._log_path = log_path
+        self._closed_log: Optional[str] = None
 
     def poll(self) -> Optional[int]:
         return self._process.poll()
@@ -128,10 +129,17 @@ class LocalDaemon(DaemonProcess):
             self._process.send_signal(signum)
 
     def log(self) -> str:
+        if self._closed_log is not None:
+            return self._closed_log
         try:
             return self._log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def close(self) -> None:
+        if self._closed_log is None:
+            self._closed_log = self.log()
+            self._log_path.unlink(missing_ok=True)
 
 
 class LocalDevice(Device):
@@ -181,6 +189,8 @@ class LocalDevice(Device):
 
     def unlock(self) -> None:
         if self._lock_file is not None:
+            # A daemon that was killed leaves its socket; the lock's holder owns it.
+            pathlib.Path(self.layout.socket_path).unlink(missing_ok=True)
             self._lock_file.close()
             self._lock_file = None
 

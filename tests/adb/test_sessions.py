@@ -182,6 +182,28 @@ def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
     cli.assert_left_as_it_was()
 
 
+def test_a_daemon_killed_mid_session_leaves_nothing(cli, device, tmp_path):
+    go = "/data/local/tmp/go-daemon-killed"
+    cli.shell(f"rm -f {go}")
+    session = cli.start("-o", tmp_path / "out", "-i", "1", "--", DEVICE_PROGRAM,
+                        "--wait-file", go)
+    try:
+        read_line_containing(session.stdout, "waiting pid=", 30)
+        cli.shell("killall -9 droidheapd")
+        cli.shell(f"touch {go}")
+        stdout, stderr = session.communicate(timeout=120)
+    finally:
+        cli.shell(f"touch {go}")
+        kill_all(session)
+    assert session.returncode != 0
+    assert "droidheapd was killed by signal 9" in stderr, stderr
+    assert "Traceback" not in stderr
+    assert "done" in stdout  # the program went on
+    # Its socket is removed with the rest of the session's state; its log kept with the outputs.
+    assert "droidheapd: listening" in (tmp_path / "out" / "droidheapd.log").read_text()
+    cli.assert_left_as_it_was()
+
+
 def test_bad_targets_are_one_line(cli, device):
     result = cli.run("-n", "no_such_program", "--no-startup")
     assert result.returncode != 0

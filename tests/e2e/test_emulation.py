@@ -1,10 +1,8 @@
 """The emulated bionic: hook routes, signals and fork behave as on a phone."""
-import os
 import pathlib
-import signal
 import time
 
-from tests.e2e.conftest import compile_program, daemon_pids, kill_all
+from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
@@ -57,27 +55,3 @@ def test_forked_child_is_not_profiled_and_parent_continues(cli, programs, tmp_pa
     assert "child_allocation" not in per_function
     assert "raw_clone_child_allocation" not in per_function
     assert_trace_processor_agrees(out, program, prefix="parent_")
-
-
-def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device_root, tmp_path):
-    go = tmp_path / "go"
-    program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
-    session = None
-    try:
-        pid = int(program.stdout.readline().split("=")[1])
-        session = cli.start("--local", "-p", pid, "-o", tmp_path / "out", "-i", "1")
-        assert "attached to pid" in session.stderr.readline()
-        daemons = daemon_pids(device_root)
-        assert daemons
-        for daemon in daemons:
-            os.kill(daemon, signal.SIGKILL)
-        go.touch()
-        # Every allocation after the daemon's death must still succeed, without blocking.
-        assert program.wait(timeout=60) == 0
-        assert "done" in program.stdout.read()
-        _, stderr = session.communicate(timeout=60)
-    finally:
-        kill_all(program, session)
-    assert session.returncode != 0
-    assert "droidheapd was killed by signal 9" in stderr, stderr
-    assert "Traceback" not in stderr
