@@ -6,6 +6,8 @@
                                                                     name or --all, starting)
                                                                     processes
     droidheap [--local [--abi ABI]] shell -- CMD ARGS...            run CMD on the device
+    droidheap [--local [--abi ABI]] pull [-o DIR]                   collect the traces sessions
+                                                                    that died left on the device
 
 Without --local the device is reached over adb (-s SERIAL, else $ANDROID_SERIAL, else the only
 one connected).
@@ -16,7 +18,7 @@ import sys
 
 import click
 
-from droidheap.commands import check, diff, profile, report, shell, symbolize
+from droidheap.commands import check, diff, profile, pull, report, shell, symbolize
 from droidheap.errors import DroidheapError
 
 # Device selection: accepted anywhere before `--` and handed to the group.
@@ -30,6 +32,7 @@ _USAGE_FORMS = [
     "[DEVICE OPTIONS] [OPTIONS] -p PID[,PID]        running processes by pid",
     "[DEVICE OPTIONS] [OPTIONS] --all               every process, running and starting",
     "[DEVICE OPTIONS] shell -- CMD ARGS...          run CMD on the device",
+    "[DEVICE OPTIONS] pull [-o DIR]                 collect the traces dead sessions left",
     "symbolize TRACE [-o DIR] [--symbols DIR]       symbolize and convert a trace again",
     "report PATH [--json] [--dump N]                top call sites, totals, leak suspects",
     "diff A [B] [--json]                            growth per call site, A to B or within A",
@@ -109,6 +112,7 @@ def cli(ctx, local, abi, device_root, serial, mode, disable_selinux):
 
 cli.add_command(profile.command)
 cli.add_command(shell.command)
+cli.add_command(pull.command)
 cli.add_command(symbolize.command)
 cli.add_command(report.command)
 cli.add_command(diff.command)

@@ -7,7 +7,7 @@ import signal
 import time
 from typing import Iterable, List, Optional, Set, Tuple
 
-from droidheap.device.base import DaemonProcess, Device
+from droidheap.device.base import TRACE_PREFIX, TRACE_SUFFIX, DaemonProcess, Device
 from droidheap.errors import DroidheapError
 
 _STARTUP_TIMEOUT_S = 15.0
@@ -89,7 +89,7 @@ class Session:
         self.daemon: Optional[DaemonProcess] = None
         self.failure: Optional[str] = None  # why the daemon ended badly, once it has
         self.stopped = False
-        self.trace_path = f"{device.layout.trace_dir}/droidheap-{time.time_ns()}.trace"
+        self.trace_path = f"{device.layout.trace_dir}/{TRACE_PREFIX}{time.time_ns()}{TRACE_SUFFIX}"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
               every_process: bool = False, exit_when_clients_gone: bool = False) -> None:
@@ -152,8 +152,7 @@ class Session:
     def close(self, out_dir: pathlib.Path) -> None:
         """Ends the session on the device, however it went: a daemon still running (the session
         failed before stop()) is asked for its final dump, then killed; its log is saved as
-        `out_dir`/droidheapd.log and removed from the device. A trace not pulled stays on the
-        device for `droidheap pull`."""
+        `out_dir`/droidheapd.log. A trace not pulled stays on the device for `droidheap pull`."""
         if self.daemon is None:
             return
         if self.daemon.poll() is None:
@@ -169,7 +168,12 @@ class Session:
             self.daemon.close()
 
     def pull_trace(self, out_dir: pathlib.Path) -> pathlib.Path:
-        raw = out_dir / "raw-trace"
-        self.device.pull(self.trace_path, raw)
-        self.device.remove(self.trace_path)
-        return raw
+        return pull_trace(self.device, self.trace_path, out_dir)
+
+
+def pull_trace(device: Device, remote: str, out_dir: pathlib.Path) -> pathlib.Path:
+    """Moves a trace from the device to `out_dir`/raw-trace."""
+    raw = out_dir / "raw-trace"
+    device.pull(remote, raw)
+    device.remove(remote)
+    return raw

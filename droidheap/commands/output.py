@@ -1,9 +1,44 @@
-"""What the commands that convert a trace print when they are done."""
+"""Where the commands that convert a trace write, and what they print when they are done."""
+import os
 import pathlib
+import tempfile
 
 import click
+
+from droidheap.errors import DroidheapError
+
+
+symbols_option = click.option(
+    "--symbols", "symbol_dirs", multiple=True, metavar="DIR",
+    type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path),
+    help="Look for unstripped libraries and programs here first (as DIR/<device path> or "
+         "DIR/<file name>); repeatable. PERFETTO_BINARY_PATH and $ANDROID_PRODUCT_OUT/symbols "
+         "are searched after.")
+
+
+def prepare_output(output) -> pathlib.Path:
+    """The output directory: `output`, new or empty, else a new temporary one."""
+    if output is None:
+        return pathlib.Path(tempfile.mkdtemp(prefix="droidheap-"))
+    out = pathlib.Path(output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DroidheapError(f"output directory {out} is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def echo_conversion(result, out: pathlib.Path) -> None:
     click.echo(result.summary_text)
     click.echo(f"Wrote profiles to {out}")
+
+
+def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs) -> None:
+    """Symbolizes and converts a trace pulled from `device` into `out`."""
+    from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
+    from droidheap.device_files import fetch_device_files
+    from droidheap.symbolizer import search_dirs
+    # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
+    result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
+                           fetch_files=lambda modules: fetch_device_files(
+                               device, modules, out / "device-files"))
+    echo_conversion(result, out)

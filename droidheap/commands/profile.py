@@ -2,19 +2,16 @@
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
 import contextlib
 import dataclasses
-import os
-import pathlib
 import re
 import signal
 import subprocess
-import tempfile
 import time
 from typing import List
 
 import click
 
 from droidheap.commands.device_choice import open_device
-from droidheap.commands.output import echo_conversion
+from droidheap.commands.output import convert_pulled, prepare_output, symbols_option
 from droidheap.device.local import program_name
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions, Session, target_args
@@ -31,16 +28,6 @@ def _split_list(value, convert, what):
         return [convert(item) for item in items]
     except ValueError:
         raise DroidheapError(f"invalid {what}: {value}") from None
-
-
-def _prepare_output(output):
-    if output is None:
-        return pathlib.Path(tempfile.mkdtemp(prefix="droidheap-"))
-    out = pathlib.Path(output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DroidheapError(f"output directory {out} is not empty")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 @contextlib.contextmanager
@@ -138,11 +125,7 @@ def _heap_names(ctx, param, value):
               help="Print what would be run on the device, and do nothing.")
 @click.option("-o", "--output", type=click.Path(), help="Output directory, new or empty "
                                                          "(default: a new one).")
-@click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
-              type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path),
-              help="Look for unstripped libraries and programs here first (as DIR/<device "
-                   "path> or DIR/<file name>); repeatable. PERFETTO_BINARY_PATH and "
-                   "$ANDROID_PRODUCT_OUT/symbols are searched after.")
+@symbols_option
 @click.option("--seed", type=int, default=0, hidden=True, help="Sampler seed (tests).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
@@ -195,9 +178,12 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         device.check_attachable(pid)
     for warning in device.check_profiler_binaries():
         _note(warning)
-    out = _prepare_output(output)
+    out = prepare_output(output)
     for note in device.lock():
         _note(note)
+    for trace in device.leftover_traces():
+        _note(f"an earlier session's trace is still on the device ({trace}): `droidheap pull` "
+              f"collects it")
     session = Session(device, options)
     try:
         with _sigterm_as_interrupt():
@@ -413,33 +399,22 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
                   f"if it is not profileable the trace will hold no dump")
     for lack in platform.LACKS:
         _note(f"platform mode lacks {lack}")
-    out = _prepare_output(output)
+    out = prepare_output(output)
     with _sigterm_as_interrupt():
         raw = platform.run_platform_session(device, options, targets.names, targets.pids,
                                             duration_ms, out, note=_note,
                                             running=targets.running, startup=targets.startup,
                                             every_process=targets.every_process)
-    _convert(raw, out, device, symbol_dirs)
+    convert_pulled(raw, out, device, symbol_dirs)
 
 
 def _collect(session, out, symbol_dirs):
     try:
         raw = session.pull_trace(out)
-        _convert(raw, out, session.device, symbol_dirs)
+        convert_pulled(raw, out, session.device, symbol_dirs)
     except DroidheapError as e:
         if session.failure:
             raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None
         raise
     if session.failure:
         raise DroidheapError(f"{session.failure}; {out} holds what it had written before")
-
-
-def _convert(raw, out, device, symbol_dirs):
-    from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
-    from droidheap.device_files import fetch_device_files
-    from droidheap.symbolizer import search_dirs
-    # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
-    result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
-                           fetch_files=lambda modules: fetch_device_files(
-                               device, modules, out / "device-files"))
-    echo_conversion(result, out)

@@ -6,17 +6,14 @@ import pathlib
 
 import click
 
-from droidheap.commands.output import echo_conversion
+from droidheap.commands.output import echo_conversion, symbols_option
 
 
 @click.command("symbolize")
 @click.argument("trace", type=click.Path(path_type=pathlib.Path))
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=pathlib.Path),
               help="Where the outputs go (default: the trace's directory).")
-@click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
-              type=click.Path(file_okay=False),
-              help="A directory of unstripped files, looked in first (repeatable; then "
-                   "$PERFETTO_BINARY_PATH, $ANDROID_PRODUCT_OUT/symbols, the files' own paths).")
+@symbols_option
 def command(trace, output, symbol_dirs):
     """Symbolize TRACE and write its symbolized trace, pprof files and summary again."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed

@@ -23,7 +23,7 @@ from droidheap.device.adb_journal import PROFILER_DIR, TRACE_DIR, DeviceJournal
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
 from droidheap.device.adb_routes import PreloadRoute, RootRoute
 from droidheap.device.adb_sync import SyncClient
-from droidheap.device.base import DaemonProcess, Device, DeviceLayout
+from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar, watched
 
@@ -254,6 +254,9 @@ class AdbDevice(Device):
 
     def unlock(self) -> None:
         self.journal.release()
+
+    def leftover_traces(self) -> List[str]:
+        return sorted(self.run_script(f"ls {TRACE_DIR}/{TRACE_GLOB} 2>/dev/null").stdout.split())
 
     def check_profiler_binaries(self) -> List[str]:
         native.binary_dir(self.abi, required=self.route.files())

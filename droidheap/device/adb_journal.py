@@ -51,10 +51,6 @@ class DeviceJournal:
                 + f"; if none is, remove {_LOCK} on the device")
         self._undo_all()
         self.repairs.append("undid the changes an earlier session left on the device")
-        traces = self._device.run_script(f"ls {TRACE_DIR}/*.trace 2>/dev/null").stdout.split()
-        for trace in traces:
-            self.repairs.append(f"an earlier session's trace is still on the device: "
-                                f"adb pull {trace}")
 
     @staticmethod
     def _lock_abandoned(holder: List[str]) -> bool:

@@ -18,6 +18,11 @@ class DeviceLayout:
     tmp_dir: str
 
 
+# The traces sessions write in DeviceLayout.trace_dir.
+TRACE_PREFIX, TRACE_SUFFIX = "droidheap-", ".trace"
+TRACE_GLOB = f"{TRACE_PREFIX}*{TRACE_SUFFIX}"
+
+
 class DaemonProcess(abc.ABC):
     """A running droidheapd. Its log is read through `log()`."""
 
@@ -38,8 +43,7 @@ class DaemonProcess(abc.ABC):
         """What the daemon has written to its log so far."""
 
     def close(self) -> None:
-        """Once it has exited: removes what it kept on the device (a log file); log() still
-        answers."""
+        """Once it has exited: lets go of what this process held for it; log() still answers."""
 
 
 class Device(abc.ABC):
@@ -61,6 +65,12 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def unlock(self) -> None:
         """Ends the claim, undoing every change the session made to the device."""
+
+    @abc.abstractmethod
+    def leftover_traces(self) -> List[str]:
+        """The traces in layout.trace_dir that earlier sessions left (their droidheap killed, the
+        link to the device lost), for `droidheap pull`; asked with the device locked, when no
+        droidheapd writes any."""
 
     @abc.abstractmethod
     def check_profiler_binaries(self) -> List[str]:

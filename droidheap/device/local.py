@@ -24,10 +24,11 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
-from droidheap.device.base import DaemonProcess, Device, DeviceLayout
+from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
 
 ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
+_ORPHAN_STOP_TIMEOUT_S = 15.0
 QEMU_SYSROOTS = {"arm64-v8a": ("qemu-aarch64", "/usr/aarch64-linux-gnu")}
 # qemu-user options that take a value: the first other word is the emulated program.
 _QEMU_VALUE_OPTIONS = {"-L", "-E", "-U", "-cpu", "-g", "-s", "-R", "-B", "-d", "-D", "-p", "-r",
@@ -110,9 +111,14 @@ def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
 
 
 class LocalDaemon(DaemonProcess):
-    def __init__(self, process: subprocess.Popen, log_path: pathlib.Path):
+    """droidheapd on the emulator device, held by this process. Its log is a file without a name
+    (nothing is left on the device, whatever ends this process) and its stdin a pipe from this
+    process, its lifeline: when this process dies the daemon stops, with a final dump, as it does
+    over adb."""
+
+    def __init__(self, process: subprocess.Popen, log_file):
         self._process = process
-        self._log_path = log_path
+        self._log_file = log_file
         self._closed_log: Optional[str] = None
 
     def poll(self) -> Optional[int]:
@@ -131,15 +137,20 @@ class LocalDaemon(DaemonProcess):
     def log(self) -> str:
         if self._closed_log is not None:
             return self._closed_log
-        try:
-            return self._log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        fd = self._log_file.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def close(self) -> None:
         if self._closed_log is None:
             self._closed_log = self.log()
-            self._log_path.unlink(missing_ok=True)
+            self._log_file.close()
+            self._process.stdin.close()
+
+
+def running_daemons(daemon: str) -> List[int]:
+    """The processes running the droidheapd at path `daemon` (directly or under qemu-user)."""
+    return [int(entry.name) for entry in pathlib.Path("/proc").iterdir()
+            if entry.name.isdigit() and program_arguments(int(entry.name))[:1] == [daemon]]
 
 
 class LocalDevice(Device):
@@ -185,6 +196,17 @@ class LocalDevice(Device):
             self._lock_file.close()
             self._lock_file = None
             raise DroidheapError(f"another droidheap session is using {self.describe()}")
+        # The lock was free: a daemon still running lost its droidheap, and stops on its own
+        # (its lifeline closed) once it has written its last dump.
+        deadline = time.monotonic() + _ORPHAN_STOP_TIMEOUT_S
+        while running_daemons(self._daemon_path):
+            if time.monotonic() > deadline:
+                pid = running_daemons(self._daemon_path)[0]
+                self._lock_file.close()
+                self._lock_file = None
+                raise DroidheapError(f"droidheapd pid {pid} of an earlier session still runs on "
+                                     f"{self.describe()}")
+            time.sleep(0.05)
         return []
 
     def unlock(self) -> None:
@@ -194,7 +216,14 @@ class LocalDevice(Device):
             self._lock_file.close()
             self._lock_file = None
 
+    def leftover_traces(self) -> List[str]:
+        return sorted(map(str, pathlib.Path(self.layout.trace_dir).glob(TRACE_GLOB)))
+
     # Files -----------------------------------------------------------------------------------
+    @property
+    def _daemon_path(self) -> str:
+        return str(pathlib.Path(self.layout.bin_dir) / native.DAEMON)
+
     @property
     def emulated_libc(self) -> pathlib.Path:
         return pathlib.Path(self.layout.lib_dir) / native.EMULATED_LIBC
@@ -214,7 +243,7 @@ class LocalDevice(Device):
     def install_profiler(self) -> None:
         binaries = native.binary_dir(self.abi, target=native.LINUX)
         self._install_emulated_libc()
-        _copy_atomically(binaries / native.DAEMON, pathlib.Path(self.layout.bin_dir) / native.DAEMON)
+        _copy_atomically(binaries / native.DAEMON, pathlib.Path(self._daemon_path))
         _copy_atomically(binaries / native.CLIENT, pathlib.Path(self.layout.lib_dir) / native.CLIENT)
 
     def pull(self, remote: str, local: pathlib.Path) -> None:
@@ -342,14 +371,14 @@ class LocalDevice(Device):
         return 128 - code if code < 0 else code
 
     def start_daemon(self, args: Sequence[str]) -> DaemonProcess:
-        log_path = pathlib.Path(self.layout.tmp_dir) / f"droidheapd.{time.time_ns()}.log"
-        command = [*self._runner, str(pathlib.Path(self.layout.bin_dir) / native.DAEMON), *args]
-        with open(log_path, "w") as log:
-            try:
-                # Its own session: not a child of the target, and untouched by the terminal's ^C
-                # (the host stops it with SIGTERM once it has the data).
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                           stderr=log, start_new_session=True)
-            except OSError as e:
-                raise DroidheapError(f"cannot start droidheapd: {e.strerror}") from None
-        return LocalDaemon(process, log_path)
+        command = [*self._runner, self._daemon_path, *args, "--stop-when-stdin-closes"]
+        log = tempfile.TemporaryFile(dir=self.layout.tmp_dir)
+        try:
+            # Its own session: not a child of the target, and untouched by the terminal's ^C
+            # (the host stops it with SIGTERM once it has the data).
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                       start_new_session=True)
+        except OSError as e:
+            log.close()
+            raise DroidheapError(f"cannot start droidheapd: {e.strerror}") from None
+        return LocalDaemon(process, log)

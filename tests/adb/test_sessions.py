@@ -15,7 +15,7 @@ from tests.e2e.test_profile import assert_sites, read_line_containing, single_pr
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
                                    totals_by_leaf_function)
 
-from .conftest import (DEVICE_PROGRAM, PROFILER_DIR, ROOT, AdbCli, device_bin_dir,
+from .conftest import (DEVICE_PROGRAM, ROOT, AdbCli, device_bin_dir,
                        kill_device_program, start_test_adbd)
 
 
@@ -178,7 +178,12 @@ def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "undid the changes an earlier session left" in result.stderr
     assert "an earlier session's trace is still on the device" in result.stderr
-    cli.shell(f"rm -f {PROFILER_DIR}/traces/*.trace")
+    # `droidheap pull` collects it: the program was waiting, its allocations so far were dumped.
+    pulled = cli.run("pull", "-o", tmp_path / "pulled")
+    assert pulled.returncode == 0, pulled.stderr
+    (trace_out,) = (tmp_path / "pulled").iterdir()
+    assert (trace_out / "raw-trace").stat().st_size > 0
+    assert list(trace_out.glob("heap_dump.*.pb.gz")), pulled.stdout + pulled.stderr
     cli.assert_left_as_it_was()
 
 

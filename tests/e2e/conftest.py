@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from droidheap import native
-from droidheap.device.local import QEMU_SYSROOTS, host_abi
+from droidheap.device.local import QEMU_SYSROOTS, host_abi, running_daemons
 from droidheap.errors import DroidheapError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -148,19 +148,5 @@ def cli(device_root, abi) -> Cli:
 
 def daemon_pids(device_root: pathlib.Path):
     """The droidheapd processes serving `device_root` (not those of other sessions on this host),
-    run directly or under qemu-user (whose process is named after qemu, with the daemon's path
-    among its arguments)."""
-    daemon = str(device_root / "system" / "bin" / native.DAEMON)
-    pids = []
-    for proc in pathlib.Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit():
-                continue
-            args = [a.decode(errors="replace")
-                    for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
-        except OSError:  # gone meanwhile
-            continue
-        if args and (args[0] == daemon
-                     or (os.path.basename(args[0]).startswith("qemu-") and daemon in args)):
-            pids.append(int(proc.name))
-    return pids
+    run directly or under qemu-user."""
+    return running_daemons(str(device_root / "system" / "bin" / native.DAEMON))

@@ -2,8 +2,11 @@
 the device is left as it was found."""
 import os
 import signal
+import time
 
 from tests.e2e.conftest import daemon_pids, kill_all
+from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
+from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
 
 
 def leftovers(device_root):
@@ -49,3 +52,74 @@ def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device
     # The dead daemon's socket is removed, its log kept with the outputs.
     assert leftovers(device_root) == []
     assert "droidheapd: listening" in (tmp_path / "out" / "droidheapd.log").read_text()
+
+
+def wait_for_no_daemon(device_root, timeout_s=30):
+    deadline = time.monotonic() + timeout_s
+    while daemon_pids(device_root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert daemon_pids(device_root) == []
+
+
+def test_a_killed_droidheap_leaves_its_dumps_for_pull(cli, alloc_program, device_root, tmp_path):
+    session = cli.start("--local", "-o", tmp_path / "first", "-i", "1", "-c", "200", "--",
+                        alloc_program, "--linger", "2000")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        session.send_signal(signal.SIGKILL)  # droidheap alone; the program goes on
+        session.wait()
+        # The daemon's lifeline closed with it: it writes a last dump and stops, as on a phone.
+        wait_for_no_daemon(device_root)
+    finally:
+        kill_all(session)
+    # The next run says so; `droidheap pull` collects it.
+    second = cli.run("--local", "-i", "4096", "-o", tmp_path / "second", "--", alloc_program)
+    assert second.returncode == 0, second.stderr
+    assert "an earlier session's trace is still on the device" in second.stderr, second.stderr
+    pulled = cli.run("--local", "pull", "-o", tmp_path / "pulled")
+    assert pulled.returncode == 0, pulled.stderr
+    (trace_out,) = (tmp_path / "pulled").iterdir()
+    assert trace_out.name.startswith("droidheap-")
+    assert list(trace_out.glob("heap_dump.*.pb.gz"))
+    # The program had made every allocation before droidheap died: its last dump holds them all.
+    assert_sites(single_process(totals_by_leaf_function(trace_out / "raw-trace", alloc_program)), 1)
+    assert leftovers(device_root) == []
+    again = cli.run("--local", "pull", "-o", tmp_path / "again")
+    assert again.returncode == 0 and "no trace left on" in again.stderr, again.stderr
+
+
+def test_pull_keeps_the_intact_dumps_of_a_truncated_trace(cli, alloc_program, device_root,
+                                                          tmp_path):
+    """A trace cut short (its daemon killed while writing, the device out of space)."""
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "-c", "100", "--", alloc_program,
+                     "--linger", "1000")
+    assert result.returncode == 0, result.stderr
+    data = (out / "raw-trace").read_bytes()
+    (dumps,) = read_dumps(out / "raw-trace").values()
+    cut = device_root / "data" / "misc" / "perfetto-traces" / "droidheap-1.trace"
+    cut.write_bytes(data[:len(data) * 2 // 3])
+    pulled = cli.run("--local", "pull", "-o", tmp_path / "pulled")
+    assert pulled.returncode == 0, pulled.stderr
+    assert "the trace ends in a truncated or corrupt packet" in pulled.stdout + pulled.stderr
+    kept = list((tmp_path / "pulled" / "droidheap-1").glob("heap_dump.*.pb.gz"))
+    assert 1 <= len(kept) < len(dumps)
+    assert leftovers(device_root) == []
+
+
+def test_pull_with_nothing_left_and_a_busy_device(cli, alloc_program, device_root, tmp_path):
+    result = cli.run("--local", "pull")
+    assert result.returncode == 0 and "no trace left on" in result.stderr, result.stderr
+    go = tmp_path / "go"
+    session = cli.start("--local", "-o", tmp_path / "out", "--", alloc_program, "--wait-file", go)
+    try:
+        read_line_containing(session.stdout, "waiting pid=", 30)
+        busy = cli.run("--local", "pull")
+        go.touch()
+        assert session.wait(timeout=120) == 0
+    finally:
+        kill_all(session)
+    assert busy.returncode != 0
+    assert busy.stderr.strip().splitlines() == [
+        f"droidheap: another droidheap session is using the emulated device at {device_root} "
+        f"({cli.abi})"], busy.stderr
