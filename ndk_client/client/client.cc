@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -119,7 +120,25 @@ Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
       totals_(totals),
       config_(config),
       identity_(identity),
-      previous_(previous) {}
+      previous_(previous) {
+  struct stat st {};
+  fstat(sock, &st);
+  sock_dev_ = st.st_dev;
+  sock_ino_ = st.st_ino;
+}
+
+bool Client::SocketIsOurs() const {
+  struct stat st;
+  return fstat(sock_, &st) == 0 && st.st_dev == sock_dev_ && st.st_ino == sock_ino_;
+}
+
+bool Client::Wake() {
+  // (A thread of the program could still reuse the number between the check and the send: a
+  // window of two system calls, against every later wake-up that the check stops.)
+  if (!SocketIsOurs()) return false;
+  return send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 || errno == EAGAIN ||
+         errno == EWOULDBLOCK;
+}
 
 Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
   sockaddr_un addr{};
@@ -236,8 +255,7 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
       return false;
     }
     // Make sure the daemon is awake and still there.
-    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
-        errno != EWOULDBLOCK) {
+    if (!Wake()) {
       Shutdown(kClientDisconnected);
       return false;
     }
@@ -263,10 +281,7 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   RingBufferMetadata* meta = buffer_->metadata();
   if (meta->reader_sleeping.load(std::memory_order_relaxed) &&
       meta->reader_sleeping.exchange(0, std::memory_order_acq_rel)) {
-    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
-        errno != EWOULDBLOCK) {
-      Shutdown(kClientDisconnected);
-    }
+    if (!Wake()) Shutdown(kClientDisconnected);
   }
 }
 
@@ -369,10 +384,7 @@ void Client::WaitUntilDrained(uint32_t timeout_ms) {
   const uint64_t deadline = NowUs() + uint64_t{timeout_ms} * 1000;
   while (buffer_->bytes_pending() != 0 && NowUs() < deadline) {
     // The daemon may be asleep, having seen the buffer empty before the last records came.
-    if (send(sock_, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
-        errno != EWOULDBLOCK) {
-      return;  // gone
-    }
+    if (!Wake()) return;  // gone
     timespec pause{0, 1000 * 1000};
     nanosleep(&pause, nullptr);
   }
@@ -385,14 +397,14 @@ void Client::Shutdown(ClientStopReason reason) {
   uint32_t running = kClientRunning;
   buffer_->metadata()->stop_reason.compare_exchange_strong(running, reason);
   // The daemon sees EOF, drains what is in the buffer and writes this process's last dump.
-  shutdown(sock_, SHUT_RDWR);
+  if (SocketIsOurs()) shutdown(sock_, SHUT_RDWR);
 }
 
 void Client::DisableInChild() {
   enabled_.store(false);
   generation_.fetch_add(1, std::memory_order_release);
   CustomHeaps::StopSession();
-  close(sock_);
+  if (SocketIsOurs()) close(sock_);
 }
 
 }  // namespace droidheap

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <atomic>
 
@@ -101,9 +102,17 @@ class Client {
   uint8_t* ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
                          SharedRingBuffer::Reservation* r);
   void Publish(const SharedRingBuffer::Reservation& r);
+  // Whether sock_ is still the socket Connect made: the program may have closed it (a daemon
+  // closing every descriptor, closefrom) and the number may now be a file or socket of its own,
+  // which must never get the profiler's bytes or be shut down by it.
+  bool SocketIsOurs() const;
+  // Nudges the daemon awake; false when it is gone or the socket is no longer ours.
+  bool Wake();
   bool StackBounds(uint64_t sp, uint64_t* top);
 
   int sock_;
+  dev_t sock_dev_;
+  ino_t sock_ino_;
   SharedRingBuffer* buffer_;
   SampledAddresses* sampled_;
   SampledAddresses* custom_sampled_;

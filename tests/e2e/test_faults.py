@@ -123,3 +123,15 @@ def test_pull_with_nothing_left_and_a_busy_device(cli, alloc_program, device_roo
     assert busy.stderr.strip().splitlines() == [
         f"droidheap: another droidheap session is using the emulated device at {device_root} "
         f"({cli.abi})"], busy.stderr
+
+
+def test_a_program_that_closes_the_profilers_socket_is_left_alone(cli, programs, tmp_path):
+    """The program closes every descriptor and reuses the numbers for sockets of its own: the
+    client must notice its socket is gone, not write into (or shut down) the program's."""
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", programs("fd_closer"))
+    assert "foreign=0 broken=0" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr
+    # What was recorded before the socket went is kept.
+    per_function = single_process(totals_by_leaf_function(out / "raw-trace", programs("fd_closer")))
+    assert per_function["site_before_close"].allocated == 1000 * 256
