@@ -219,6 +219,9 @@ void AtForkChild() {
 }
 
 }  // namespace
+
+ThreadTotals& ThisThreadTotals() { return t_totals; }
+
 }  // namespace droidheap
 
 using namespace droidheap;

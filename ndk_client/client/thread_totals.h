@@ -21,7 +21,12 @@ class ThreadTotals {
   // Where libc's calls are counted; nullptr when the session does not count them, and in a child
   // that inherited the slot without an atfork handler (a raw clone()): its calls are not the
   // profiled process's. Checked where the check costs no system call.
-  HeapCounters* malloc_counters() const { return InOwnProcess() ? malloc_counters_ : nullptr; }
+  HeapCounters* malloc_counters() const {
+    return InOwnProcess() && !profiler_allocating_ ? malloc_counters_ : nullptr;
+  }
+  // While the profiler itself allocates on this thread (pthread_getattr_np, from a hook): those
+  // calls are not the program's, and are not counted.
+  void set_profiler_allocating(bool allocating) { profiler_allocating_ = allocating; }
   // Where custom heap `heap` (1 to kMaxCustomHeaps) is counted; nullptr when nowhere.
   HeapCounters* custom_counters(uint32_t heap) {
     if (__builtin_expect(custom_row_ == nullptr, 0)) return FirstCustomCounters(heap);
@@ -56,11 +61,16 @@ class ThreadTotals {
 
   uint32_t generation_ = 0;
   bool shared_ = false;
+  bool profiler_allocating_ = false;
   CustomHeapRow* custom_row_ = nullptr;  // slot_'s, once marked (SharedTotals::MarkCountsCustom)
   HeapCounters* malloc_counters_ = nullptr;  // in slot_, or nullptr
   TotalsSlot* slot_ = nullptr;
   SharedTotals* totals_ = nullptr;  // where slot_ belongs
   const ProcessIdentity* identity_ = nullptr;
 };
+
+// The calling thread's totals (heapprofd_entry_points.cc holds them).
+ThreadTotals& ThisThreadTotals();
+
 
 }  // namespace droidheap
