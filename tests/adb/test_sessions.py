@@ -266,6 +266,35 @@ def test_a_device_lost_midway_is_one_line(adb_server, local_program, extra_adbds
     assert lines[-1].startswith("droidheap: "), stderr
 
 
+def test_a_dropped_adb_link_leaves_the_dumps_for_pull(adb_server, local_program, extra_adbds,
+                                                      tmp_path):
+    """The cable is pulled, the phone lives on: adbd ends the daemon's stream, the daemon writes
+    its last dump and stops; plugged in again, `droidheap pull` collects it."""
+    adbd = start_test_adbd(root=False)
+    extra_adbds.append(adbd)
+    serial = adb_server.connect(adbd)
+    adb_server.adb("-s", serial, "push", str(local_program), DEVICE_PROGRAM)
+    cli = AdbCli(adb_server, serial)
+    session = cli.start("-o", tmp_path / "out", "-i", "1", "--", DEVICE_PROGRAM,
+                        "--linger", "60000")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        adb_server.adb("disconnect", serial)
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        kill_all(session)
+    assert session.returncode != 0 and "Traceback" not in stderr, stderr
+    adb_server.connect(adbd)
+    pulled = cli.run("pull", "-o", tmp_path / "pulled")
+    assert pulled.returncode == 0, pulled.stderr
+    assert "undid the changes an earlier session left on the device" in pulled.stderr
+    (trace_out,) = (tmp_path / "pulled").iterdir()
+    # Every allocation was made before the link dropped: the last dump holds them all.
+    assert_sites(single_process(totals_by_leaf_function(trace_out / "raw-trace", local_program)), 1)
+    cli.shell("pkill -f alloc_sites")
+    cli.assert_left_as_it_was()
+
+
 def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, local_program,
                                                                   tmp_path):
     out = tmp_path / "out"
