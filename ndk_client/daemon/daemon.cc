@@ -185,8 +185,14 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   reply.magic = kReplyMagic;
   reply.version = kProtocolVersion;
   reply.size = sizeof(reply);
-  const bool hello_ok = hello_read && known_peer &&
-                        FdsAreProcessOwn(client->maps_fd, client->mem_fd, cred.pid);
+  const bool hello_ok = hello_read && known_peer && MapsAreProcessOwn(client->maps_fd, cred.pid);
+  if (hello_ok && !MemIsProcessOwn(client->mem_fd, cred.pid)) {
+    // Only the stacks the client copies can be read then: an unwind that needs more stops early.
+    Log("pid=%d sent no readable /proc/%d/mem of its own: stacks are unwound from their copies "
+        "alone", cred.pid, cred.pid);
+    if (client->mem_fd >= 0) close(client->mem_fd);
+    client->mem_fd = -1;
+  }
   const RegisterLayout* layout = hello_ok ? ClientLayout(hello) : nullptr;
   if (!hello_ok) {
     reply.status = kReplyBadHello;

@@ -91,15 +91,15 @@ HelloReader::Status HelloReader::Read(int sock) {
       wanted_ = hello_.size;
     }
   }
-  if (fds_.size() != 2) return Status::kBad;
+  if (fds_.empty()) return Status::kBad;
   memcpy(&hello_, bytes_, std::min<size_t>(received_, sizeof(hello_)));
   return Status::kDone;
 }
 
 void HelloReader::TakeFds(int* maps_fd, int* mem_fd) {
-  *maps_fd = fds_.size() == 2 ? fds_[0] : -1;
+  *maps_fd = !fds_.empty() ? fds_[0] : -1;
   *mem_fd = fds_.size() == 2 ? fds_[1] : -1;
-  if (fds_.size() == 2) fds_.clear();
+  fds_.clear();
 }
 
 bool PeerIsServed(const ucred& peer) {
@@ -107,10 +107,11 @@ bool PeerIsServed(const ucred& peer) {
   return own == 0 || peer.uid == 0 || peer.uid == own;
 }
 
-bool FdsAreProcessOwn(int maps_fd, int mem_fd, int pid) {
-  if (!IsProcFileOf(mem_fd, pid, "mem")) return false;
+bool MapsAreProcessOwn(int maps_fd, int pid) {
   return IsProcFileOf(maps_fd, pid, "maps") || (MapsAreEmulated() && IsMemfd(maps_fd));
 }
+
+bool MemIsProcessOwn(int mem_fd, int pid) { return IsProcFileOf(mem_fd, pid, "mem"); }
 
 const RegisterLayout* ClientLayout(const ClientHello& hello) {
   if (hello.size < offsetof(ClientHello, abi) + sizeof(hello.abi)) return &kNativeLayout;

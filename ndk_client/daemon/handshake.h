@@ -40,7 +40,8 @@ class HelloReader {
   Status Read(int sock);
 
   const ClientHello& hello() const { return hello_; }
-  // Once kDone: the fds the client passed (maps, mem), which the caller then owns.
+  // Once kDone: the fds the client passed, which the caller then owns: its maps, and its mem
+  // or -1 (a client that cannot open its /proc/self/mem sends the maps alone).
   void TakeFds(int* maps_fd, int* mem_fd);
 
  private:
@@ -57,12 +58,12 @@ class HelloReader {
 // the daemon itself runs as root (standing in for the platform's heapprofd), any process.
 bool PeerIsServed(const ucred& peer);
 
-// Whether the fds a client passed are its own /proc/<pid>/maps and /proc/<pid>/mem: the same
-// files (device and inode) as the daemon finds under that pid. Under qemu-user, which hands a
-// guest a one-time copy of its maps on a memfd instead of procfs's file, a memfd passes as the
-// maps when the daemon's own maps come the same way (it then runs under qemu too: the emulator
-// device, never a phone).
-bool FdsAreProcessOwn(int maps_fd, int mem_fd, int pid);
+// Whether an fd a client passed is its own /proc/<pid>/maps (or /mem): the same file (device and
+// inode) as the daemon finds under that pid. Under qemu-user, which hands a guest a one-time copy
+// of its maps on a memfd instead of procfs's file, a memfd passes as the maps when the daemon's
+// own maps come the same way (it then runs under qemu too: the emulator device, never a phone).
+bool MapsAreProcessOwn(int maps_fd, int pid);
+bool MemIsProcessOwn(int mem_fd, int pid);
 
 // The register layout of the client's records: the ABI its hello names (every ABI in registers.h
 // can be unwound here, whatever this daemon's own), the daemon's own for a version 1 hello;

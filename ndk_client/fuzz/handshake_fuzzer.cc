@@ -65,10 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (status == droidheap::HelloReader::Status::kDone) {
       int maps_fd, mem_fd;
       reader.TakeFds(&maps_fd, &mem_fd);
-      droidheap::FdsAreProcessOwn(maps_fd, mem_fd, getpid());
+      droidheap::MapsAreProcessOwn(maps_fd, getpid());
+      droidheap::MemIsProcessOwn(mem_fd, getpid());
       droidheap::ClientLayout(reader.hello());
       close(maps_fd);
-      close(mem_fd);
+      if (mem_fd >= 0) close(mem_fd);
     }
   }
   close(pair[0]);

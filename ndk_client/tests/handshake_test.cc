@@ -73,10 +73,25 @@ void TestWholeHello() {
   int maps_fd, mem_fd;
   reader.TakeFds(&maps_fd, &mem_fd);
   CHECK(maps_fd >= 0 && mem_fd >= 0);
-  CHECK(FdsAreProcessOwn(maps_fd, mem_fd, getpid()));
-  CHECK(!FdsAreProcessOwn(mem_fd, maps_fd, getpid()));  // swapped
-  CHECK(!FdsAreProcessOwn(maps_fd, mem_fd, getppid()));  // another process's
+  CHECK(MapsAreProcessOwn(maps_fd, getpid()) && MemIsProcessOwn(mem_fd, getpid()));
+  CHECK(!MapsAreProcessOwn(mem_fd, getpid()) && !MemIsProcessOwn(maps_fd, getpid()));  // swapped
+  CHECK(!MapsAreProcessOwn(maps_fd, getppid()));  // another process's
+  CHECK(!MemIsProcessOwn(mem_fd, getppid()));
   for (int fd : {maps_fd, mem_fd, fds[0], fds[1]}) close(fd);
+}
+
+// A client that cannot open its /proc/self/mem sends its maps alone.
+void TestHelloWithTheMapsAlone() {
+  Pair pair;
+  ClientHello hello = Hello();
+  int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  Send(pair.client(), &hello, sizeof(hello), {maps});
+  HelloReader reader;
+  CHECK(reader.Read(pair.daemon()) == HelloReader::Status::kDone);
+  int maps_fd, mem_fd;
+  reader.TakeFds(&maps_fd, &mem_fd);
+  CHECK(maps_fd >= 0 && mem_fd == -1 && MapsAreProcessOwn(maps_fd, getpid()));
+  for (int fd : {maps_fd, maps}) close(fd);
 }
 
 void TestByteByByteAndNothingYet() {
@@ -150,7 +165,6 @@ void TestBadHellos() {
       {"size below version 1's", too_short, sizeof(ClientHello), 2, false},
       {"version 0", version_0, sizeof(ClientHello), 2, false},
       {"no fds", Hello(), sizeof(ClientHello), 0, false},
-      {"one fd", Hello(), sizeof(ClientHello), 1, false},
       {"three fds", Hello(), sizeof(ClientHello), 3, false},
       {"more fds than a read takes", Hello(), sizeof(ClientHello), 12, false},
       {"gone half way", Hello(), 10, 2, true},
@@ -180,12 +194,12 @@ void TestForgedFds() {
   int file_fd = mkstemp(path);  // a file that says what maps would
   unlink(path);
   CHECK(null_fd >= 0 && mem_fd >= 0 && maps_fd >= 0 && file_fd >= 0);
-  CHECK(!FdsAreProcessOwn(null_fd, mem_fd, getpid()));
-  CHECK(!FdsAreProcessOwn(file_fd, mem_fd, getpid()));
-  CHECK(!FdsAreProcessOwn(maps_fd, null_fd, getpid()));
+  CHECK(!MapsAreProcessOwn(null_fd, getpid()));
+  CHECK(!MapsAreProcessOwn(file_fd, getpid()));
+  CHECK(!MemIsProcessOwn(null_fd, getpid()) && !MemIsProcessOwn(-1, getpid()));
   // A memfd passes for maps under qemu-user only (handshake.h); these tests run natively.
   int memfd = static_cast<int>(syscall(__NR_memfd_create, "maps", MFD_CLOEXEC));
-  CHECK(memfd >= 0 && !FdsAreProcessOwn(memfd, mem_fd, getpid()));
+  CHECK(memfd >= 0 && !MapsAreProcessOwn(memfd, getpid()));
   for (int fd : {null_fd, mem_fd, maps_fd, file_fd, memfd}) close(fd);
 }
 
@@ -201,6 +215,7 @@ void TestPeers() {
 
 int main() {
   TestWholeHello();
+  TestHelloWithTheMapsAlone();
   TestByteByByteAndNothingYet();
   TestOlderAndNewerHellos();
   TestBadHellos();
