@@ -13,6 +13,8 @@ from droidheap.errors import DroidheapError
 _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
 _ABANDON_TIMEOUT_S = 10.0
+DEFAULT_MAX_DAEMON_MEMORY = 512 * 1024 * 1024
+DEFAULT_MAX_TRACE_SIZE = 2 * 1024 * 1024 * 1024
 DAEMON_LOG = "droidheapd.log"
 
 
@@ -37,6 +39,10 @@ class ProfileOptions:
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
+    # Guardrails (0: none): what droidheapd's bookkeeping of the session may take (past it, the
+    # process that grew it ends its profile), and the trace's size (past it, the session stops).
+    max_daemon_memory: int = DEFAULT_MAX_DAEMON_MEMORY
+    max_trace_size: int = DEFAULT_MAX_TRACE_SIZE
 
     @property
     def max_stack_bytes(self) -> int:
@@ -45,7 +51,8 @@ class ProfileOptions:
     def daemon_args(self) -> List[str]:
         """droidheapd's flags for these options (targets and paths apart)."""
         args = ["--interval", str(self.sampling_interval), "--shmem-size", str(self.shmem_size),
-                "--max-stack", str(self.max_stack_bytes)]
+                "--max-stack", str(self.max_stack_bytes), "--max-memory",
+                str(self.max_daemon_memory), "--max-trace-size", str(self.max_trace_size)]
         if self.dump_interval_ms:
             args += ["--dump-interval-ms", str(self.dump_interval_ms)]
         if self.dump_at_max:
@@ -117,7 +124,12 @@ class Session:
         return self._logged_pids("connected")
 
     def exited_pids(self) -> Set[int]:
-        return self._logged_pids("process exited")
+        """Processes whose profile is over: exited, or ended by a guardrail."""
+        return self._logged_pids("process exited") | self._logged_pids("profile ended")
+
+    def warnings(self) -> List[str]:
+        """What droidheapd warned of (a guardrail reached), for the user."""
+        return re.findall(r"droidheapd: warning: (.*)", self.daemon.log()) if self.daemon else []
 
     def wait_until(self, condition, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -14,7 +14,8 @@ from droidheap.commands.device_choice import open_device
 from droidheap.commands.output import convert_pulled, prepare_output, symbols_option
 from droidheap.device.local import program_name
 from droidheap.errors import DroidheapError
-from droidheap.session import ProfileOptions, Session, target_args
+from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
+                               Session, target_args)
 
 _CONNECT_TIMEOUT_S = 5.0
 _EXIT_DUMP_TIMEOUT_S = 10.0
@@ -106,6 +107,14 @@ def _heap_names(ctx, param, value):
 @click.option("--shmem-size", type=int, default=8 * 1024 * 1024, callback=_shmem_size,
               metavar="BYTES", help="Shared buffer per process: a power of two, at least 8192. "
                                     "Default 8 MiB.")
+@click.option("--max-daemon-memory", type=click.IntRange(0), default=DEFAULT_MAX_DAEMON_MEMORY,
+              metavar="BYTES", help="What droidheapd's bookkeeping (call stacks, live blocks) "
+                                    "may take for the session; past it, the process that grew "
+                                    "it ends its profile. 0 = no cap. Default 512 MiB.")
+@click.option("--max-trace-size", type=click.IntRange(0), default=DEFAULT_MAX_TRACE_SIZE,
+              metavar="BYTES", help="What the trace may take on the device; past it, the "
+                                    "session stops with the dumps written. 0 = no cap. "
+                                    "Default 2 GiB.")
 @click.option("--exact-totals/--no-exact-totals", default=True,
               help="Count every allocation and free beside the samples (default); without, "
                    "the unsampled calls cost about 1 ns instead of 5.")
@@ -130,9 +139,9 @@ def _heap_names(ctx, param, value):
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
-            block_client, block_client_timeout_us, shmem_size, exact_totals, heaps, all_heaps,
-            disable_fork_teardown, no_running, no_startup, print_config, output, symbol_dirs, seed,
-            argv):
+            block_client, block_client_timeout_us, shmem_size, max_daemon_memory, max_trace_size,
+            exact_totals, heaps, all_heaps, disable_fork_teardown, no_running, no_startup,
+            print_config, output, symbol_dirs, seed, argv):
     """Profile CMD from its start, or processes by name or pid."""
     name_list = _split_list(names, str, "process name")
     pid_list = _split_list(pids, int, "pid")
@@ -144,7 +153,8 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
                              dump_at_max=dump_at_max, block_client=block_client,
                              block_client_timeout_us=block_client_timeout_us,
-                             shmem_size=shmem_size, exact_totals=exact_totals,
+                             shmem_size=shmem_size, max_daemon_memory=max_daemon_memory,
+                             max_trace_size=max_trace_size, exact_totals=exact_totals,
                              fork_teardown=not disable_fork_teardown, heaps=heaps,
                              all_heaps=all_heaps, seed=seed)
     if print_config:
@@ -409,6 +419,8 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
 
 
 def _collect(session, out, symbol_dirs):
+    for warning in session.warnings():
+        _note(f"warning: {warning}")
     try:
         raw = session.pull_trace(out)
         convert_pulled(raw, out, session.device, symbol_dirs)

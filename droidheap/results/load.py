@@ -40,7 +40,7 @@ def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
     return tuple(why for flag, why in (
         (dump.buffer_overran, "the buffer overran"),
         (dump.buffer_corrupted, "the buffer was corrupted"),
-        (dump.hit_guardrail, "a guardrail stopped the profile"),
+        (dump.hit_guardrail, "droidheapd's memory cap (--max-daemon-memory) ended the profile"),
         (dump.rejected_concurrent, "another profiler held the process")) if flag)
 
 

@@ -27,6 +27,9 @@ uint32_t CallstackTable::InternCallstack(const std::vector<FrameInfo>& frames) {
   uint32_t id = static_cast<uint32_t>(callstacks_.size());
   callstacks_.push_back(frames);
   callstack_ids_.emplace(frames, id);
+  // The frames twice (the list, the map's key), each vector's header, a map node and its bucket.
+  constexpr size_t kPerStack = 2 * sizeof(std::vector<FrameInfo>) + 4 * sizeof(void*);
+  memory_bytes_ += 2 * frames.size() * sizeof(FrameInfo) + kPerStack;
   return id;
 }
 
@@ -36,6 +39,7 @@ uint32_t CallstackTable::InternMapping(const MappingInfo& mapping) {
     if (mappings_[i] == mapping) return static_cast<uint32_t>(i);
   }
   mappings_.push_back(mapping);
+  memory_bytes_ += sizeof(MappingInfo) + mapping.path.size() + mapping.build_id.size();
   return static_cast<uint32_t>(mappings_.size() - 1);
 }
 

@@ -21,6 +21,8 @@ class CallstackTable {
 
   const std::vector<MappingInfo>& mappings() const { return mappings_; }
   const std::vector<std::vector<FrameInfo>>& callstacks() const { return callstacks_; }
+  // About what the tables take (for the session's memory cap).
+  size_t memory_bytes() const { return memory_bytes_; }
 
  private:
   struct FramesHash {
@@ -34,6 +36,7 @@ class CallstackTable {
   std::vector<std::vector<FrameInfo>> callstacks_;
   // Every sample looks its stack up here: hashed, one comparison on a hit.
   std::unordered_map<std::vector<FrameInfo>, uint32_t, FramesHash, FramesEqual> callstack_ids_;
+  size_t memory_bytes_ = 0;
 };
 
 }  // namespace droidheap

@@ -46,6 +46,8 @@ struct ClientConnection {
   // Worker state.
   bool socket_closed = false;
   bool buffer_corrupted = false;
+  bool hit_guardrail = false;  // ended at the session's memory cap
+  uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
   ProcessMaps maps;
   CallstackTable callstacks;
   // Its heaps: libc's, and the custom heaps it named (HeapNameRecord) by number.

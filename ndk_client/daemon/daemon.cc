@@ -301,18 +301,26 @@ void Daemon::HandleInbox() {
   }
   for (auto& [request_id, snapshots] : inbox) {
     if (request_id == 0) {
-      for (const auto& s : snapshots) Log("process exited pid=%d", s.pid);
+      for (const auto& s : snapshots) {
+        if (s.hit_guardrail) {
+          Log("warning: pid=%d: droidheapd's bookkeeping of the session passed its memory cap "
+              "(%llu bytes): this process's profile ends here", s.pid,
+              static_cast<unsigned long long>(config_.max_memory_bytes));
+          Log("profile ended pid=%d", s.pid);
+        } else {
+          Log("process exited pid=%d", s.pid);
+        }
+      }
       clients_gone_ += snapshots.size();
-      if (!trace_.WriteDump(snapshots)) Log("cannot write the trace");
+      WriteDump(snapshots);
       continue;
     }
     if (request_id != pending_request_) continue;
     for (auto& s : snapshots) pending_snapshots_.push_back(std::move(s));
     if (--pending_replies_ > 0) continue;
-    if (!pending_snapshots_.empty() && !trace_.WriteDump(pending_snapshots_)) {
-      Log("cannot write the trace");
+    if (pending_snapshots_.empty() || WriteDump(pending_snapshots_)) {
+      Log("dump written processes=%zu", pending_snapshots_.size());
     }
-    Log("dump written processes=%zu", pending_snapshots_.size());
     pending_snapshots_.clear();
     pending_request_ = 0;
     if (pending_is_stop_) {
@@ -322,6 +330,20 @@ void Daemon::HandleInbox() {
       RequestDump(true);
     }
   }
+}
+
+bool Daemon::WriteDump(const std::vector<DumpSnapshot>& snapshots) {
+  if (trace_.WriteDump(snapshots)) return true;
+  if (!trace_.full()) {
+    Log("cannot write the trace");
+  } else if (!trace_full_) {
+    trace_full_ = true;
+    Log("warning: the trace reached its size cap (%llu bytes): the dumps written before are "
+        "kept, no later one is; profiling stops",
+        static_cast<unsigned long long>(config_.max_trace_bytes));
+    RequestDump(true);
+  }
+  return false;
 }
 
 int Daemon::Run() {
@@ -337,6 +359,7 @@ int Daemon::Run() {
   for (int sig : {SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  trace_.set_max_bytes(config_.max_trace_bytes);
   if (!trace_.Open(config_.output_path) || !trace_.WriteSessionStart()) {
     Log("cannot write %s", config_.output_path.c_str());
     return 1;
@@ -344,7 +367,7 @@ int Daemon::Run() {
   // Listen first: a daemon that cannot listen must exit at once, with no workers to wind down.
   if (!Listen()) return 1;
   for (int i = 0; i < std::max(1, config_.workers); ++i) {
-    workers_.push_back(std::make_unique<UnwindingWorker>(config_, this));
+    workers_.push_back(std::make_unique<UnwindingWorker>(config_, this, &session_bytes_));
     if (!workers_.back()->Start()) {
       Log("cannot start a worker");
       workers_.pop_back();

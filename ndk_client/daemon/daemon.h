@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -53,10 +54,14 @@ class Daemon : public SnapshotSink {
   uint64_t NextHandshakeDeadlineMs() const;
   void RequestDump(bool stop);
   void HandleInbox();
+  // Writes a dump to the trace; a trace at its size cap stops the session, once, saying so.
+  bool WriteDump(const std::vector<DumpSnapshot>& snapshots);
 
   const DaemonConfig config_;
   ProcessMatcher matcher_;
   TraceWriter trace_;
+  // What the workers' bookkeeping takes, against config_.max_memory_bytes.
+  std::atomic<uint64_t> session_bytes_{0};
   std::vector<std::unique_ptr<UnwindingWorker>> workers_;
   int listen_fd_ = -1;
   size_t next_worker_ = 0;
@@ -71,6 +76,7 @@ class Daemon : public SnapshotSink {
   bool stop_queued_ = false;
   bool stopping_ = false;  // no new clients, no new periodic dumps
   bool stopped_ = false;   // the final dump is written
+  bool trace_full_ = false;  // at --max-trace-size: said once, and the session stops
   std::vector<DumpSnapshot> pending_snapshots_;
   size_t clients_connected_ = 0;
   size_t clients_gone_ = 0;

@@ -34,6 +34,10 @@ struct DaemonConfig {
   std::vector<std::string> heaps;
   bool all_heaps = false;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
+  // Guardrails, 0 = none: what the session's bookkeeping (interned stacks, live allocations) may
+  // take, and the trace's size.
+  uint64_t max_memory_bytes = 0;
+  uint64_t max_trace_bytes = 0;
   uint64_t random_seed = 0;  // 0 = from the clock
   int workers = 1;
   bool exit_when_clients_gone = false;  // stop once every connected client has gone

@@ -63,6 +63,7 @@ struct DumpSnapshot {
   bool disconnected = false;   // the process exited or closed the connection
   bool buffer_overran = false;
   bool buffer_corrupted = false;
+  bool hit_guardrail = false;  // its profile ended at the session's memory cap
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;
   uint64_t map_reparses = 0;

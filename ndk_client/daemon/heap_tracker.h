@@ -40,6 +40,11 @@ class HeapTracker {
 
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t peak_live_bytes() const { return peak_live_bytes_; }
+  // What its tables take (for the session's memory cap).
+  size_t memory_bytes() const {
+    return slots_.capacity() * sizeof(uint32_t) + totals_.capacity() * sizeof(CallstackSample) +
+           at_peak_.capacity() * sizeof(AtPeak) + live_.memory_bytes();
+  }
 
  private:
   // Where `callstack`'s totals are kept in totals_ and at_peak_, made on its first allocation.

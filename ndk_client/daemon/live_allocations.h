@@ -24,6 +24,7 @@ struct LiveAllocation {
 class LiveAllocations {
  public:
   size_t size() const { return size_; }
+  size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
 
   // The allocation at `address`, or nullptr. Valid until the next Insert or Erase.
   LiveAllocation* Find(uint64_t address) {

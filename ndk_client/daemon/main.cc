@@ -23,7 +23,8 @@ const char kUsage[] =
     "         --dump-interval-ms MS  --dump-at-max  --no-block-client  --no-exact-totals\n"
     "         --disable-fork-teardown  --heaps NAME[,NAME]  --all-heaps\n"
     "         --block-timeout-us US (5000000)  --seed N  --workers N (1)\n"
-    "         --exit-when-clients-gone  --stop-when-stdin-closes\n";
+    "         --exit-when-clients-gone  --stop-when-stdin-closes\n"
+    "         --max-memory BYTES  --max-trace-size BYTES (0: no cap, the default)\n";
 
 bool ParseNumber(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
   if (text == nullptr || *text == '\0' || *text == '-') return false;
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
     kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps, kBlockTimeout, kSeed,
-    kWorkers, kExitWhenGone, kStdinLifeline, kHelp
+    kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
       {"workers", required_argument, nullptr, kWorkers},
       {"exit-when-clients-gone", no_argument, nullptr, kExitWhenGone},
       {"stop-when-stdin-closes", no_argument, nullptr, kStdinLifeline},
+      {"max-memory", required_argument, nullptr, kMaxMemory},
+      {"max-trace-size", required_argument, nullptr, kMaxTraceSize},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
@@ -163,6 +166,16 @@ int main(int argc, char** argv) {
         break;
       case kExitWhenGone: config.exit_when_clients_gone = true; break;
       case kStdinLifeline: config.stop_when_stdin_closes = true; break;
+      case kMaxMemory:
+        if (!ParseNumber(optarg, 0, UINT64_MAX, &config.max_memory_bytes)) {
+          return Fail("--max-memory", optarg);
+        }
+        break;
+      case kMaxTraceSize:
+        if (!ParseNumber(optarg, 0, UINT64_MAX, &config.max_trace_bytes)) {
+          return Fail("--max-trace-size", optarg);
+        }
+        break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return 2;
     }

@@ -124,8 +124,8 @@ struct ProfilePacket { enum : uint32_t { kProcessDumps = 5, kContinued = 6, kInd
 struct ProcessHeapSamples {
   enum : uint32_t {
     kPid = 1, kSamples = 2, kFromStartup = 3, kStats = 5, kDisconnected = 6, kBufferOverran = 7,
-    kBufferCorrupted = 8, kTimestamp = 9, kHeapName = 11, kSamplingIntervalBytes = 12,
-    kStartTimestamp = 15
+    kBufferCorrupted = 8, kTimestamp = 9, kHitGuardrail = 10, kHeapName = 11,
+    kSamplingIntervalBytes = 12, kStartTimestamp = 15
   };
 };
 struct HeapSample {

@@ -124,7 +124,7 @@ bool TraceWriter::WriteSessionStart() {
 }
 
 bool TraceWriter::WriteDump(const std::vector<DumpSnapshot>& processes) {
-  if (fd_ < 0 || broken_) return false;
+  if (fd_ < 0 || broken_ || full_) return false;
   if (processes.empty()) return true;
   std::vector<int32_t> described_now;
   // A sequence (re)start carries its own clock snapshot.
@@ -308,6 +308,7 @@ void TraceWriter::CloseFragment(const DumpSnapshot& process, const HeapSnapshot&
   if (process.disconnected) fragment.Bool(ProcessHeapSamples::kDisconnected, true);
   if (process.buffer_overran) fragment.Bool(ProcessHeapSamples::kBufferOverran, true);
   if (process.buffer_corrupted) fragment.Bool(ProcessHeapSamples::kBufferCorrupted, true);
+  if (process.hit_guardrail) fragment.Bool(ProcessHeapSamples::kHitGuardrail, true);
   fragment.Varint(ProcessHeapSamples::kTimestamp, process.timestamp_ns);
   fragment.Varint(ProcessHeapSamples::kStartTimestamp, process.start_timestamp_ns);
   fragment.Bytes(ProcessHeapSamples::kHeapName, heap.name);
@@ -335,6 +336,10 @@ bool TraceWriter::FlushProfilePacket(bool continued) {
 bool TraceWriter::WritePacket(const ProtoEncoder& packet) {
   ProtoEncoder framed;
   framed.Message(pb::Trace::kPacket, packet);
+  if (max_bytes_ != 0 && written_bytes_ + framed.size() > max_bytes_) {
+    full_ = true;
+    return false;
+  }
   const char* data = framed.data().data();
   size_t left = framed.size();
   while (left > 0) {

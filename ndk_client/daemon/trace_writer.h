@@ -63,6 +63,10 @@ class TraceWriter {
   // One dump of one or more processes, after a fresh clock snapshot. Flushed and fsync'ed before
   // returning.
   bool WriteDump(const std::vector<DumpSnapshot>& processes);
+  // The size the trace may reach (0: no cap): a dump that would pass it is not written, and
+  // full() says so from then on.
+  void set_max_bytes(uint64_t max_bytes) { max_bytes_ = max_bytes; }
+  bool full() const { return full_; }
   void Close();
 
  private:
@@ -119,6 +123,8 @@ class TraceWriter {
   bool broken_ = false;            // a failed write could not be undone: nothing more is written
   uint64_t written_bytes_ = 0;     // where the next packet goes
   uint64_t committed_bytes_ = 0;   // end of the last complete call, fsync'ed
+  uint64_t max_bytes_ = 0;
+  bool full_ = false;
   bool sequence_started_ = false;  // a CLEARED packet is in the file since the last roll-back
   uint64_t next_index_ = 0;        // ProfilePacket.index; from 0 again when the sequence restarts
   uint64_t packet_timestamp_ = 0;  // BOOTTIME of the last clock snapshot: stamps every packet

@@ -20,6 +20,8 @@ namespace {
 
 constexpr int kPollTimeoutMs = 50;
 constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from starving the rest
+// How often a drain counts the client's bookkeeping against the session's memory cap.
+constexpr size_t kRecordsPerMemoryCheck = 1024;
 constexpr size_t kMaxFrames = 256;
 constexpr uint64_t kMemoryReadIntervalUs = 100 * 1000;
 // How much of a sample to ask the memory system for before reading it (see HandleAlloc).
@@ -53,8 +55,9 @@ MappingInfo ToMappingInfo(const MapEntry& e) {
 
 }  // namespace
 
-UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink)
-    : config_(config), sink_(sink) {
+UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
+                                 std::atomic<uint64_t>* session_bytes)
+    : config_(config), sink_(sink), session_bytes_(session_bytes) {
   if (!config_.stack_log_path.empty()) {
     stack_log_fd_ = open(config_.stack_log_path.c_str(),
                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -150,6 +153,7 @@ void UnwindingWorker::Run() {
         last.push_back(TakeSnapshot(client, MonotonicCoarseNs()));
         last.back().disconnected = true;
         sink_->PostSnapshots(0, std::move(last));
+        session_bytes_->fetch_sub(client->booked_bytes, std::memory_order_relaxed);
         it = clients_.erase(it);
       } else {
         ++it;
@@ -171,10 +175,11 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
 }
 
 bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
-  if (client->buffer_corrupted) return true;
+  if (client->buffer_corrupted || client->hit_guardrail) return true;
   // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
   const uint64_t begin_us = MonotonicUs();
-  const bool empty = DrainRecords(client, max_records);
+  bool empty = DrainRecords(client, max_records);
+  if (OverMemoryCap(client)) empty = true;  // cut off: nothing more is read
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
   if (end_us - client->memory_read_us > kMemoryReadIntervalUs && !client->socket_closed) {
@@ -198,8 +203,7 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       case SharedRingBuffer::ReadResult::kCorrupt:
         // A client that scribbles over the buffer is cut off; what it sent before stays booked.
         client->buffer_corrupted = true;
-        shutdown(client->sock, SHUT_RDWR);
-        client->socket_closed = true;
+        CutOff(client);
         return true;
       case SharedRingBuffer::ReadResult::kRecord:
         break;
@@ -228,8 +232,30 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       client->allocator = stats;
     }
     client->buffer->Consume(record);
+    if (i % kRecordsPerMemoryCheck == kRecordsPerMemoryCheck - 1 && OverMemoryCap(client)) {
+      return true;
+    }
   }
   return false;
+}
+
+bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
+  if (config_.max_memory_bytes == 0) return false;
+  uint64_t bytes = client->callstacks.memory_bytes() + client->malloc_heap.memory_bytes();
+  for (const auto& [number, custom] : client->custom_heaps) bytes += custom.tracker.memory_bytes();
+  const uint64_t session = session_bytes_->fetch_add(bytes - client->booked_bytes,
+                                                     std::memory_order_relaxed) +
+                           bytes - client->booked_bytes;
+  client->booked_bytes = bytes;
+  if (session <= config_.max_memory_bytes) return false;
+  client->hit_guardrail = true;
+  CutOff(client);
+  return true;
+}
+
+void UnwindingWorker::CutOff(ClientConnection* client) {
+  shutdown(client->sock, SHUT_RDWR);
+  client->socket_closed = true;
 }
 
 HeapTracker* UnwindingWorker::CustomHeapOf(ClientConnection* client, const uint8_t* body,
@@ -382,6 +408,7 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   RingBufferMetadata* meta = client->buffer->metadata();
   s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran;
   s.buffer_corrupted = client->buffer_corrupted;
+  s.hit_guardrail = client->hit_guardrail;
   s.unwinding_errors = client->unwinding_errors;
   s.heap_samples = client->heap_samples;
   s.map_reparses = client->map_reparses;

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -29,7 +30,9 @@ class SnapshotSink {
 
 class UnwindingWorker {
  public:
-  UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink);
+  // `session_bytes`: what every worker's bookkeeping takes, against config.max_memory_bytes.
+  UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
+                  std::atomic<uint64_t>* session_bytes);
   ~UnwindingWorker();
   bool Start();
 
@@ -50,6 +53,11 @@ class UnwindingWorker {
   // Handles at most max_records records; true when the buffer is (for now) empty.
   bool Drain(ClientConnection* client, size_t max_records);
   bool DrainRecords(ClientConnection* client, size_t max_records);
+  // Counts what the client's bookkeeping takes now into the session's; past the cap, ends its
+  // profile (its last dump follows, marked hit_guardrail) and returns true.
+  bool OverMemoryCap(ClientConnection* client);
+  // Ends a client's profile: it sees its socket close and stops recording.
+  void CutOff(ClientConnection* client);
   void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
   // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
   // client never named it.
@@ -66,6 +74,7 @@ class UnwindingWorker {
 
   const DaemonConfig config_;
   SnapshotSink* const sink_;
+  std::atomic<uint64_t>* const session_bytes_;
   int wake_pipe_[2] = {-1, -1};
   std::thread thread_;
 

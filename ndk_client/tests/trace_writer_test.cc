@@ -300,6 +300,30 @@ void TestErrorsAreReported() {
   }
 }
 
+// At --max-trace-size a dump that would pass the cap leaves nothing of itself, and none after it
+// is written; the file ends with the last whole dump.
+void TestSizeCap(const std::string& path) {
+  uint64_t first_dump_end;
+  {
+    TraceWriter writer;
+    CHECK(writer.Open(path) && writer.WriteSessionStart() && writer.WriteDump({AppA(kT0, 1)}));
+    struct stat st;
+    CHECK(stat(path.c_str(), &st) == 0);
+    first_dump_end = static_cast<uint64_t>(st.st_size);
+  }
+  TraceWriter writer;
+  writer.set_max_bytes(first_dump_end + 100);
+  CHECK(writer.Open(path) && writer.WriteSessionStart() && writer.WriteDump({AppA(kT0, 1)}));
+  CHECK(!writer.full());
+  CHECK(!writer.WriteDump({AppA(kT0 + kSecond, 2)}));
+  CHECK(writer.full());
+  CHECK(!writer.WriteDump({AppA(kT0 + 2 * kSecond, 1)}));
+  writer.Close();
+  struct stat st;
+  CHECK(stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == first_dump_end);
+  CHECK(CheckProfilePackets(Packets(path)) == 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,11 +333,13 @@ int main(int argc, char** argv) {
   const std::string trace = argc > 1 ? argv[1] : std::string(dir) + "/trace.pftrace";
   const std::string recovery = argc > 2 ? argv[2] : std::string(dir) + "/recovery.pftrace";
   TestErrorsAreReported();
+  TestSizeCap(std::string(temporary ? dir : "/tmp") + "/capped.pftrace");
   WriteMainTrace(trace);
   WriteRecoveryTrace(recovery);
   if (temporary) {
     if (argc < 2) unlink(trace.c_str());
     unlink(recovery.c_str());
+    unlink((std::string(dir) + "/capped.pftrace").c_str());
     rmdir(dir);
   }
   printf("trace_writer_test: ok\n");
