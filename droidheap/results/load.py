@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import pathlib
 import re
+import zlib
 from typing import List, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
@@ -98,8 +99,15 @@ def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
     try:
         profile = PprofProfile.FromString(gzip.decompress(data) if data[:2] == _GZIP_MAGIC
                                           else data)
-    except (DecodeError, OSError, EOFError) as e:
+    except (DecodeError, OSError, EOFError, zlib.error) as e:
         raise DroidheapError(f"{path} is not a readable pprof file: {e}") from e
+    try:
+        return _pprof_profile(path, profile)
+    except (IndexError, KeyError, ValueError) as e:  # ids and indexes that point nowhere
+        raise DroidheapError(f"{path} is a damaged pprof file: {type(e).__name__} {e}") from e
+
+
+def _pprof_profile(path: pathlib.Path, profile) -> Profile:
     strings = profile.string_table
     types = [strings[t.type] for t in profile.sample_type]
     functions = {f.id: f for f in profile.function}
@@ -155,6 +163,14 @@ def load_results(path: pathlib.Path, search_dirs: Sequence[pathlib.Path] = ()) -
     if not pprofs:
         raise DroidheapError(f"{path} holds no trace ({SYMBOLIZED_TRACE}, {RAW_TRACE}) and no "
                              "pprof file")
-    profiles = [p for f in pprofs for p in _load_file(f, search_dirs).profiles]
+    # A damaged file costs only itself, named, unless nothing else can be read either.
+    profiles, warnings = [], []
+    for pprof in pprofs:
+        try:
+            profiles += _load_file(pprof, search_dirs).profiles
+        except DroidheapError as e:
+            if not profiles and pprof == pprofs[-1]:
+                raise
+            warnings.append(f"skipped: {e}")
     profiles.sort(key=lambda p: (p.pid, p.dump_index, p.heap))
-    return Results(profiles, [])
+    return Results(profiles, warnings)

@@ -13,6 +13,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.trace.reader import as_text
+
 _TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
 _MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
 
@@ -59,7 +61,7 @@ class CounterTracks:
         if track.HasField("process"):
             self._pids[track.uuid] = track.process.pid
         elif track.HasField("counter"):
-            self._counters[track.uuid] = (track.parent_uuid, track.name)
+            self._counters[track.uuid] = (track.parent_uuid, as_text(track.name))
 
     def add_event(self, event: pb.TrackEvent) -> None:
         if event.type != pb.TrackEvent.TYPE_COUNTER or not event.HasField("counter_value"):

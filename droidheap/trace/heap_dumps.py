@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTotals
+from droidheap.trace.reader import as_text
 
 PSEUDO_PREFIX = "[droidheap"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
@@ -244,7 +245,7 @@ def _make_mapping(raw: pb.Mapping, t: _Tables) -> Mapping:
 
 
 def _new_dump(pid: int, index: int, src: pb.ProfilePacket.ProcessHeapSamples) -> HeapDump:
-    return HeapDump(pid=pid, index=index, heap_name=src.heap_name or MALLOC_HEAP,
+    return HeapDump(pid=pid, index=index, heap_name=as_text(src.heap_name) or MALLOC_HEAP,
                     timestamp=src.timestamp, start_timestamp=src.start_timestamp,
                     sampling_interval_bytes=src.sampling_interval_bytes)
 
@@ -280,7 +281,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
         tracks = counters.setdefault(seq_id, CounterTracks())
         if packet.HasField("process_tree"):
             for proc in packet.process_tree.processes:
-                result.cmdlines[proc.pid] = " ".join(proc.cmdline)
+                result.cmdlines[proc.pid] = " ".join(map(as_text, proc.cmdline))
         if packet.HasField("clock_snapshot"):
             clocks = {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
             if pb.BUILTIN_CLOCK_MONOTONIC_COARSE in clocks and pb.BUILTIN_CLOCK_REALTIME in clocks:
@@ -303,7 +304,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
         seq.add_packet_tables(profile)
         current = pending.setdefault(seq_id, {})
         for src in profile.process_dumps:
-            key = (src.pid, src.heap_name or MALLOC_HEAP)
+            key = (src.pid, as_text(src.heap_name) or MALLOC_HEAP)
             if key not in current:
                 index = _next_index(result, current, src.pid)
                 current[key] = _new_dump(src.pid, index, src)

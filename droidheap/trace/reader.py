@@ -15,6 +15,12 @@ _PACKET_FIELD = 1
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_BYTES, _WIRE_FIXED32 = 0, 1, 2, 5
 
 
+def as_text(value) -> str:
+    """A string field as read: protobuf hands over a proto2 string that is not UTF-8 (damage, or
+    a writer's bug) as bytes."""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
 class FramingError(ValueError):
     """The bytes at some offset are not a valid protobuf field."""
 

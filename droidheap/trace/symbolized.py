@@ -14,7 +14,7 @@ from typing import Dict, Iterable, Tuple
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.symbolizer import ModuleSymbols, SourceLine
-from droidheap.trace.reader import encode_bytes_field, iter_fields
+from droidheap.trace.reader import as_text, encode_bytes_field, iter_fields
 
 _TRACE_PACKET = pb.Trace.DESCRIPTOR.fields_by_name["packet"].number
 _MODULE_SYMBOLS = pb.TracePacket.DESCRIPTOR.fields_by_name["module_symbols"].number
@@ -60,10 +60,11 @@ def read_module_symbols(packets) -> Dict[Tuple[str, str], ModuleSymbols]:
         message = packet.module_symbols
         raw_id = message.build_id  # bytes when not UTF-8 (raw, as written), else str
         build_id = (raw_id if isinstance(raw_id, bytes) else raw_id.encode("utf-8")).hex()
-        module = modules.setdefault((message.path, build_id),
-                                    ModuleSymbols(message.path, build_id))
+        path = as_text(message.path)
+        module = modules.setdefault((path, build_id), ModuleSymbols(path, build_id))
         for address in message.address_symbols:
-            lines = tuple(SourceLine(line.function_name, line.source_file_name, line.line_number)
+            lines = tuple(SourceLine(as_text(line.function_name), as_text(line.source_file_name),
+                                     line.line_number)
                           for line in address.lines)
             if lines:
                 module.lines[address.address] = lines
