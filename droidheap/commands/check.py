@@ -5,7 +5,8 @@ import re
 
 import click
 
-from droidheap.commands.report import load, path_argument, symbols_option
+from droidheap.commands.output import symbols_option
+from droidheap.commands.report import load, path_argument
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}

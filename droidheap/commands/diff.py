@@ -6,7 +6,8 @@ import pathlib
 
 import click
 
-from droidheap.commands.report import html_option, load, path_argument, symbols_option, write_page
+from droidheap.commands.output import symbols_option
+from droidheap.commands.report import html_option, load, path_argument, write_page
 
 
 @click.command("diff")

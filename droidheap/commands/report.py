@@ -6,9 +6,8 @@ import pathlib
 
 import click
 
-symbols_option = click.option(
-    "--symbols", "symbol_dirs", multiple=True, metavar="DIR", type=click.Path(file_okay=False),
-    help="A directory of unstripped files, for a trace not symbolized yet (repeatable).")
+from droidheap.commands.output import symbols_option
+
 path_argument = click.argument("path", type=click.Path(path_type=pathlib.Path))
 html_option = click.option("--html", type=click.Path(dir_okay=False, path_type=pathlib.Path),
                            metavar="FILE", help="Write the page (report.html) to FILE instead.")
