@@ -12,6 +12,7 @@ import pytest
 from droidheap.elf.headers import read_headers
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
+from tests.e2e.test_stress import assert_nothing_lost, checksum
 from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
                                    totals_by_leaf_function)
 
@@ -80,6 +81,27 @@ def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
     assert_trace_processor_agrees(out, program)
+    cli.assert_left_as_it_was()
+
+
+def test_the_stress_program_built_32_bit_is_unaffected(adb_server, root_device, tmp_path,
+                                                       native_build_i386):
+    """tests/e2e/test_stress.py's program as a 32-bit app process, through the 32-bit client."""
+    program = tmp_path / "stress32"
+    compile_program(ROOT / "tests" / "programs" / "stress.c", program, "x86")
+    cli = AdbCli(adb_server, root_device.serial)
+    cli.env["DROIDHEAP_BIN_DIR"] = str(device_bin_dir(tmp_path / "bin", {"x86": native_build_i386}))
+    device_program = "/data/local/tmp/stress32"
+    adb_server.adb("-s", cli.serial, "push", str(program), device_program)
+    argv = [device_program, "20000", device_program, "child"]
+    plain = adb_server.adb("-s", cli.serial, "shell", " ".join(argv), check=False)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--", *argv, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert checksum(result.stdout) == checksum(plain.stdout)
+    assert_nothing_lost(cli.run("report", out, "--json").stdout, result.stderr, 20000, 1)
+    cli.shell(f"rm -f {device_program}")
     cli.assert_left_as_it_was()
 
 

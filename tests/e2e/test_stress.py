@@ -27,6 +27,21 @@ def checksum(stdout: str) -> str:
     return found.group(0)
 
 
+def assert_nothing_lost(report: str, stderr: str, ops: int, interval: int) -> list:
+    """Checks the stress program's profile (`report`: droidheap report --json) against what it
+    said on `stderr`; returns the profiles of its exec'd children."""
+    profiles = json.loads(report)["profiles"]
+    children = [p for p in profiles if p["cmdline"].split()[1:] == ["child"]]
+    (main,) = [p for p in profiles if p not in children]
+    assert main["samples_lost"] == [], main["samples_lost"]
+    assert main["exact"]["alloc_count"] >= 32 * 3 * ops // 2
+    if interval == 1:
+        in_handler = int(re.search(r"(\d+) allocations in a signal handler", stderr).group(1))
+        unsampled = main["exact"]["alloc_count"] - main["sampled"]["alloc_count"]
+        assert 0 <= unsampled <= in_handler, (main["exact"], main["sampled"], in_handler)
+    return children
+
+
 @pytest.mark.parametrize("interval", [1, 4096])
 def test_stress_program_is_unaffected_and_nothing_is_lost(cli, stress_argv, tmp_path, interval):
     plain = cli.run("--local", "shell", "--", *stress_argv, timeout=900)
@@ -35,16 +50,8 @@ def test_stress_program_is_unaffected_and_nothing_is_lost(cli, stress_argv, tmp_
     result = cli.run("--local", "-o", out, "-i", interval, "--", *stress_argv, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert checksum(result.stdout) == checksum(plain.stdout)
-    in_handler = int(re.search(r"(\d+) allocations in a signal handler", result.stderr).group(1))
     report = cli.run("report", out, "--json")
     assert report.returncode == 0, report.stderr
-    profiles = json.loads(report.stdout)["profiles"]
-    children = [p for p in profiles if p["cmdline"].split()[1:] == ["child"]]
-    (main,) = [p for p in profiles if p not in children]
-    assert main["samples_lost"] == [], main["samples_lost"]
-    assert main["exact"]["alloc_count"] >= 32 * 3 * int(stress_argv[1]) // 2
-    if interval == 1:
-        unsampled = main["exact"]["alloc_count"] - main["sampled"]["alloc_count"]
-        assert 0 <= unsampled <= in_handler, (main["exact"], main["sampled"], in_handler)
+    children = assert_nothing_lost(report.stdout, result.stderr, int(stress_argv[1]), interval)
     # The exec'd children, named as the session's program, were profiled from their start.
-    assert len(children) == 6, [p["cmdline"] for p in profiles]
+    assert len(children) == 6, children

@@ -178,8 +178,9 @@ static void run_operations(uint64_t seed, long ops, int handoff) {
   }
 }
 
-/* libc's (and the dynamic linker's) executable mappings: a signal that lands in them may have
- * interrupted the allocator, or a lock it needs. */
+/* libc's, the dynamic linker's and the vDSO's executable mappings (32-bit x86 makes its system
+ * calls from the vDSO): a signal that lands in them may have interrupted the allocator, or a lock
+ * it needs. */
 static struct { uintptr_t start, end; } g_libc[16];
 static int g_libc_count;
 
@@ -191,7 +192,8 @@ static void find_libc(void) {
     unsigned long start, end;
     char perms[8];
     if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && perms[2] == 'x' &&
-        (strstr(line, "/libc.so") || strstr(line, "/libc-") || strstr(line, "/ld-linux"))) {
+        (strstr(line, "/libc.so") || strstr(line, "/libc-") || strstr(line, "/ld-linux") ||
+         strstr(line, "[vdso]"))) {
       g_libc[g_libc_count].start = start;
       g_libc[g_libc_count].end = end;
       g_libc_count++;
