@@ -179,13 +179,22 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, lo
     cli.assert_left_as_it_was()
 
 
-def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
-    go = "/data/local/tmp/go-killed"
+def start_waiting(cli, go: str, out):
+    """A session of the test program, waiting for the device file `go`."""
     cli.shell(f"rm -f {go}")
-    session = cli.start("-o", tmp_path / "first", "-i", "1", "--", DEVICE_PROGRAM,
-                        "--wait-file", go)
+    session = cli.start("-o", out, "-i", "1", "--", DEVICE_PROGRAM, "--wait-file", go)
     try:
         read_line_containing(session.stdout, "waiting pid=", 30)
+    except BaseException:
+        kill_all(session)
+        raise
+    return session
+
+
+def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
+    go = "/data/local/tmp/go-killed"
+    session = start_waiting(cli, go, tmp_path / "first")
+    try:
         session.send_signal(signal.SIGKILL)  # droidheap alone: its streams to adb close
         session.wait()
         # The daemon's stream closed with it: the daemon stops, as on a phone.
@@ -211,11 +220,8 @@ def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
 
 def test_a_daemon_killed_mid_session_leaves_nothing(cli, device, tmp_path):
     go = "/data/local/tmp/go-daemon-killed"
-    cli.shell(f"rm -f {go}")
-    session = cli.start("-o", tmp_path / "out", "-i", "1", "--", DEVICE_PROGRAM,
-                        "--wait-file", go)
+    session = start_waiting(cli, go, tmp_path / "out")
     try:
-        read_line_containing(session.stdout, "waiting pid=", 30)
         cli.shell("killall -9 droidheapd")
         cli.shell(f"touch {go}")
         stdout, stderr = session.communicate(timeout=120)

@@ -8,7 +8,8 @@ import pytest
 
 from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.test_forks import exec_args
-from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
+from tests.e2e.test_profile import (assert_sites, profile_attached, read_line_containing,
+                                    single_process)
 from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
 
 
@@ -143,21 +144,7 @@ def test_a_program_that_closes_the_profilers_socket_is_left_alone(cli, programs,
 @pytest.mark.skipif(os.geteuid() != 0, reason="binding over /proc/PID/mem needs root")
 def test_a_process_whose_mem_is_unreadable_is_profiled_from_its_stack_copies(
         cli, programs, abi, alloc_program, tmp_path):
-    go = tmp_path / "go"
-    program = cli.start("--local", "shell", "--", programs("mem_hidden"),
-                        *exec_args(abi, alloc_program), "--wait-file", go)
-    session = None
-    try:
-        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        out = tmp_path / "out"
-        session = cli.start("--local", "-p", pid, "-o", out, "-i", "1")
-        read_line_containing(session.stderr, f"attached to pid {pid}", 30)
-        time.sleep(0.2)  # the client swaps its table in right after the handshake
-        go.touch()
-        assert program.wait(timeout=60) == 0
-        _, stderr = session.communicate(timeout=120)
-        assert session.returncode == 0, stderr
-    finally:
-        kill_all(program, session)
+    out = tmp_path / "out"
+    pid = profile_attached(cli, [programs("mem_hidden"), *exec_args(abi, alloc_program)], out, 1)
     assert f"pid={pid} sent no readable /proc/{pid}/mem" in (out / "droidheapd.log").read_text()
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)

@@ -90,17 +90,15 @@ def read_line_containing(stream, text, timeout_s):
     raise AssertionError(f"no line with {text!r} within {timeout_s}s: {seen + [pending]}")
 
 
-@pytest.mark.parametrize("by, interval", [("pid", 1), ("name", 4096)])
-def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, interval):
-    go = tmp_path / "go"
-    out = tmp_path / "out"
-    program = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+def profile_attached(cli, argv, out, interval, target=lambda pid: ["-p", pid]) -> int:
+    """Starts `argv` with `droidheap shell`, waiting for a go-file; attaches a session to it (the
+    target flags `target(pid)` give) and lets it run to its end. Returns its pid."""
+    go = out.parent / f"{out.name}.go"
+    program = cli.start("--local", "shell", "--", *argv, "--wait-file", go)
     session = None
     try:
         pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        # --no-startup: the session ends with the process (test_targets.py covers startup).
-        target = ["-p", pid] if by == "pid" else ["-n", alloc_program.name, "--no-startup"]
-        session = cli.start("--local", *target, "-o", out, "-i", interval)
+        session = cli.start("--local", *target(pid), "-o", out, "-i", interval)
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         time.sleep(0.2)  # the client swaps its table in right after the handshake
         go.touch()
@@ -109,6 +107,16 @@ def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, in
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
+    return pid
+
+
+@pytest.mark.parametrize("by, interval", [("pid", 1), ("name", 4096)])
+def test_attached_profile_reports_the_sites(cli, alloc_program, tmp_path, by, interval):
+    out = tmp_path / "out"
+    # --no-startup: the session ends with the process (test_targets.py covers startup).
+    profile_attached(cli, [alloc_program], out, interval,
+                     lambda pid: ["-p", pid] if by == "pid"
+                     else ["-n", alloc_program.name, "--no-startup"])
     assert_outputs_exist(out)
     per_function = single_process(totals_by_leaf_function(out / "raw-trace", alloc_program))
     assert_sites(per_function, interval)
