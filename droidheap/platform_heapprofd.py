@@ -138,6 +138,11 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
         heap.heaps.extend(options.heaps)
     if options.all_heaps:
         heap.all_heaps = True
+    # The guardrails, as the platform has them (the memory cap: Android 12+).
+    if options.max_daemon_memory:
+        heap.max_heapprofd_memory_kb = max(1, options.max_daemon_memory // 1024)
+    if options.max_trace_size:
+        config.max_file_size_bytes = options.max_trace_size
     processes = config.data_sources.add().config
     processes.name = "linux.process_stats"
     processes.target_buffer = 0

@@ -67,6 +67,8 @@ def test_default_flags_sample_malloc_every_4096_bytes_blocking_the_client():
     (ProfileOptions(sampling_interval=512, shmem_size=1 << 20), ["surfaceflinger"], [], 0),
     (ProfileOptions(heaps=("libc.malloc", "pool")), [APP], [], 0),
     (ProfileOptions(all_heaps=True), [APP], [], 0),
+    (ProfileOptions(max_daemon_memory=0, max_trace_size=0), [APP], [], 0),
+    (ProfileOptions(max_daemon_memory=64 << 20, max_trace_size=1 << 30), [APP], [], 0),
 ])
 def test_flags_reach_their_heapprofd_config_fields(options, names, pids, duration_ms):
     config = _config(options, names, pids, duration_ms)
@@ -82,6 +84,9 @@ def test_flags_reach_their_heapprofd_config_fields(options, names, pids, duratio
         dumps = heap.continuous_dump_config
         assert (dumps.dump_phase_ms, dumps.dump_interval_ms) == (options.dump_interval_ms,) * 2
     assert config.duration_ms == duration_ms
+    # The guardrails, 0 = none in both.
+    assert heap.max_heapprofd_memory_kb == options.max_daemon_memory // 1024
+    assert config.max_file_size_bytes == options.max_trace_size
 
 
 @pytest.mark.parametrize("options, names, pids, duration_ms, message", [
