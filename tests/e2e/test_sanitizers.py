@@ -2,7 +2,7 @@
 ThreadSanitizer, profiling end to end on the emulator device (this machine's ABI; the profiled
 programs and the client in them are the ordinary build): two processes at once with
 --disable-fork-teardown, every allocation sampled, periodic dumps while the worker unwinds, and
-the final dump. Any report fails the session, and so the test."""
+the final dump; and the stress program. Any report fails the session, and so the test."""
 import shutil
 
 import pytest
@@ -31,21 +31,34 @@ def sanitized_bin_dir(request, sanitized_build, tmp_path):
     return bin_dir, RUNTIME_SYMBOL[request.param]
 
 
-def test_sanitized_daemon_profiles_cleanly(sanitized_bin_dir, tmp_path):
+def profile_with(sanitized_bin_dir, tmp_path, source, *args):
+    """Profiles tests/programs/`source` ARGS with the sanitized daemon; returns (the program, the
+    output directory) once the daemon's log is clean."""
     device_root = tmp_path / "device"
     device_root.mkdir()
     cli = Cli(device_root, host_abi())
     bin_dir, runtime_symbol = sanitized_bin_dir
     cli.env.update(ENVIRONMENT, DROIDHEAP_BIN_DIR=str(bin_dir))
-    program = compile_program(PROGRAMS / "fork_exec.c", tmp_path / "fork_exec", host_abi())
+    program = compile_program(PROGRAMS / source, tmp_path / source.split(".")[0], host_abi())
     out = tmp_path / "out"
     result = cli.run("--local", "-i", "1", "-c", "50", "--disable-fork-teardown", "-o", out,
-                     "--", program, "fork", timeout=600)
+                     "--", program, *args, timeout=900)
     logs = (out / "droidheapd.log").read_text(errors="replace")
     assert result.returncode == 0, result.stderr + logs[-8000:]
     assert "droidheapd: stopped" in logs  # its log was found
     # The daemon that ran was the sanitized one.
     assert runtime_symbol in (device_root / "system" / "bin" / native.DAEMON).read_bytes()
     assert "Sanitizer" not in logs and "runtime error" not in logs, logs[-8000:]
+    return program, out
+
+
+def test_sanitized_daemon_profiles_cleanly(sanitized_bin_dir, tmp_path):
+    program, out = profile_with(sanitized_bin_dir, tmp_path, "fork_exec.c", "fork")
     per_pid = totals_by_leaf_function(out / "raw-trace", program)
     assert len(per_pid) == 2 and all(per_pid.values()), per_pid.keys()
+
+
+def test_sanitized_daemon_under_the_stress_program(sanitized_bin_dir, tmp_path):
+    """tests/programs/stress.c, its forked children profiled too, at every allocation."""
+    program, out = profile_with(sanitized_bin_dir, tmp_path, "stress.c", "1000")
+    assert len(totals_by_leaf_function(out / "raw-trace", program)) >= 1 + 6
