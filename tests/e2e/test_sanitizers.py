@@ -60,5 +60,5 @@ def test_sanitized_daemon_profiles_cleanly(sanitized_bin_dir, tmp_path):
 
 def test_sanitized_daemon_under_the_stress_program(sanitized_bin_dir, tmp_path):
     """tests/programs/stress.c, its forked children profiled too, at every allocation."""
-    program, out = profile_with(sanitized_bin_dir, tmp_path, "stress.c", "1000")
+    program, out = profile_with(sanitized_bin_dir, tmp_path, "stress.c", "10000")
     assert len(totals_by_leaf_function(out / "raw-trace", program)) >= 1 + 6
