@@ -37,8 +37,9 @@ def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device
     session = None
     try:
         pid = int(program.stdout.readline().split("=")[1])
-        session = cli.start("--local", "-p", pid, "-o", tmp_path / "out", "-i", "1")
+        session = cli.start("--local", "-p", pid, "-o", tmp_path / "out", "-i", "1", "-c", "50")
         assert "attached to pid" in session.stderr.readline()
+        time.sleep(0.5)  # some periodic dumps are written first
         daemons = daemon_pids(device_root)
         assert daemons
         for daemon in daemons:
@@ -53,7 +54,8 @@ def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device
     assert session.returncode != 0
     assert "droidheapd was killed by signal 9" in stderr, stderr
     assert "Traceback" not in stderr
-    # The dead daemon's socket is removed, its log kept with the outputs.
+    # The dumps it wrote are converted; its socket is removed, its log kept with the outputs.
+    assert list((tmp_path / "out").glob("heap_dump.*.pb.gz")), stderr
     assert leftovers(device_root) == []
     assert "droidheapd: listening" in (tmp_path / "out" / "droidheapd.log").read_text()
 

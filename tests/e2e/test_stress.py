@@ -5,6 +5,7 @@ and at 4096 it computes the checksum it computes unprofiled, exits normally and 
 watchdog and the test's timeout bound every run. Nothing is lost: at -i 1 every allocation is a
 sample, but for those made by a signal handler that interrupted the profiler's own hook."""
 import json
+import os
 import re
 
 import pytest
@@ -12,7 +13,9 @@ import pytest
 from tests.e2e.test_forks import exec_args
 
 # Operations per thread, per generation of 32 threads: qemu-user runs arm64 ~10x slower.
-OPS = {"x86_64": 50000, "arm64-v8a": 8000}
+# DROIDHEAP_STRESS_SCALE multiplies them, for longer runs than CI's.
+SCALE = int(os.environ.get("DROIDHEAP_STRESS_SCALE", "1"))
+OPS = {"x86_64": 50000 * SCALE, "arm64-v8a": 8000 * SCALE}
 
 
 @pytest.fixture
