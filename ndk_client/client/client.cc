@@ -203,21 +203,19 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
   if (t_stack_high == 0) {
-    pthread_attr_t attr;
+    // pthread_getattr_np allocates (and pthread_attr_destroy frees): not the program's calls.
     ThisThreadTotals().set_profiler_allocating(true);
-    const bool found = pthread_getattr_np(pthread_self(), &attr) == 0;
-    ThisThreadTotals().set_profiler_allocating(false);
-    if (found) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
       void* addr = nullptr;
       size_t size = 0;
       if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
         t_stack_low = reinterpret_cast<uintptr_t>(addr);
         t_stack_high = FramesTop(t_stack_low, t_stack_low + size, &t_stack_high, sp);
       }
-      ThisThreadTotals().set_profiler_allocating(true);
       pthread_attr_destroy(&attr);
-      ThisThreadTotals().set_profiler_allocating(false);
     }
+    ThisThreadTotals().set_profiler_allocating(false);
   }
   if (sp >= t_stack_low && sp < t_stack_high) {
     *top = t_stack_high;

@@ -72,5 +72,4 @@ class ThreadTotals {
 // The calling thread's totals (heapprofd_entry_points.cc holds them).
 ThreadTotals& ThisThreadTotals();
 
-
 }  // namespace droidheap
