@@ -20,6 +20,7 @@ import click
 
 from droidheap.commands import check, diff, profile, pull, report, shell, symbolize
 from droidheap.errors import DroidheapError
+from droidheap.terminal import escaped_output
 
 # Device selection: accepted anywhere before `--` and handed to the group.
 _DEVICE_FLAGS = {"--local", "--disable-selinux"}
@@ -120,6 +121,11 @@ cli.add_command(check.command)
 
 
 def main(argv=None) -> int:
+    with escaped_output():
+        return _run(argv)
+
+
+def _run(argv) -> int:
     try:
         # Outside standalone mode click returns ctx.exit()'s code instead of raising it.
         result = cli.main(args=argv, prog_name="droidheap", standalone_mode=False)

@@ -5,6 +5,8 @@ import contextlib
 import sys
 from typing import Iterator
 
+from droidheap.terminal import printable, unescaped
+
 
 class _Unseen:
     def update(self, steps: int) -> None:
@@ -23,5 +25,6 @@ def progress_bar(label: str, length: int) -> Iterator:
         yield _Unseen()
         return
     import click
-    with click.progressbar(length=length, label=label, file=sys.stdout, width=30) as bar:
+    with click.progressbar(length=length, label=printable(label), file=unescaped(sys.stdout),
+                           width=30) as bar:
         yield bar

@@ -21,6 +21,7 @@ import adbutils
 from droidheap.device.adb_connection import adb_errors
 from droidheap.device.base import DaemonProcess
 from droidheap.errors import DroidheapError
+from droidheap.terminal import unescaped
 
 _STDOUT, _STDERR, _EXIT, _CLOSE_STDIN = 1, 2, 3, 4
 _HEADER = struct.Struct("<BI")
@@ -120,7 +121,9 @@ class AdbProgram:
 
     def __init__(self, device, script: str):
         self._device = device
-        self._stream = ShellStream(device.adb, script, _write_to(sys.stdout), _write_to(sys.stderr))
+        # The program's own output, as `adb shell` shows it: its bytes, control characters and all.
+        self._stream = ShellStream(device.adb, script, _write_to(unescaped(sys.stdout)),
+                                   _write_to(unescaped(sys.stderr)))
 
     @property
     def pid(self) -> int:
