@@ -69,7 +69,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         if fetched is not None:
             # Looked for again below, the device's copies first: what this probe said is moot.
             symbolizer.warnings.clear()
-            symbolizer.search_dirs.insert(0, fetched)
+            symbolizer.add_device_files(fetched)
     symbols = symbolize_dumps(dumps, symbolizer)
     # A trace symbolized before (by us, or by Perfetto's traceconv) keeps what it said of the
     # mappings this machine cannot symbolize.

@@ -2,37 +2,56 @@
 id in droidheap's cache (`device-files/<build id>/<file name>`), so that a phone's libc crosses
 the cable once, not on every run. Each output directory still gets its copies under
 `device-files/`, at their device paths (hard links where it can), so that it can be symbolized
-again on its own."""
-import os
+again on its own.
+
+The cache is keyed by the build id the trace asked for, and a file goes in, or comes out, only
+when its own build id is that one: a file that changed on the device since the trace, or that a
+hostile phone served for another's name, seeds nothing that later sessions use. (A phone can
+still forge the build id note of a file it serves; what it seeds then symbolizes only traces that
+ask for that build id.) A pulled file that does not match stays in this output alone, where the
+symbolizer, which checks build ids too, refuses it.
+
+Device paths and build ids are data (safe_paths): one that is not a plain absolute path, or hex,
+or that leads out of the output directory, is skipped; the symbolizer warns of it.
+"""
+import mmap
 import pathlib
-import shutil
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from droidheap.device.base import Device
-from droidheap.elf.headers import NotElf, read_headers
+from droidheap.elf.headers import read_headers
+from droidheap.output_files import link_output
+from droidheap.safe_paths import UnsafePath, hex_build_id, mirror_path, plain_name
 from droidheap.symbol_cache import cache_root
 
 
 def _place(source: pathlib.Path, target: pathlib.Path) -> bool:
+    """`target` (checked: safe_paths) becomes `source`'s twin; a link already at its name is
+    replaced, never followed."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.unlink(missing_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:  # another file system
-            shutil.copyfile(source, target)
+        link_output(source, target)
         return True
     except OSError:
         return False
 
 
 def _build_id(path: pathlib.Path) -> str:
+    """The build id of the regular file at `path` (a link there is no file of ours), or ""."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        return read_headers(data).build_id(data)
-    except (OSError, NotElf):
+        if not path.is_file() or path.is_symlink():
+            return ""
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return read_headers(data).build_id(data)
+    except (OSError, ValueError):  # ValueError: NotElf, or an empty file mmap refuses
         return ""
+
+
+def _cache_entry(cache: pathlib.Path, device_path: str, build_id: str) -> Optional[pathlib.Path]:
+    try:
+        return cache / hex_build_id(build_id) / plain_name(pathlib.PurePosixPath(device_path).name)
+    except UnsafePath:
+        return None
 
 
 def fetch_device_files(device: Device, modules: Sequence[Tuple[str, str]], out_dir: pathlib.Path,
@@ -41,21 +60,22 @@ def fetch_device_files(device: Device, modules: Sequence[Tuple[str, str]], out_d
     paths, from the cache or else pulled; returns `out_dir`, or None when the device's files
     are this machine's (Device.fetch_files)."""
     cache = cache or cache_root() / "device-files"
-    placed, wanted = False, []
+    placed = False
+    wanted: List[Tuple[str, str, pathlib.Path, Optional[pathlib.Path]]] = []
     for path, build_id in modules:
-        cached = cache / build_id / pathlib.PurePosixPath(path).name if build_id else None
-        if cached is not None and cached.is_file() \
-                and _place(cached, out_dir / path.lstrip("/")):
+        try:
+            target = mirror_path(out_dir, path)
+        except UnsafePath:
+            continue
+        entry = _cache_entry(cache, path, build_id)
+        if entry is not None and _build_id(entry) == build_id and _place(entry, target):
             placed = True
         else:
-            wanted.append(path)
-    fetched = device.fetch_files(wanted, out_dir) if wanted else None
+            wanted.append((path, build_id, target, entry))
+    fetched = device.fetch_files([path for path, _, _, _ in wanted], out_dir) if wanted else None
     if fetched is None:
         return out_dir if placed else None
-    for path in wanted:
-        pulled = out_dir / path.lstrip("/")
-        # Cached under the build id the file has: the device's may have changed since the trace.
-        build_id = _build_id(pulled) if pulled.is_file() else ""
-        if build_id:
-            _place(pulled, cache / build_id / pulled.name)
+    for _, build_id, target, entry in wanted:
+        if entry is not None and _build_id(target) == build_id:
+            _place(target, entry)
     return out_dir

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from droidheap.output_files import write_output
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping
 
@@ -200,5 +201,5 @@ def write_pprof(dump: HeapDump, symbols: SymbolTable, out_dir: pathlib.Path, cmd
     profile = build_profile(dump, symbols, cmdline, time_nanos)
     path = out_dir / pprof_file_name(dump)
     # mtime=0: the same dump always gives the same bytes.
-    path.write_bytes(gzip.compress(profile.SerializeToString(), mtime=0))
+    write_output(path, gzip.compress(profile.SerializeToString(), mtime=0))
     return PprofFile(path, dump.pid, dump.index, dump.heap_name, len(profile.sample))

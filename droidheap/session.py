@@ -9,6 +9,7 @@ from typing import Iterable, List, Optional, Set, Tuple
 
 from droidheap.device.base import TRACE_PREFIX, TRACE_SUFFIX, DaemonProcess, Device
 from droidheap.errors import DroidheapError
+from droidheap.output_files import write_output
 
 _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
@@ -173,7 +174,7 @@ class Session:
                 self.daemon.signal(signal.SIGKILL)
                 self.daemon.wait(_ABANDON_TIMEOUT_S)
         try:
-            (out_dir / DAEMON_LOG).write_text(self.daemon.log())
+            write_output(out_dir / DAEMON_LOG, self.daemon.log())
         except OSError as e:
             raise DroidheapError(f"cannot write {out_dir / DAEMON_LOG}: {e.strerror}") from None
         finally:

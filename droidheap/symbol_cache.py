@@ -12,6 +12,9 @@ import os
 import pathlib
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from droidheap.output_files import write_output
+from droidheap.safe_paths import UnsafePath, hex_build_id
+
 _VERSION = 1
 # (function, file, line) per frame, innermost first; [] when the address resolved to nothing.
 Frames = List[Tuple[str, str, int]]
@@ -42,7 +45,8 @@ class SymbolCache:
         self.directory = directory or cache_root() / "symbols"
 
     def _path(self, build_id: str) -> pathlib.Path:
-        return self.directory / f"{build_id}.json"
+        # A build id names a file here: one a trace gives is checked to be one (UnsafePath).
+        return self.directory / f"{hex_build_id(build_id)}.json"
 
     def load(self, build_id: str, sources: List[list]) -> Dict[int, Frames]:
         """The frames cached for the build id by rel_pc, when they came from `sources`."""
@@ -52,16 +56,14 @@ class SymbolCache:
                 return {}
             return {int(pc): [tuple(frame) for frame in frames]
                     for pc, frames in entry["frames"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UnsafePath):
             return {}
 
     def store(self, build_id: str, sources: List[list], frames: Dict[int, Frames]) -> None:
-        path = self._path(build_id)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
+            path = self._path(build_id)
             self.directory.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"version": _VERSION, "sources": sources,
-                                       "frames": {str(pc): f for pc, f in frames.items()}}))
-            os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+            write_output(path, json.dumps({"version": _VERSION, "sources": sources,
+                                           "frames": {str(pc): f for pc, f in frames.items()}}))
+        except (OSError, UnsafePath):
+            pass

@@ -3,7 +3,10 @@ inlined calls from DWARF (pyelftools; droidheap/elf/).
 
 Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
 path>`, then `<dir>/<file name>`), then its own path (in emulator mode the device's files are the
-host's). A candidate whose build id differs from the trace's is never used. DWARF comes from the
+host's). A candidate whose build id differs from the trace's is never used. A device path is data
+(safe_paths): one that is not absolute and normalised is refused, with a warning, and so is a
+candidate in a directory of files pulled from the device (`add_device_files`) that a symlink
+there leads out of it; the user's own search directories may link anywhere. DWARF comes from the
 file itself, else from a separate debug file: `.build-id/xx/yyyy.debug` under the search
 directories or /usr/lib/debug, else the file its `.gnu_debuglink` names, next to it, in its
 `.debug/` or under /usr/lib/debug. MiniDebugInfo (`.gnu_debugdata`) adds the symbols of static
@@ -17,10 +20,11 @@ inlined from, ending with the function the symbol table names.
 """
 import dataclasses
 import pathlib
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
+from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
 from droidheap.symbol_cache import Frames, SymbolCache, fingerprint
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
@@ -86,6 +90,16 @@ class Symbolizer:
         self.system_debug_dir = system_debug_dir
         self.warnings: List[str] = []
         self._files: Dict[pathlib.Path, Optional[ElfFile]] = {}
+        self._device_dirs: Set[pathlib.Path] = set()
+
+    def add_device_files(self, directory: pathlib.Path) -> None:
+        """Looks in `directory`, the device's files pulled at their device paths, first."""
+        self.search_dirs.insert(0, directory)
+        self._device_dirs.add(directory)
+
+    def _warn(self, warning: str) -> None:
+        if warning not in self.warnings:  # a path is looked for again after a fetch
+            self.warnings.append(warning)
 
     def _open(self, path: pathlib.Path) -> Optional[ElfFile]:
         if path not in self._files:
@@ -97,10 +111,20 @@ class Symbolizer:
         return self._files[path]
 
     def _candidates(self, device_path: str) -> Iterable[pathlib.Path]:
-        relative = device_path.lstrip("/")
+        try:
+            relative = device_relative(device_path)
+        except UnsafePath as e:
+            self._warn(str(e))
+            return
         for root in self.search_dirs:
-            yield root / relative
-            yield root / pathlib.PurePosixPath(device_path).name
+            for candidate in (root / relative, root / pathlib.PurePosixPath(relative).name):
+                if root in self._device_dirs:
+                    try:
+                        contained(root, candidate, device_path)
+                    except UnsafePath as e:
+                        self._warn(str(e))
+                        continue
+                yield candidate
         yield pathlib.Path(device_path)
 
     def find_elf(self, device_path: str, build_id: str) -> Optional[ElfFile]:
@@ -130,10 +154,18 @@ class Symbolizer:
         """A separate debug file of `elf` with the same build id (or, lacking one, found by
         name): by build id first, then by the name its .gnu_debuglink gives."""
         places = []
-        if build_id:
-            tail = pathlib.Path(".build-id", build_id[:2], build_id[2:] + ".debug")
+        try:
+            tail = pathlib.Path(".build-id", build_id[:2], hex_build_id(build_id)[2:] + ".debug")
             places += [root / tail for root in [*self.search_dirs, self.system_debug_dir]]
+        except UnsafePath:
+            pass  # none, or not one (given to symbolize()): only the debug link is followed
         link = elf.debug_link()
+        if link:
+            try:
+                plain_name(link)  # a file's own bytes: it names a file beside it, nothing else
+            except UnsafePath as e:
+                self._warn(f"{elf.path}: {e} (its .gnu_debuglink)")
+                link = None
         if link:
             directory = elf.path.parent
             places += [directory / link, directory / ".debug" / link,

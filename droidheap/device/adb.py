@@ -26,6 +26,7 @@ from droidheap.device.adb_sync import SyncClient
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar, watched
+from droidheap.safe_paths import mirror_path
 
 _SHELL_TIMEOUT_S = 30.0
 _SU_TIMEOUT_S = 10.0
@@ -233,12 +234,15 @@ class AdbDevice(Device):
         for remote in remotes:
             if not remote.startswith("/") or "!" in remote:
                 continue  # not a plain file (a library inside an APK is found by its APK path)
-            local = local_dir / remote.lstrip("/")
             try:
+                local = mirror_path(local_dir, remote)
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self.pull(remote, local)
             except (DroidheapError, OSError):
-                continue  # unreadable to the shell user: that module stays unsymbolized
+                # Unreadable to the shell user, or a path that is no plain path or leads out of
+                # local_dir (UnsafePath; the symbolizer warns of it): that module stays
+                # unsymbolized.
+                continue
         return local_dir
 
     def remove(self, remote: str) -> None:

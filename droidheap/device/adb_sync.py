@@ -16,6 +16,7 @@ import adbutils
 
 from droidheap.device.adb_connection import adb_errors
 from droidheap.errors import DroidheapError
+from droidheap.output_files import open_output
 
 _DATA_MAX = 64 * 1024  # SYNC_DATA_MAX: the largest DATA chunk either side may send
 _PATH_MAX = 1024
@@ -98,25 +99,22 @@ class SyncClient:
 
     def pull(self, remote: str, local: pathlib.Path,
              received: Callable[[int], None] = lambda length: None) -> None:
-        """`received(bytes)` is told of each chunk as it arrives."""
-        try:
-            with adb_errors(f"cannot pull {remote}"), open(local, "wb") as target:
-                connection = self._open(b"RECV", remote)
-                try:
-                    while True:
-                        answer, length = self._read_word(connection)
-                        if answer == b"DONE":
-                            break
-                        if answer == b"FAIL":
-                            raise DroidheapError(f"cannot pull {remote}: "
-                                                 f"{self._failure(connection, length)}")
-                        if answer != b"DATA" or length > _DATA_MAX:
-                            raise DroidheapError(f"cannot pull {remote}: unexpected answer "
-                                                 f"{answer!r} of {length} bytes")
-                        target.write(connection.read_exact(length))
-                        received(length)
-                finally:
-                    self._quit(connection)
-        except BaseException:
-            local.unlink(missing_ok=True)  # no partial file left behind
-            raise
+        """`received(bytes)` is told of each chunk as it arrives. `local` appears once the whole
+        file has (open_output: no partial file, nothing written through a link at its name)."""
+        with adb_errors(f"cannot pull {remote}"), open_output(local) as target:
+            connection = self._open(b"RECV", remote)
+            try:
+                while True:
+                    answer, length = self._read_word(connection)
+                    if answer == b"DONE":
+                        break
+                    if answer == b"FAIL":
+                        raise DroidheapError(f"cannot pull {remote}: "
+                                             f"{self._failure(connection, length)}")
+                    if answer != b"DATA" or length > _DATA_MAX:
+                        raise DroidheapError(f"cannot pull {remote}: unexpected answer "
+                                             f"{answer!r} of {length} bytes")
+                    target.write(connection.read_exact(length))
+                    received(length)
+            finally:
+                self._quit(connection)

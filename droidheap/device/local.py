@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence
 from droidheap import native
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
 from droidheap.errors import DroidheapError
+from droidheap.output_files import copy_output
 
 ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
 _ORPHAN_STOP_TIMEOUT_S = 15.0
@@ -248,7 +249,7 @@ class LocalDevice(Device):
 
     def pull(self, remote: str, local: pathlib.Path) -> None:
         try:
-            shutil.copyfile(remote, local)
+            copy_output(pathlib.Path(remote), local)
         except OSError as e:
             raise DroidheapError(f"cannot pull {remote}: {e.strerror}") from None
 

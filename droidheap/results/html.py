@@ -6,6 +6,7 @@ import pathlib
 import re
 
 from droidheap.errors import DroidheapError
+from droidheap.output_files import write_output
 
 REPORT_HTML = "report.html"
 _ASSETS = pathlib.Path(__file__).parent / "assets"
@@ -31,6 +32,6 @@ def render_html(data: dict) -> str:
 
 def write_html(data: dict, path: pathlib.Path) -> None:
     try:
-        pathlib.Path(path).write_text(render_html(data), encoding="utf-8")
+        write_output(pathlib.Path(path), render_html(data))
     except OSError as e:
         raise DroidheapError(f"cannot write {path}: {e.strerror or e}") from e

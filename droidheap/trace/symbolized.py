@@ -7,12 +7,12 @@ id bytes (`BuildId::FromRaw`), the form heapprofd interns. Python protobuf refus
 string field, so that one field is encoded by hand and appended to the serialized message (field
 order does not matter in protobuf).
 """
-import os
 import pathlib
 from typing import Dict, Iterable, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.output_files import open_output
 from droidheap.symbolizer import ModuleSymbols, SourceLine
 from droidheap.trace.reader import as_text, encode_bytes_field, iter_fields
 
@@ -38,15 +38,12 @@ def module_symbols_packet(module: ModuleSymbols) -> bytes:
 def write_symbolized_trace(raw: bytes, modules: Iterable[ModuleSymbols],
                            out: pathlib.Path) -> int:
     """Writes `raw` (the intact part of the raw trace: appending after a torn packet would bury
-    the symbols in it) plus a packet per module with symbols; returns how many were appended.
-    Written to a temporary name first so a crash never leaves half a file under the real one."""
+    the symbols in it) plus a packet per module with symbols; returns how many were appended."""
     packets = [module_symbols_packet(m) for m in modules if m.lines]
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with open_output(out) as f:
         f.write(raw)
         for packet in packets:
             f.write(packet)
-    os.replace(tmp, out)
     return len(packets)
 
 

@@ -1,0 +1,81 @@
+"""How droidheap writes every file on this machine (traces pulled, device files, outputs, its
+caches): a new file at a random name beside the final one, created without following links
+(O_CREAT|O_EXCL|O_NOFOLLOW), renamed onto the final name once complete. A crash leaves no half
+file under the real name, and a symlink planted at that name (in a directory someone sent) is
+replaced itself: os.replace renames over the link, never through it to what it points to.
+
+The directory itself is trusted: the caller named it, or checked it (safe_paths). A failure is an
+OSError, the temporary file removed.
+"""
+import contextlib
+import os
+import pathlib
+import secrets
+import shutil
+from typing import IO, Iterator, Tuple, Union
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_NAME_ROOM = 200  # of a final name kept in the temporary one, which must fit NAME_MAX
+
+
+def _temporary_name(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(f".{path.name[:_NAME_ROOM]}.{secrets.token_hex(6)}.tmp")
+
+
+def _create_beside(path: pathlib.Path) -> Tuple[pathlib.Path, int]:
+    while True:
+        tmp = _temporary_name(path)
+        try:
+            # 0o666: the umask decides, as for any file the user creates.
+            return tmp, os.open(tmp, _CREATE, 0o666)
+        except FileExistsError:
+            continue
+
+
+def _replace(tmp: pathlib.Path, path: pathlib.Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_output(path: pathlib.Path, mode: str = "wb", **kwargs) -> Iterator[IO]:
+    """A writable file (`mode` "wb" or "w") that becomes `path` when the block ends without an
+    exception, and is removed when it does not."""
+    path = pathlib.Path(path)
+    tmp, fd = _create_beside(path)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _replace(tmp, path)
+
+
+def write_output(path: pathlib.Path, data: Union[bytes, str]) -> None:
+    with open_output(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def copy_output(source: pathlib.Path, path: pathlib.Path) -> None:
+    with open(source, "rb") as src, open_output(path, "wb") as f:
+        shutil.copyfileobj(src, f)
+
+
+def link_output(source: pathlib.Path, path: pathlib.Path) -> None:
+    """`source` at `path` too: a hard link where the file system allows, else a copy."""
+    path = pathlib.Path(path)
+    while True:
+        tmp = _temporary_name(path)
+        try:
+            os.link(source, tmp, follow_symlinks=False)
+            break
+        except FileExistsError:
+            continue
+        except OSError:  # another file system, or one without hard links
+            copy_output(source, path)
+            return
+    _replace(tmp, path)
