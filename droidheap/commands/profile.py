@@ -13,6 +13,7 @@ import click
 from droidheap.commands.device_choice import open_device
 from droidheap.commands.output import convert_pulled, prepare_output, symbols_option
 from droidheap.device.local import program_name
+from droidheap.device.names import check_start_name
 from droidheap.errors import DroidheapError
 from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
                                Session, target_args)
@@ -162,6 +163,10 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         return
 
     device = open_device(obj)
+    if not device.platform_profiler and device.can_profile_at_start():
+        # Before the device is touched: a name that cannot become bionic's start property.
+        for name in [program_name(argv)] if argv else targets.startup_names():
+            check_start_name(name)
     running = []
     if device.platform_profiler:
         pass  # the platform's heapprofd also waits for an app named -n to start

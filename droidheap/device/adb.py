@@ -21,9 +21,11 @@ from droidheap import native
 from droidheap.device.adb_connection import adb_errors, adb_executable, ensure_server, select_serial
 from droidheap.device.adb_journal import PROFILER_DIR, TRACE_DIR, DeviceJournal
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
+from droidheap.device.adb_root_dir import RootDirectory
 from droidheap.device.adb_routes import PreloadRoute, RootRoute
 from droidheap.device.adb_sync import SyncClient
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
+from droidheap.device.names import check_property_name
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar, watched
 from droidheap.safe_paths import mirror_path
@@ -72,6 +74,7 @@ class AdbDevice(Device):
         self.facts = self._read_facts()
         self.abi = self.facts.abi
         self.is_64_bit = self.abi in _64_BIT_ABIS
+        self.root_dir = RootDirectory(self)  # used where the device has root
         self.journal = DeviceJournal(self)
         # The platform's own heapprofd, driven by the profile command (platform_heapprofd.py):
         # no client, daemon or route of ours. Only files and the shell are used then.
@@ -80,7 +83,7 @@ class AdbDevice(Device):
         self.route = self._choose_route("preload" if self.platform_profiler else mode,
                                         disable_selinux)
         self.mode = "platform" if self.platform_profiler else self.route.name
-        self.layout = DeviceLayout(bin_dir=PROFILER_DIR, lib_dir=PROFILER_DIR,
+        self.layout = DeviceLayout(bin_dir=self.route.daemon_dir, lib_dir=PROFILER_DIR,
                                    socket_path=self.route.socket_path, trace_dir=TRACE_DIR,
                                    tmp_dir="/data/local/tmp")
 
@@ -188,7 +191,7 @@ class AdbDevice(Device):
     # Properties and processes -----------------------------------------------------------------
     def set_properties(self, properties: Dict[str, str]) -> None:
         for key, value in properties.items():
-            result = self.run(["setprop", key, value])
+            result = self.run(["setprop", check_property_name(key), value])
             if result.exit_code != 0:
                 reason = (result.stderr.strip().splitlines() or ["setprop failed"])[0]
                 raise DroidheapError(f"cannot set {key} on {self.serial}: {reason}")
@@ -275,7 +278,7 @@ class AdbDevice(Device):
                            self._binaries32())
         # Journaled after the route's own changes, so undone before them: a daemon that was
         # killed leaves its socket, which goes before the platform's is moved back.
-        self.journal.record(f"rm -f {self.route.socket_path}",
+        self.journal.record(f"rm -f {shlex.quote(self.route.socket_path)}",
                             privileged=isinstance(self.route, RootRoute))
 
     def _abi32(self) -> Optional[str]:
@@ -331,7 +334,9 @@ class AdbDevice(Device):
 
     def start_daemon(self, args: Sequence[str]) -> DaemonProcess:
         # Its stdin is the stream's: it stops, with a final dump, when this process goes away.
-        command = exec_script([f"{PROFILER_DIR}/{native.DAEMON}", *args, "--stop-when-stdin-closes"])
+        # The root mode's is root's own copy (adb_root_dir.py), never the one pushed.
+        command = exec_script([f"{self.route.daemon_dir}/{native.DAEMON}", *args,
+                               "--stop-when-stdin-closes"])
         script = pid_announcing(f"{command} 2>&1")
         if isinstance(self.route, RootRoute):
             script = self.privileged_script(script)

@@ -2,13 +2,21 @@
 that a later run can undo what a run that died left behind.
 
     /data/local/tmp/droidheap/session.lock   "HOST PID EPOCH" of the session's droidheap
-    /data/local/tmp/droidheap/undo           one line per change: "root|shell COMMAND", written
-                                             before the change is made
+    /data/local/droidheap/undo               one line per change root undoes: "root|shell COMMAND",
+                                             written before the change is made
+    /data/local/tmp/droidheap/undo           the same, for changes the shell user undoes, on a
+                                             device whose adb shell is not root
 
-`release()` runs the undo lines newest first and removes both files: at the end of every session
-(normal exit, Ctrl-C, SIGTERM, an exception). When droidheap itself is killed, the device keeps
-them; the next run finds the lock stale -- no droidheapd runs, and the droidheap that took it is
-gone (or it is a minute old) -- and repairs the device before it claims it.
+`release()` runs the undo lines newest first and removes the journals: at the end of every
+session (normal exit, Ctrl-C, SIGTERM, an exception). When droidheap itself is killed, the device
+keeps them; the next run finds the lock stale -- no droidheapd runs, and the droidheap that took it
+is gone (or it is a minute old) -- and repairs the device before it claims it.
+
+Only lines droidheap wrote are ever run: what root runs comes from the directory only root can
+write (adb_root_dir.py), checked before every read, never from /data/local/tmp, which the shell
+user owns: there a line could have been written by any of its programs. So the journal kept
+there is run only by the shell user, and holds only `shell` lines; on a device whose adb shell is
+root (`adb root`) it is never run at all, and a line found there is reported, not run.
 
 Owned by the AdbDevice of one CLI run; not thread-safe.
 """
@@ -18,12 +26,14 @@ import socket
 import time
 from typing import List
 
+from droidheap.device.adb_root_dir import ROOT_DIR
 from droidheap.errors import DroidheapError
 
 PROFILER_DIR = "/data/local/tmp/droidheap"
 TRACE_DIR = f"{PROFILER_DIR}/traces"
 _LOCK = f"{PROFILER_DIR}/session.lock"
-_UNDO = f"{PROFILER_DIR}/undo"
+_SHELL_UNDO = f"{PROFILER_DIR}/undo"
+_ROOT_UNDO = f"{ROOT_DIR}/undo"
 _STALE_AFTER_S = 60
 
 
@@ -34,6 +44,9 @@ class DeviceJournal:
         self.repairs: List[str] = []  # what an earlier run had left, now undone or reported
 
     def claim(self) -> None:
+        if self._device.facts.root is not None:
+            # Before the lock: a directory root must not trust is refused with nothing to undo.
+            self._device.root_dir.check(create=False)
         self._shell(f"mkdir -p {TRACE_DIR}", "cannot prepare")
         owner = f"{socket.gethostname()} {os.getpid()} {int(time.time())}"
         if self._device.run_script(f"set -C; echo {shlex.quote(owner)} > {_LOCK}").exit_code != 0:
@@ -67,9 +80,21 @@ class DeviceJournal:
         return time.time() - taken > _STALE_AFTER_S
 
     def record(self, undo_command: str, privileged: bool) -> None:
-        """Notes how to undo a change, before making it."""
-        line = f"{'root' if privileged else 'shell'} {undo_command}"
-        self._shell(f"echo {shlex.quote(line)} >> {_UNDO}", "cannot note a change")
+        """Notes how to undo a change, before making it: where only root can write when root will
+        run it (all of them, when the adb shell is root's)."""
+        line = shlex.quote(f"{'root' if privileged else 'shell'} {undo_command}")
+        if privileged or self._shell_is_root():
+            self._device.root_dir.make()
+            result = self._device.run_privileged(f"echo {line} >> {_ROOT_UNDO}")
+            if result.exit_code != 0:
+                reason = (result.stderr.strip().splitlines() or ["failed"])[0]
+                raise DroidheapError(f"cannot note a change in {ROOT_DIR} on "
+                                     f"{self._device.serial}: {reason}")
+        else:
+            self._shell(f"echo {line} >> {_SHELL_UNDO}", "cannot note a change in")
+
+    def _shell_is_root(self) -> bool:
+        return self._device.facts.root == "adbd"
 
     def release(self) -> None:
         if not self._claimed:
@@ -81,15 +106,28 @@ class DeviceJournal:
             self._device.run(["rm", "-f", _LOCK])
 
     def _undo_all(self) -> None:
-        lines = self._device.run(["cat", _UNDO]).stdout.splitlines()
         failures = []
-        for line in reversed(lines):
+        if self._device.facts.root is not None and self._device.root_dir.check(create=False):
+            lines = self._device.run_privileged(f"cat {_ROOT_UNDO} 2>/dev/null").stdout
+            for line in reversed(lines.splitlines()):
+                who, _, command = line.partition(" ")
+                run = self._device.run_privileged if who == "root" else self._device.run_script
+                if run(command).exit_code != 0:
+                    failures.append(command)
+            self._device.run_privileged(f"rm -f {_ROOT_UNDO}")
+        ignored = []
+        for line in reversed(self._device.run(["cat", _SHELL_UNDO]).stdout.splitlines()):
             who, _, command = line.partition(" ")
-            run = self._device.run_privileged if who == "root" else self._device.run_script
-            result = run(command)
-            if result.exit_code != 0:
+            if who != "shell" or self._shell_is_root():
+                ignored.append(line)  # not droidheap's: it journals these where root writes
+            elif self._device.run_script(command).exit_code != 0:
                 failures.append(command)
-        self._device.run(["rm", "-f", _UNDO])
+        self._device.run(["rm", "-f", _SHELL_UNDO])
+        if ignored:
+            self.repairs.append(
+                f"warning: {_SHELL_UNDO} on {self._device.serial}, which the shell user can "
+                f"write, held {len(ignored)} line(s) droidheap never journals there, not run "
+                f"(the first: {ignored[0][:80]!r})")
         if failures:
             raise DroidheapError(f"could not undo on {self._device.serial}: {'; '.join(failures)}")
 

@@ -6,7 +6,9 @@ root     bionic's own routes, as heapprofd uses them. bionic loads <lib>/heappro
          ours (a bind mount over the platform's, read-only /system; a copy where there is none), and
          our daemon answers on /dev/socket/heapprofd, where that client connects, with the
          platform's heapprofd stopped. On a 64-bit device /system/lib's 32-bit twin becomes ours
-         too, for 32-bit app processes. Every change is journaled first (adb_journal.py).
+         too, for 32-bit app processes. Every change is journaled first (adb_journal.py). What
+         root runs and mounts are its own copies, in the directory only root can write
+         (adb_root_dir.py), never the files pushed to /data/local/tmp.
 preload  no root: bionic will not load anything for us, so programs droidheap starts get
          libdroidheap_preload.so through LD_PRELOAD (`droidheap -- PROG`, `droidheap shell --
          PROG` for a later attach). It loads the heapprofd_client.so beside it, which connects to
@@ -21,6 +23,8 @@ from typing import List, Optional
 
 from droidheap import native
 from droidheap.device.adb_journal import PROFILER_DIR
+from droidheap.device.adb_root_dir import ROOT_DIR
+from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
 
 PRELOAD_LIBRARY = "libdroidheap_preload.so"
@@ -40,9 +44,14 @@ def _check(result, what: str) -> None:
         raise DroidheapError(f"{what}: {reason}")
 
 
+def _file_mode(name: str) -> int:
+    return 0o755 if name == native.DAEMON else 0o644
+
+
 class Route:
     name = ""
     socket_path = ""
+    daemon_dir = PROFILER_DIR  # where the droidheapd it starts is
 
     def __init__(self, device):
         self.device = device
@@ -55,8 +64,7 @@ class Route:
         """Pushes the files for the device's ABI from `binaries`; `binaries32` holds those for
         the 32-bit ABI a 64-bit device also runs (None: that ABI is not profiled)."""
         for name in self.files():
-            self.device.push(binaries / name, f"{PROFILER_DIR}/{name}",
-                             mode=0o755 if name == native.DAEMON else 0o644)
+            self.device.push(binaries / name, f"{PROFILER_DIR}/{name}", mode=_file_mode(name))
 
     def enable_at_start(self, name: str) -> None:
         self._start_name = name
@@ -135,6 +143,7 @@ class PreloadRoute(Route):
 class RootRoute(Route):
     name = "root"
     socket_path = _PLATFORM_SOCKET
+    daemon_dir = ROOT_DIR
 
     def __init__(self, device, disable_selinux: bool):
         super().__init__(device)
@@ -147,6 +156,10 @@ class RootRoute(Route):
     def install(self, binaries: pathlib.Path, binaries32: Optional[pathlib.Path]) -> None:
         super().install(binaries, binaries32)
         device = self.device
+        device.root_dir.make()
+        copies = {name: device.root_dir.install(binaries / name, f"{PROFILER_DIR}/{name}", name,
+                                                _file_mode(name))
+                  for name in self.files()}
         if self._disable_selinux and device.facts.selinux == "Enforcing":
             self._change("setenforce 0", "setenforce 1", "cannot set SELinux permissive")
         if device.getprop("init.svc.heapprofd") == "running":
@@ -155,31 +168,36 @@ class RootRoute(Route):
         if device.run(["test", "-e", _PLATFORM_SOCKET]).exit_code == 0:
             self._change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
                          f"cannot move {_PLATFORM_SOCKET} aside")
-        self._replace_platform_client(f"{PROFILER_DIR}/{native.CLIENT}", device.is_64_bit)
+        self._replace_platform_client(copies[native.CLIENT], device.is_64_bit)
         if binaries32 is not None:
             # 32-bit app processes load the 32-bit twin, from /system/lib; one daemon serves both.
-            source = f"{PROFILER_DIR}/lib32/{native.CLIENT}"
-            device.push(binaries32 / native.CLIENT, source, mode=0o644)
-            self._replace_platform_client(source, is_64_bit=False)
+            relative = f"lib32/{native.CLIENT}"
+            staged = f"{PROFILER_DIR}/{relative}"
+            device.push(binaries32 / native.CLIENT, staged, mode=0o644)
+            self._replace_platform_client(
+                device.root_dir.install(binaries32 / native.CLIENT, staged, relative, 0o644),
+                is_64_bit=False)
 
     def _replace_platform_client(self, source: str, is_64_bit: bool) -> None:
+        """Makes `source`, root's copy of a client, the one bionic loads."""
         target = f"{_PLATFORM_CLIENT_DIRS[is_64_bit]}/{native.CLIENT}"
+        exists = self.device.run(["test", "-e", target]).exit_code == 0
+        source, quoted = shlex.quote(source), shlex.quote(target)
         self.device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
-        if self.device.run(["test", "-e", target]).exit_code == 0:
-            self._change(f"mount -o bind {source} {target}", f"umount {target}",
+        if exists:
+            self._change(f"mount -o bind {source} {quoted}", f"umount {quoted}",
                          f"cannot mount droidheap's client over {target}")
         else:
-            self._change(f"cp {source} {target} && chmod 644 {target}", f"rm -f {target}",
+            self._change(f"cp {source} {quoted} && chmod 644 {quoted}", f"rm -f {quoted}",
                          f"cannot install droidheap's client as {target}")
 
     def enable_at_start(self, name: str) -> None:
-        properties = ["heapprofd.enable", f"heapprofd.enable.{name}"]
-        for key in properties:
+        for key in map(shlex.quote, start_properties(name)):
             self._change(f"setprop {key} 1", f"setprop {key} ''", f"cannot set {key}")
         super().enable_at_start(name)
 
     def disable_at_start(self, name: str) -> None:
-        for key in ["heapprofd.enable", f"heapprofd.enable.{name}"]:
+        for key in map(shlex.quote, start_properties(name)):
             _check(self.device.run_privileged(f"setprop {key} ''"), f"cannot clear {key}")
         super().disable_at_start(name)
 
@@ -189,9 +207,9 @@ class RootRoute(Route):
 
     def enable_all_at_start(self) -> None:
         # bionic loads the client into every program that starts while it reads "all".
-        self._change("setprop heapprofd.enable all", "setprop heapprofd.enable ''",
-                     "cannot set heapprofd.enable")
+        self._change(f"setprop {START_PROPERTY} all", f"setprop {START_PROPERTY} ''",
+                     f"cannot set {START_PROPERTY}")
 
     def disable_all_at_start(self) -> None:
-        _check(self.device.run_privileged("setprop heapprofd.enable ''"),
-               "cannot clear heapprofd.enable")
+        _check(self.device.run_privileged(f"setprop {START_PROPERTY} ''"),
+               f"cannot clear {START_PROPERTY}")

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
+from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
 from droidheap.output_files import copy_output
 
@@ -99,7 +100,7 @@ def write_properties(root: pathlib.Path, updates: Dict[str, str]) -> None:
 
 def _start_properties(name: str, value: str) -> Dict[str, str]:
     """What bionic reads at start to load the client into programs named `name`."""
-    return {"heapprofd.enable": value, f"heapprofd.enable.{name}": value}
+    return dict.fromkeys(start_properties(name), value)
 
 
 def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
@@ -270,10 +271,10 @@ class LocalDevice(Device):
         self.set_properties(_start_properties(name, ""))
 
     def enable_all_at_start(self) -> None:
-        self.set_properties({"heapprofd.enable": "all"})
+        self.set_properties({START_PROPERTY: "all"})
 
     def disable_all_at_start(self) -> None:
-        self.set_properties({"heapprofd.enable": ""})
+        self.set_properties({START_PROPERTY: ""})
 
     # Processes -------------------------------------------------------------------------------
     def profileable_pids(self) -> List[int]:

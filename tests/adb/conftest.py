@@ -183,6 +183,7 @@ def extra_adbds():
 # Whole sessions: the test program on a device of each mode, and droidheap's CLI against it.
 DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
 PROFILER_DIR = "/data/local/tmp/droidheap"
+ROOT_DIR = "/data/local/droidheap"  # root's copies and journal, on a rooted device
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +247,7 @@ class AdbCli:
             time.sleep(0.1)
         assert self.shell("pidof droidheapd").strip() == ""
         # The pushed binaries stay (droidheap shell needs them); the session's state does not.
-        ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces").split()
+        ours = self.shell(f"ls {PROFILER_DIR} {PROFILER_DIR}/traces {ROOT_DIR}").split()
         assert not {"session.lock", "undo", "droidheapd.socket"} & set(ours), ours
         assert not [name for name in ours if name.endswith(".trace")], ours
         assert self.platform_state() == self.platform_state_before

@@ -1,0 +1,127 @@
+"""The directory only root can write on a rooted device, /data/local/droidheap: what root runs
+(droidheapd), what it mounts into every app (heapprofd_client.so, and lib32/'s) and the journal
+of what root must undo (adb_journal.py) live there, never in /data/local/tmp/droidheap.
+
+Why: /data/local/tmp belongs to the shell user, so any program of its (or what a preload session
+left there) can replace a file there between droidheap's push and root's use of it, or add a
+line to a journal root would run. /data/local is root's (0751 on a phone) and /data the system
+user's: a directory root makes there stays root's.
+
+    adb push (as the shell user, unless `adb root`)   -> /data/local/tmp/droidheap/NAME
+    read by root, compared with the host's file       -> /data/local/droidheap/NAME
+
+One root command checks the directory and its parents before a session first uses it, and
+before every read of the root journal: each a directory (not a symlink), owned by root (or by
+the system user, above it), writable by no one else; each copy is checked likewise. A directory
+there that fails is refused, never repaired: root made it so, and only the device's owner knows
+why. The root journal is read only after that check, which is enough without a host copy of it:
+no one but root can have written it.
+
+Owned by the AdbDevice of one CLI run, used from its thread; only on a device with root.
+"""
+import hashlib
+import pathlib
+import posixpath
+import shlex
+from typing import List
+
+from droidheap.errors import DroidheapError
+
+ROOT_DIR = "/data/local/droidheap"
+_PARENTS = ("/", "/data", "/data/local")
+_SYSTEM_UIDS = (0, 1000)  # root, and the system user who owns /data
+_STAT_FORMAT = "%u %g %a %F"  # toybox's stat has it as coreutils' does
+# sha256sum where the device's toybox has it, md5sum where it has not: either tells the host's
+# file from another a shell-user program put in its place (that needs a second preimage).
+_HASHERS = (hashlib.sha256, hashlib.md5)
+_NOT_PUSHED = "droidheap-not-what-was-pushed"
+
+
+class RootDirectory:
+    def __init__(self, device):
+        self._device = device
+        self._made = False
+
+    def make(self) -> None:
+        """Makes the directory if it is not there, checked. Once a session: after the check, no
+        one but root can change it."""
+        if not self._made:
+            self.check(create=True)
+            self._made = True
+
+    def check(self, create: bool) -> bool:
+        """Whether the directory is there, after checking it and its parents (and making it, with
+        `create`); DroidheapError when one of them could be written by someone but root."""
+        q = shlex.quote
+        make = f"[ -e {q(ROOT_DIR)} ] || [ -L {q(ROOT_DIR)} ] || mkdir -m 755 {q(ROOT_DIR)}; " \
+            if create else ""
+        result = self._device.run_privileged(
+            f"{make}stat -c {q(_STAT_FORMAT)} {' '.join(map(q, _PARENTS))} && "
+            f"if [ -e {q(ROOT_DIR)} ] || [ -L {q(ROOT_DIR)} ]; then "
+            f"stat -c {q(_STAT_FORMAT)} {q(ROOT_DIR)}; else echo absent; fi")
+        lines = result.stdout.splitlines()
+        if result.exit_code != 0 or len(lines) != len(_PARENTS) + 1:
+            reason = (result.stderr.strip().splitlines() or ["no answer from stat"])[0]
+            raise DroidheapError(f"cannot check {ROOT_DIR} on {self._device.serial}: {reason}")
+        for path, line in zip(_PARENTS, lines):
+            self._check_line(path, line, "directory", _SYSTEM_UIDS)
+        if lines[-1] == "absent":
+            if create:
+                reason = (result.stderr.strip().splitlines() or ["mkdir failed"])[0]
+                raise DroidheapError(f"cannot make {ROOT_DIR} on {self._device.serial}: {reason}")
+            return False  # nothing of droidheap's is there
+        self._check_line(ROOT_DIR, lines[-1], "directory", (0,))
+        return True
+
+    def _check_line(self, path: str, line: str, kind: str, owners) -> None:
+        words = line.split(" ", 3)
+        try:
+            uid, gid, mode = int(words[0]), int(words[1]), int(words[2], 8)
+            found = words[3]
+        except (ValueError, IndexError):
+            raise DroidheapError(f"cannot check {path} on {self._device.serial}: "
+                                 f"stat answered {line!r}") from None
+        others_write = mode & 0o002 or (mode & 0o020 and gid not in _SYSTEM_UIDS)
+        if found != kind or uid not in owners or others_write:
+            what = "directory" if kind == "directory" else "file"
+            raise DroidheapError(
+                f"{path} on {self._device.serial} is not a {what} only root can write ({found}, "
+                f"owner uid {uid}, gid {gid}, mode {mode:o}); droidheap will not use it: remove it "
+                f"as root if nothing else needs it")
+
+    def install(self, local: pathlib.Path, staged: str, relative: str, mode: int) -> str:
+        """Copies `staged` (`local`, pushed by the shell user) as root to `relative` in the
+        directory, checked; returns the copy's path.
+
+        The shell user may have put anything at `staged` by then (a link to a file only root can
+        read, to /dev/zero, a FIFO): root reads no more than `local`'s size from it, into a
+        file only root can read, compares that with `local` before anything else happens to it,
+        and then replaces the last copy, never rewriting it in place (an app may still map the
+        last session's client)."""
+        data = local.read_bytes()
+        target = f"{ROOT_DIR}/{relative}"
+        parent = posixpath.dirname(target)
+        tmp = f"{parent}/.{posixpath.basename(target)}.new"
+        block = 4096
+        expected = " ".join(h(data).hexdigest() for h in _HASHERS)
+        q = shlex.quote
+        script = (f"mkdir -p -m 755 {q(parent)} && umask 077 && "
+                  f"dd if={q(staged)} of={q(tmp)} bs={block} count={len(data) // block + 1} "
+                  f"2>/dev/null && h=$(sha256sum {q(tmp)} 2>/dev/null || md5sum {q(tmp)}) && "
+                  f"case \" {expected} \" in *\" ${{h%% *}} \"*) ;; *) rm -f {q(tmp)}; "
+                  f"echo {_NOT_PUSHED}; exit 1;; esac && "
+                  f"chmod {mode:o} {q(tmp)} && mv -f {q(tmp)} {q(target)} && "
+                  f"stat -c {q(_STAT_FORMAT)} {q(parent)} {q(target)}")
+        result = self._device.run_privileged(script)
+        lines: List[str] = result.stdout.splitlines()
+        if lines == [_NOT_PUSHED]:
+            raise DroidheapError(
+                f"{staged} on {self._device.serial} is not the {relative} droidheap pushed there "
+                f"(a program of the shell user replaced it?): root will not run it")
+        if result.exit_code != 0 or len(lines) != 2:
+            reason = (result.stderr.strip().splitlines() or lines or ["failed"])[-1]
+            raise DroidheapError(f"cannot copy {relative} into {ROOT_DIR} on "
+                                 f"{self._device.serial}: {reason}")
+        self._check_line(parent, lines[0], "directory", (0,))
+        self._check_line(target, lines[1], "regular file", (0,))
+        return target

@@ -1,0 +1,40 @@
+"""The names a device takes from the command line as system property names: bionic's switch for
+profiling programs named NAME from their start is the property heapprofd.enable.NAME, set by
+root. A name is checked here, as Android's init checks property names (IsLegalPropertyName:
+not empty, no '.' at either end, no "..", only letters, digits and `. _ - @ :`), before any
+command is built from it -- the commands quote it too, but a name init would refuse can only
+fail, so it is refused at once, in one line that names it.
+
+Pure functions, used from any thread.
+"""
+import re
+from typing import List
+
+from droidheap.errors import DroidheapError
+
+START_PROPERTY = "heapprofd.enable"
+_PROPERTY_WORDS = re.compile(r"[A-Za-z0-9_@:-]+(\.[A-Za-z0-9_@:-]+)*")
+
+
+def check_property_name(key: str) -> str:
+    """`key`, when Android accepts it as a property name; DroidheapError otherwise."""
+    if not _PROPERTY_WORDS.fullmatch(key):
+        raise DroidheapError(f"{key!r} is not a property name Android accepts (letters, digits "
+                             f"and . _ - @ : only, no '..', no '.' at either end)")
+    return key
+
+
+def check_start_name(name: str) -> None:
+    """Raises DroidheapError, naming `name`, when no program named so can be profiled from its
+    start: heapprofd.enable.<name> is not a property name."""
+    if not _PROPERTY_WORDS.fullmatch(name):
+        raise DroidheapError(f"{name!r} cannot be profiled from its start: {START_PROPERTY}."
+                             f"<name> takes letters, digits and . _ - @ : only (no '..', no '.' "
+                             f"at either end)")
+
+
+def start_properties(name: str) -> List[str]:
+    """The properties bionic reads at a program's start to load the client into programs named
+    `name`."""
+    check_start_name(name)
+    return [START_PROPERTY, f"{START_PROPERTY}.{name}"]
