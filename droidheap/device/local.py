@@ -157,7 +157,7 @@ def running_daemons(daemon: str) -> List[int]:
 
 class LocalDevice(Device):
     def __init__(self, root: Optional[pathlib.Path] = None, abi: Optional[str] = None):
-        self.root = pathlib.Path(root or default_root()).absolute()
+        self.root = pathlib.Path(root or default_root()).resolve()
         self.abi = abi or host_abi()
         if self.abi not in native.LINUX_BUILD_COMMANDS:
             raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")

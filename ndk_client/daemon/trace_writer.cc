@@ -11,6 +11,7 @@
 
 #include "daemon/clock.h"
 #include "daemon/counter_tracks.h"
+#include "daemon/output_file.h"
 
 namespace droidheap {
 namespace {
@@ -70,17 +71,6 @@ size_t Mix(size_t seed, uint64_t value) {
   return seed ^ (static_cast<size_t>(value * 0x9e3779b97f4a7c15ull) + (seed << 6) + (seed >> 2));
 }
 
-// The file's directory entry must reach the disk too, or a crash can lose the whole trace.
-// Some file systems refuse fsync on directories; the data itself is still synced per dump.
-void SyncParentDirectory(const std::string& path) {
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  fsync(fd);
-  close(fd);
-}
-
 }  // namespace
 
 bool TraceWriter::MappingLess::operator()(const MappingInfo& a, const MappingInfo& b) const {
@@ -100,9 +90,11 @@ size_t TraceWriter::IidsHash::operator()(const std::vector<uint64_t>& iids) cons
 
 bool TraceWriter::Open(const std::string& path) {
   Close();
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Never an existing file: the host names each trace anew, and whatever is already at that name
+  // was put there by someone else. Its directory entry is synced too, or a crash could lose the
+  // whole trace.
+  fd_ = OpenOutputFile(path, O_EXCL);
   if (fd_ < 0) return false;
-  SyncParentDirectory(path);
   broken_ = false;
   written_bytes_ = committed_bytes_ = 0;
   described_pids_.clear();

@@ -56,7 +56,8 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Creates or truncates `path`; false on error.
+  // Creates `path`, which must not exist yet, following no symbolic link (output_file.h); false
+  // on error.
   bool Open(const std::string& path);
   // The first packet of the sequence: clears the incremental state and snapshots the clocks.
   bool WriteSessionStart();

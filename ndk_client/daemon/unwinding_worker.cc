@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "daemon/clock.h"
+#include "daemon/output_file.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
@@ -59,8 +60,8 @@ UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
                                  std::atomic<uint64_t>* session_bytes)
     : config_(config), sink_(sink), session_bytes_(session_bytes) {
   if (!config_.stack_log_path.empty()) {
-    stack_log_fd_ = open(config_.stack_log_path.c_str(),
-                         O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    // Shared by every worker, each appending whole lines.
+    stack_log_fd_ = OpenOutputFile(config_.stack_log_path, O_APPEND);
   }
 }
 

@@ -1,9 +1,11 @@
 // TraceWriter: writes the traces that tests/unit/test_trace_writer.py decodes with Perfetto's own
 // protos, and checks natively what it can: packet framing, flushing after every dump, packet sizes,
-// ProfilePacket indexes, packet timestamps, and the roll-back of a dump that could not be written.
+// ProfilePacket indexes, packet timestamps, and the roll-back of a dump that could not be written;
+// and that Open creates a new file, following no symbolic link.
 //
-// Usage: trace_writer_test [TRACE [RECOVERY_TRACE]] (temporary files when not given). The
+// Usage: trace_writer_test [TRACE [RECOVERY_TRACE]] (new files; temporary ones when not given). The
 // scenario here and the expectations in the Python test describe the same data: change both.
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -289,15 +291,58 @@ void WriteRecoveryTrace(const std::string& path) {
   CHECK(cleared == 2);
 }
 
-void TestErrorsAreReported() {
+void TestErrorsAreReported(const std::string& dir) {
   TraceWriter writer;
   CHECK(!writer.Open("/nonexistent-dir/trace"));
   CHECK(!writer.WriteSessionStart());
-  if (access("/dev/full", W_OK) == 0) {  // every write fails with ENOSPC
-    CHECK(writer.Open("/dev/full"));
-    CHECK(!writer.WriteSessionStart());
-    CHECK(!writer.WriteDump({AppA(kT0, 1)}));
+  // Every write fails, as on a full device: EFBIG at a file size limit of 0.
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit saved;
+  CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  rlimit limited = saved;
+  limited.rlim_cur = 0;
+  CHECK(setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  CHECK(writer.Open(dir + "/full.pftrace"));
+  CHECK(!writer.WriteSessionStart());
+  CHECK(!writer.WriteDump({AppA(kT0, 1)}));
+  CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  writer.Close();
+  unlink((dir + "/full.pftrace").c_str());
+}
+
+void WriteFile(const std::string& path, const char* text) {
+  FILE* f = fopen(path.c_str(), "w");
+  CHECK(f != nullptr && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+// A root daemon writes its trace into a directory the shell user owns: what that user may have put
+// there, a file at the trace's name, a symbolic link at it or in place of a directory on the way,
+// is refused and left as it was, and nothing is created where a link points.
+void TestOpenCreatesANewFileFollowingNoLink(const std::string& dir) {
+  TraceWriter writer;
+  const std::string existing = dir + "/existing.pftrace";
+  WriteFile(existing, "not a trace");
+  CHECK(!writer.Open(existing));
+  CHECK(ReadFile(existing) == "not a trace");
+
+  const std::string target = dir + "/target", link = dir + "/link.pftrace";
+  CHECK(symlink(target.c_str(), link.c_str()) == 0);
+  CHECK(!writer.Open(link));
+  CHECK(access(target.c_str(), F_OK) != 0);
+
+  const std::string real_dir = dir + "/real", linked_dir = dir + "/linked";
+  CHECK(mkdir(real_dir.c_str(), 0755) == 0 && symlink(real_dir.c_str(), linked_dir.c_str()) == 0);
+  CHECK(!writer.Open(linked_dir + "/trace.pftrace"));
+  CHECK(!writer.Open(linked_dir + "/sub/../trace.pftrace"));
+  CHECK(access((real_dir + "/trace.pftrace").c_str(), F_OK) != 0);
+
+  CHECK(writer.Open(real_dir + "/trace.pftrace") && writer.WriteSessionStart());
+  writer.Close();
+  CHECK(Packets(real_dir + "/trace.pftrace").size() == 1);
+  for (const std::string& path : {existing, link, linked_dir, real_dir + "/trace.pftrace"}) {
+    unlink(path.c_str());
   }
+  rmdir(real_dir.c_str());
 }
 
 // At --max-trace-size a dump that would pass the cap leaves nothing of itself, and none after it
@@ -311,6 +356,7 @@ void TestSizeCap(const std::string& path) {
     CHECK(stat(path.c_str(), &st) == 0);
     first_dump_end = static_cast<uint64_t>(st.st_size);
   }
+  CHECK(unlink(path.c_str()) == 0);  // Open creates a new file only
   TraceWriter writer;
   writer.set_max_bytes(first_dump_end + 100);
   CHECK(writer.Open(path) && writer.WriteSessionStart() && writer.WriteDump({AppA(kT0, 1)}));
@@ -322,26 +368,25 @@ void TestSizeCap(const std::string& path) {
   struct stat st;
   CHECK(stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == first_dump_end);
   CHECK(CheckProfilePackets(Packets(path)) == 1);
+  unlink(path.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  char dir[] = "/tmp/trace_writer_test.XXXXXX";
-  const bool temporary = argc < 3;
-  if (temporary) CHECK(mkdtemp(dir) != nullptr);
-  const std::string trace = argc > 1 ? argv[1] : std::string(dir) + "/trace.pftrace";
-  const std::string recovery = argc > 2 ? argv[2] : std::string(dir) + "/recovery.pftrace";
-  TestErrorsAreReported();
-  TestSizeCap(std::string(temporary ? dir : "/tmp") + "/capped.pftrace");
+  char dir_template[] = "/tmp/trace_writer_test.XXXXXX";
+  CHECK(mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const std::string trace = argc > 1 ? argv[1] : dir + "/trace.pftrace";
+  const std::string recovery = argc > 2 ? argv[2] : dir + "/recovery.pftrace";
+  TestErrorsAreReported(dir);
+  TestOpenCreatesANewFileFollowingNoLink(dir);
+  TestSizeCap(dir + "/capped.pftrace");
   WriteMainTrace(trace);
   WriteRecoveryTrace(recovery);
-  if (temporary) {
-    if (argc < 2) unlink(trace.c_str());
-    unlink(recovery.c_str());
-    unlink((std::string(dir) + "/capped.pftrace").c_str());
-    rmdir(dir);
-  }
+  if (argc < 2) unlink(trace.c_str());
+  if (argc < 3) unlink(recovery.c_str());
+  rmdir(dir.c_str());
   printf("trace_writer_test: ok\n");
   return 0;
 }

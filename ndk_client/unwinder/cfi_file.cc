@@ -1,10 +1,8 @@
 #include "unwinder/cfi_file.h"
 
 #include <elf.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,20 +144,18 @@ Sections FindSections(const FileView& file) {
 
 }  // namespace
 
-std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFileId& id) {
+  uint64_t size;
+  int fd = OpenMappedFile(path, id, &size);
   if (fd < 0) return nullptr;
-  struct stat st;
   void* mapped = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size >= static_cast<off_t>(sizeof(Elf64_Ehdr)) &&
-      static_cast<uint64_t>(st.st_size) <= SIZE_MAX) {
-    mapped = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (size >= sizeof(Elf64_Ehdr) && size <= SIZE_MAX) {
+    mapped = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
   }
   close(fd);
   if (mapped == MAP_FAILED) return nullptr;
   std::unique_ptr<CfiFile> file(
-      new CfiFile(static_cast<const uint8_t*>(mapped), static_cast<size_t>(st.st_size)));
+      new CfiFile(static_cast<const uint8_t*>(mapped), static_cast<size_t>(size)));
 
   FileView view{file->data_, file->size_};
   // e_ident and e_machine lie at the same offsets in both classes.

@@ -11,14 +11,16 @@
 #include <string>
 
 #include "unwinder/dwarf_cfi.h"
+#include "unwinder/mapped_file.h"
 
 namespace droidheap {
 
 class CfiFile {
  public:
-  // Nullptr when the file cannot be opened or mapped or is not an ELF file of a known ABI
-  // (elf_info.h), 32- or 64-bit.
-  static std::unique_ptr<CfiFile> Open(const std::string& path);
+  // The file `id` mapped at `path` (mapped_file.h). Nullptr when that file cannot be opened or
+  // mapped, is not the one mapped, or is not an ELF file of a known ABI (elf_info.h), 32- or
+  // 64-bit.
+  static std::unique_ptr<CfiFile> Open(const std::string& path, const MappedFileId& id);
   ~CfiFile();
   CfiFile(const CfiFile&) = delete;
   CfiFile& operator=(const CfiFile&) = delete;

@@ -1,7 +1,6 @@
 #include "unwinder/elf_info.h"
 
 #include <elf.h>
-#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -102,9 +101,9 @@ bool IsKnownElf(const unsigned char* ident, uint16_t machine) {
   return false;
 }
 
-ElfInfo ReadElfInfo(const std::string& path) {
+ElfInfo ReadElfInfo(const std::string& path, const MappedFileId& id) {
   ElfInfo info;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenMappedFile(path, id, nullptr);
   if (fd < 0) return info;
   // e_ident and e_machine lie at the same offsets in both classes.
   Elf32_Ehdr start;
@@ -119,25 +118,25 @@ ElfInfo ReadElfInfo(const std::string& path) {
   return info;
 }
 
-ElfCache::Entry& ElfCache::Lookup(const std::string& path, uint64_t inode) {
-  auto key = std::make_tuple(path, inode);
+ElfCache::Entry& ElfCache::Lookup(const std::string& path, const MappedFileId& id) {
+  auto key = std::make_tuple(path, id);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     it = entries_.emplace(key, Entry()).first;
-    it->second.info = ReadElfInfo(path);
+    it->second.info = ReadElfInfo(path, id);
   }
   return it->second;
 }
 
-const ElfInfo& ElfCache::Get(const std::string& path, uint64_t inode) {
-  return Lookup(path, inode).info;
+const ElfInfo& ElfCache::Get(const std::string& path, const MappedFileId& id) {
+  return Lookup(path, id).info;
 }
 
-const CfiTable* ElfCache::Cfi(const std::string& path, uint64_t inode) {
-  Entry& entry = Lookup(path, inode);
+const CfiTable* ElfCache::Cfi(const std::string& path, const MappedFileId& id) {
+  Entry& entry = Lookup(path, id);
   if (!entry.cfi_loaded) {
     entry.cfi_loaded = true;
-    if (entry.info.valid) entry.cfi = CfiFile::Open(path);
+    if (entry.info.valid) entry.cfi = CfiFile::Open(path, id);
   }
   return entry.cfi ? &entry.cfi->table() : nullptr;
 }

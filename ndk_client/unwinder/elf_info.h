@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "unwinder/cfi_file.h"
+#include "unwinder/mapped_file.h"
 
 namespace droidheap {
 
@@ -33,19 +34,20 @@ struct ElfInfo {
   uint64_t LoadBiasAt(uint64_t file_offset) const;
 };
 
-// Reads the ELF header, program headers and GNU build-id note of `path`; invalid when the file is
-// not a little-endian ELF file of one of the ABIs in registers.h (of either class: a 64-bit
-// daemon reads a 32-bit app's files).
-ElfInfo ReadElfInfo(const std::string& path);
+// Reads the ELF header, program headers and GNU build-id note of the file `id` mapped at `path`
+// (mapped_file.h); invalid when that is not the file there, or not a little-endian ELF file of one
+// of the ABIs in registers.h (of either class: a 64-bit daemon reads a 32-bit app's files).
+ElfInfo ReadElfInfo(const std::string& path, const MappedFileId& id);
 // Whether e_ident and e_machine are those of such a file.
 bool IsKnownElf(const unsigned char* ident, uint16_t machine);
 
 class ElfCache {
  public:
-  // Keyed by path and file identity, so a replaced file is read again.
-  const ElfInfo& Get(const std::string& path, uint64_t inode);
+  // Keyed by path and file identity, so a replaced file is read again; a file that is not the
+  // one mapped is never read (its entry stays invalid).
+  const ElfInfo& Get(const std::string& path, const MappedFileId& id);
   // The file's unwind tables, mapped on first use; nullptr when it cannot be read.
-  const CfiTable* Cfi(const std::string& path, uint64_t inode);
+  const CfiTable* Cfi(const std::string& path, const MappedFileId& id);
 
  private:
   struct Entry {
@@ -53,9 +55,9 @@ class ElfCache {
     bool cfi_loaded = false;
     std::unique_ptr<CfiFile> cfi;
   };
-  Entry& Lookup(const std::string& path, uint64_t inode);
+  Entry& Lookup(const std::string& path, const MappedFileId& id);
 
-  std::map<std::tuple<std::string, uint64_t>, Entry> entries_;
+  std::map<std::tuple<std::string, MappedFileId>, Entry> entries_;
 };
 
 }  // namespace droidheap

@@ -28,10 +28,9 @@ void ProcessMaps::Parse(const std::string& text) {
 
     MapEntry e;
     char perms[8] = {};
-    unsigned dev_major = 0, dev_minor = 0;
     int path_start = 0;
     if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
-               &e.start, &e.end, perms, &e.offset, &dev_major, &dev_minor, &e.inode,
+               &e.start, &e.end, perms, &e.offset, &e.file.dev_major, &e.file.dev_minor, &e.file.inode,
                &path_start) < 7 ||
         e.end <= e.start) {
       continue;
@@ -78,11 +77,11 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
   if (!it->resolved) {
     it->resolved = true;
     if (!it->path.empty() && it->path[0] == '/') {
-      const ElfInfo& elf = elf_cache->Get(it->path, it->inode);
+      const ElfInfo& elf = elf_cache->Get(it->path, it->file);
       if (elf.valid) {
         it->build_id = elf.build_id;
         it->load_bias = elf.LoadBiasAt(it->offset);
-        if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->inode);
+        if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->file);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "unwinder/elf_info.h"
+#include "unwinder/mapped_file.h"
 
 namespace droidheap {
 
@@ -17,7 +18,7 @@ struct MapEntry {
   uint64_t start = 0;
   uint64_t end = 0;
   uint64_t offset = 0;
-  uint64_t inode = 0;
+  MappedFileId file;  // the device and inode of the mapped file
   bool executable = false;
   std::string path;
   // Filled on first use from the ELF file (see Resolve).
