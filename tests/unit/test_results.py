@@ -115,10 +115,11 @@ def test_report_json_and_text_of_a_dump():
     assert build_report(dumps, dump=0).profiles[0].profile.dump_index == 0
 
 
-def _write_pprof_dir(tmp_path):
-    """An output directory with one real pprof file, written the way convert writes them."""
+def write_pprof_dir(tmp_path, function="f", file="app.c"):
+    """An output directory with one real pprof file, written the way convert writes them: 4 KiB
+    in use at `function` (`file`:3)."""
     from droidheap.pprof import Profile as PprofProfile
-    message = PprofProfile(string_table=["", "inuse_space", "bytes", "f", "app.c"])
+    message = PprofProfile(string_table=["", "inuse_space", "bytes", function, file])
     message.sample_type.add(type=1, unit=2)
     message.function.add(id=1, name=3, filename=4)
     message.location.add(id=1, address=0x10).line.add(function_id=1, line=3)
@@ -131,7 +132,7 @@ def _write_pprof_dir(tmp_path):
 
 
 def test_report_reads_a_pprof_directory(tmp_path):
-    result = run_cli(["report", _write_pprof_dir(tmp_path)], tmp_path)
+    result = run_cli(["report", write_pprof_dir(tmp_path)], tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("pid 7 (?), heap libc.malloc, dump 0")
     assert "4.0 KiB" in result.stdout and "f (app.c:3)" in result.stdout
@@ -149,7 +150,7 @@ def test_report_reads_a_pprof_directory(tmp_path):
     (["check", "{out}", "--max-growth", "1k", "--site", "("], "is not a regular expression", 2),
 ])
 def test_results_commands_reject_bad_input_in_one_line(tmp_path, args, expected, code):
-    out = _write_pprof_dir(tmp_path)
+    out = write_pprof_dir(tmp_path)
     (tmp_path / "empty").mkdir()
     (tmp_path / "garbage.pb.gz").write_bytes(gzip.compress(b"\xff\xff\xff"))
     (tmp_path / "garbage").write_bytes(b"\xff\xff\xff not a trace")
@@ -158,7 +159,7 @@ def test_results_commands_reject_bad_input_in_one_line(tmp_path, args, expected,
 
 
 def test_check_passes_and_fails_on_a_single_dump_from_the_start(tmp_path):
-    out = _write_pprof_dir(tmp_path)
+    out = write_pprof_dir(tmp_path)
     failed = run_cli(["check", out, "--max-growth", "1k"], tmp_path)
     assert failed.returncode == 1 and failed.stdout.startswith("FAIL: f (app.c:3) grew by 4.0 KiB")
     assert "from the start of profiling to dump 0 (bound 1.0 KiB)" in failed.stdout

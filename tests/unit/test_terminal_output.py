@@ -1,14 +1,12 @@
 """Names a trace, a pprof file or a phone chose reach the user's terminal as text: their control
 characters (a title-setting `ESC ] 0 ; ... BEL`, a bidirectional override) are shown escaped,
 never obeyed -- in reports, summaries and error lines alike."""
-import gzip
-
-from droidheap.pprof import Profile as PprofProfile
 from droidheap.symbolizer import ModuleSymbols, SourceLine
 from droidheap.terminal import printable
 from droidheap.trace.symbolized import module_symbols_packet
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import run_cli
+from test_results import write_pprof_dir
 
 SET_TITLE = "\x1b]0;owned\x07"
 RIGHT_TO_LEFT = "\u202e"
@@ -41,16 +39,7 @@ def test_report_of_a_trace_escapes_symbol_process_and_library_names(tmp_path):
 
 
 def test_report_of_a_pprof_escapes_function_and_file_names(tmp_path):
-    message = PprofProfile(string_table=["", "inuse_space", "bytes", f"f{SET_TITLE}",
-                                         f"app{RIGHT_TO_LEFT}.c"])
-    message.sample_type.add(type=1, unit=2)
-    message.function.add(id=1, name=3, filename=4)
-    message.location.add(id=1, address=0x10).line.add(function_id=1, line=3)
-    message.sample.add(location_id=[1], value=[4096])
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "heap_dump.0.7.libc.malloc.pb.gz").write_bytes(
-        gzip.compress(message.SerializeToString()))
+    out = write_pprof_dir(tmp_path, function=f"f{SET_TITLE}", file=f"app{RIGHT_TO_LEFT}.c")
     result = run_cli(["report", str(out)], tmp_path)
     assert result.returncode == 0, result.stderr
     assert_escaped(result.stdout)
