@@ -7,7 +7,9 @@
 namespace droidheap {
 namespace {
 
-constexpr int kDirectoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+// O_PATH: a directory on the way may grant its search permission alone (a phone's /data/local is
+// root's, 0751, on the shell user's way to /data/local/tmp).
+constexpr int kDirectoryFlags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
 // The directory `dir` (absolute, or relative to the working directory), reached without following
 // a link; -1 with errno set otherwise.
@@ -55,8 +57,15 @@ int OpenOutputFile(const std::string& path, int flags) {
   const int fd = openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | flags,
                         0644);
   const int saved = errno;
-  // Some file systems refuse fsync on directories; the data itself is synced by its writer.
-  if (fd >= 0) fsync(dir_fd);
+  // The new entry must reach the disk too. Some file systems refuse fsync on directories, and a
+  // directory may not be readable; the data itself is synced by its writer.
+  if (fd >= 0) {
+    const int sync_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sync_fd >= 0) {
+      fsync(sync_fd);
+      close(sync_fd);
+    }
+  }
   close(dir_fd);
   errno = saved;
   return fd;

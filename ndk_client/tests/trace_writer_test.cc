@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -345,6 +346,31 @@ void TestOpenCreatesANewFileFollowingNoLink(const std::string& dir) {
   rmdir(real_dir.c_str());
 }
 
+// The shell user's daemon reaches its trace directory through directories it may only search
+// (a phone's /data/local, root's 0751): it opens them without reading them. Run as root (as CI
+// is), the test drops to another uid in a child, where permissions count.
+void TestOpenPassesSearchOnlyDirectories(const std::string& dir) {
+  if (geteuid() != 0) return;
+  const uid_t kShell = 2000;
+  const std::string search_only = dir + "/search-only", own = search_only + "/own";
+  CHECK(mkdir(search_only.c_str(), 0711) == 0 && mkdir(own.c_str(), 0755) == 0);
+  CHECK(chown(own.c_str(), kShell, kShell) == 0 && chmod(dir.c_str(), 0711) == 0);
+  const pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    if (setgid(kShell) != 0 || setuid(kShell) != 0) _exit(2);
+    TraceWriter writer;
+    _exit(writer.Open(own + "/trace.pftrace") && writer.WriteSessionStart() ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(Packets(own + "/trace.pftrace").size() == 1);
+  unlink((own + "/trace.pftrace").c_str());
+  rmdir(own.c_str());
+  rmdir(search_only.c_str());
+}
+
 // At --max-trace-size a dump that would pass the cap leaves nothing of itself, and none after it
 // is written; the file ends with the last whole dump.
 void TestSizeCap(const std::string& path) {
@@ -381,6 +407,7 @@ int main(int argc, char** argv) {
   const std::string recovery = argc > 2 ? argv[2] : dir + "/recovery.pftrace";
   TestErrorsAreReported(dir);
   TestOpenCreatesANewFileFollowingNoLink(dir);
+  TestOpenPassesSearchOnlyDirectories(dir);
   TestSizeCap(dir + "/capped.pftrace");
   WriteMainTrace(trace);
   WriteRecoveryTrace(recovery);
