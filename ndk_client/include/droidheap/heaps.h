@@ -70,6 +70,12 @@ static inline void droidheap_report_free(droidheap_heap* heap, const void* addre
 
 enum { DROIDHEAP_EVENT_ALLOC = 1, DROIDHEAP_EVENT_FREE = 2 };
 
+/* The 64-bit fields read and written atomically, 8-aligned on every ABI (each is at a multiple of
+ * 8 already: the layout is the same). i386 aligns a uint64_t field to 4, and clang makes an atomic
+ * access to a less aligned field a libatomic call -- a lock, which the program's copy and the
+ * client's would not share -- rather than one instruction. */
+#define DROIDHEAP_ATOMIC64 __attribute__((aligned(8)))
+
 /* The profiler's entry for a report of an enabled heap. */
 typedef void (*droidheap_report_fn)(droidheap_heap* heap, uint32_t event, uint64_t address,
                                     uint64_t size);
@@ -79,7 +85,7 @@ typedef void (*droidheap_report_fn)(droidheap_heap* heap, uint32_t event, uint64
 struct droidheap_heap {
   uint32_t enabled; /* nonzero while a profiler records this heap */
   uint32_t ready;   /* 1 once `name` is written */
-  uint64_t report;  /* a droidheap_report_fn */
+  uint64_t report DROIDHEAP_ATOMIC64; /* a droidheap_report_fn */
   uint32_t number;   /* the profiler's number for the heap; 0 until it has seen it */
   uint32_t reserved1;
   uint64_t reserved2;
@@ -93,7 +99,7 @@ typedef struct droidheap_registry {
   uint32_t version;
   uint32_t size;
   uint32_t heap_count; /* slots handed out; may pass DROIDHEAP_REGISTRY_HEAPS when full */
-  uint64_t attach;     /* the profiler's droidheap_attach_fn, once one knows this registry */
+  uint64_t attach DROIDHEAP_ATOMIC64; /* the profiler's droidheap_attach_fn, once one knows it */
   uint64_t reserved[5];
   struct droidheap_heap heaps[DROIDHEAP_REGISTRY_HEAPS];
 } droidheap_registry;
@@ -105,7 +111,7 @@ typedef void (*droidheap_attach_fn)(droidheap_registry* registry);
 typedef struct droidheap_client_page {
   uint32_t magic;
   uint32_t version;
-  uint64_t attach; /* a droidheap_attach_fn */
+  uint64_t attach DROIDHEAP_ATOMIC64; /* a droidheap_attach_fn */
 } droidheap_client_page;
 
 #define DROIDHEAP_PAGE_SIZE 4096
