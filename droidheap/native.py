@@ -43,6 +43,18 @@ def binary_dir(abi: str, required=(DAEMON, CLIENT), target: str = ANDROID) -> pa
                          f"{build_command(abi, target)}")
 
 
+def installed_bin_dir() -> pathlib.Path:
+    """The installed package's droidheap/bin, where scripts/build_arm64.sh and
+    scripts/build_android.sh add binaries to what pip installed: beside the host's emulator
+    binaries (site-packages, for an editable install too, whose package stays in the source tree),
+    or the package's own directory when there are none yet."""
+    from droidheap.device.local import host_abi  # droidheap.device.local imports this module
+    try:
+        return binary_dir(host_abi(), target=LINUX).parent.parent
+    except DroidheapError:
+        return pathlib.Path(__file__).resolve().parent / "bin"
+
+
 def build_command(abi: str, target: str = ANDROID) -> str:
     if target == LINUX:
         return LINUX_BUILD_COMMANDS[abi]

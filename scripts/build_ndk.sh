@@ -10,6 +10,7 @@
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
+. scripts/build_tree.sh
 # Paths on the command line are the caller's, relative to where the script was started.
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 
@@ -56,22 +57,10 @@ for abi in "${abis[@]}"; do
 done
 
 for abi in "${abis[@]}"; do
-  build=$build_root/ndk-$abi
-  # CMake keeps the toolchain file a build tree was configured with: one configured with another
-  # NDK starts afresh.
-  if [ -f "$build/CMakeCache.txt" ] &&
-     ! grep -qx "CMAKE_TOOLCHAIN_FILE:[A-Z]*=$toolchain" "$build/CMakeCache.txt"; then
-    rm -rf "$build"
-  fi
   # c++_static: droidheapd runs from /data/local/tmp, where no libc++_shared.so is. Thumb-2 for
   # armeabi-v7a (the NDK's default, stated): the frame-pointer fallback follows r7, Thumb's.
-  cmake -S ndk_client -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DANDROID_ABI="$abi" -DANDROID_PLATFORM="android-$api" \
-    -DANDROID_STL=c++_static -DANDROID_ARM_MODE=thumb >/dev/null
-  cmake --build "$build" -j "$(nproc)"
-  rm -rf "$build/install"
-  cmake --install "$build" --prefix "$build/install" >/dev/null
-  mkdir -p "$dest/$abi"
-  cp -r "$build/install/droidheap/bin/$abi"/* "$dest/$abi/"
+  build_tree "$toolchain" "$build_root/ndk-$abi" "droidheap/bin/$abi" "$dest/$abi" \
+    -DANDROID_ABI="$abi" -DANDROID_PLATFORM="android-$api" -DANDROID_STL=c++_static \
+    -DANDROID_ARM_MODE=thumb
   echo "$abi: $dest/$abi"
 done

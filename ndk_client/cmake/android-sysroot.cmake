@@ -61,7 +61,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 #   c++_static instead), comes without an unwinder to link against (no _Unwind_Resume), and no
 #   code of ours catches; a throw from libc++ ends in abort() either way.
 set(_droidheap_flags "-DANDROID -fdata-sections -ffunction-sections -funwind-tables")
-string(APPEND _droidheap_flags " -fstack-protector-strong -no-canonical-prefixes -D_FORTIFY_SOURCE=2")
+string(APPEND _droidheap_flags " -fstack-protector-strong -no-canonical-prefixes")
+string(APPEND _droidheap_flags " -D_FORTIFY_SOURCE=2")
 string(APPEND _droidheap_flags " -Wformat -Werror=format-security -fno-emulated-tls")
 if(ANDROID_ABI STREQUAL "armeabi-v7a")
   string(APPEND _droidheap_flags " -mthumb")
@@ -71,12 +72,17 @@ set(CMAKE_ASM_FLAGS_INIT "${_droidheap_flags}")
 set(CMAKE_CXX_FLAGS_INIT "${_droidheap_flags} -stdlib=libc++ -fno-exceptions")
 # lld (Debian: lld-14), and every reference resolved at link time against Android's own libraries
 # (or, for x86 and x86_64, their stubs): a symbol missing on the phone fails the build here.
-# --as-needed: CMake links the C++ compiler's implicit libraries (libc++.so here) into the code
-# loaded into apps too, linked as C (CMakeLists.txt); only what is referenced becomes NEEDED, as
-# Debian's gcc does for the Linux build (and the NDK's static libc++ for its own).
-set(_droidheap_link "-fuse-ld=lld -stdlib=libc++ -Wl,--as-needed -Wl,--build-id=sha1")
-string(APPEND _droidheap_link " -Wl,--fatal-warnings -Wl,--gc-sections -Wl,--no-undefined")
-string(APPEND _droidheap_link " -Qunused-arguments")
+# -nostdlib++, and libc++ named only for what is linked as C++: CMake adds the C++ compiler's
+# implicit libraries to every target with C++ sources, the code loaded into apps too (linked as C,
+# CMakeLists.txt), where libc++.so would become NEEDED.
+# -lgcc before the objects: lld binds a symbol to the first file that offers it, and on 32-bit ARM
+# Android's libm.so (LIBC_DEPRECATED) and libc++.so re-export compiler builtins (__aeabi_d2lz,
+# __aeabi_uldivmod ...) that the NDK's builds take from its static builtins library; likewise
+# libc before libc++ for the __aeabi_mem* functions that libc.so exports (LIBC_N) and libc++.so
+# repeats.
+set(_droidheap_link "-fuse-ld=lld -nostdlib++ -lgcc -Wl,--build-id=sha1 -Wl,--fatal-warnings")
+string(APPEND _droidheap_link " -Wl,--gc-sections -Wl,--no-undefined -Qunused-arguments")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "${_droidheap_link}")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "${_droidheap_link}")
 set(CMAKE_MODULE_LINKER_FLAGS_INIT "${_droidheap_link}")
+set(CMAKE_CXX_STANDARD_LIBRARIES_INIT "-lc -lc++")

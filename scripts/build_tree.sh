@@ -1,0 +1,22 @@
+# Sourced by scripts/build_ndk.sh, build_android.sh and build_arm64.sh: the one way they configure,
+# build and install ndk_client/ for an ABI.
+#   build_tree TOOLCHAIN_FILE BUILD_DIR INSTALLED DEST [CMAKE ARGS...]
+# INSTALLED is what `cmake --install` puts the ABI's binaries in (droidheap/bin/<abi> for Android,
+# droidheap/bin/linux/<abi> for Linux), copied into DEST. Run from the source tree's root.
+build_tree() {
+  local toolchain=$1 build=$2 installed=$3 dest=$4
+  shift 4
+  # CMake keeps the toolchain file a tree was configured with: one configured with another (another
+  # NDK, or the other Android route) starts afresh.
+  if [ -f "$build/CMakeCache.txt" ] &&
+     ! grep -qx "CMAKE_TOOLCHAIN_FILE:[A-Z]*=$toolchain" "$build/CMakeCache.txt"; then
+    rm -rf "$build"
+  fi
+  cmake -S ndk_client -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_TOOLCHAIN_FILE="$toolchain" "$@" >/dev/null
+  cmake --build "$build" -j "$(nproc)"
+  rm -rf "$build/install"
+  cmake --install "$build" --prefix "$build/install" >/dev/null
+  mkdir -p "$dest"
+  cp -r "$build/install/$installed"/* "$dest/"
+}

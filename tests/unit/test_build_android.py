@@ -1,0 +1,178 @@
+"""Android binaries built without an NDK (scripts/build_android.sh): what each ABI's files are, what
+they need at run time, and that bionic's own linker runs droidheapd in Android 10's userland under
+qemu-user. The ARM builds are the ones scripts/install put into the installed package (built here
+when absent); the x86 ones are built here (their build trees in build/ are reused)."""
+import os
+import pathlib
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from droidheap import native
+from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_headers
+from tests.requirements import require
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ANDROID = ROOT.parent / "shared" / "android"
+ROOTFS = ANDROID / "android10-arm64-rootfs.tar.xz"
+PRELOAD = "libdroidheap_preload.so"
+IN_APP = (native.CLIENT, PRELOAD)  # loaded into apps
+# What every app's linker namespace sees of these (public.libraries.txt): never libc++.so.
+APP_VISIBLE = {"libc.so", "libm.so", "libdl.so", "liblog.so"}
+MACHINE = {"arm64-v8a": EM_AARCH64, "armeabi-v7a": EM_ARM, "x86_64": EM_X86_64, "x86": EM_386}
+LINKER = {"arm64-v8a": "/system/bin/linker64", "armeabi-v7a": "/system/bin/linker",
+          "x86_64": "/system/bin/linker64", "x86": "/system/bin/linker"}
+# The rootfs's library directory of the same bitness (x86 builds link against stubs of these).
+SYSTEM_LIB = {"arm64-v8a": "system/lib64", "armeabi-v7a": "system/lib",
+              "x86_64": "system/lib64", "x86": "system/lib"}
+INSTALLED_ABIS = ("arm64-v8a", "armeabi-v7a")  # what scripts/install builds
+# Native unit tests (ndk_client/tests) that pass on Android 10's bionic under qemu-aarch64. Not yet:
+# handshake_test (MFD_CLOEXEC: Android 10's headers lack it), dwarf_unwinder_test (libgcc's
+# _Unwind_Backtrace as its reference), process_identity_test (its clone() child fails under
+# qemu), dwarf_cfi_own_binary_test, trace_writer_test.
+BIONIC_NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "live_allocations_test",
+                       "sampled_addresses_test", "process_maps_test", "sampler_test",
+                       "dwarf_cfi_test", "dwarf_expression_test", "wire_layout_test",
+                       "heap_totals_test", "heaps_header_test", "mapped_file_test"]
+
+
+def require_android() -> None:
+    require(None if ROOTFS.is_file() else f"no {ANDROID} (bionic's headers, Android 10's rootfs)")
+
+
+def build(abis, dest: pathlib.Path) -> None:
+    result = subprocess.run([str(ROOT / "scripts" / "build_android.sh"), "--dest", str(dest),
+                             *abis], capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    """{ABI: directory of its Android binaries}, every ABI."""
+    require_android()
+    installed = native.installed_bin_dir()
+    dirs = {abi: installed / abi for abi in INSTALLED_ABIS
+            if all((installed / abi / name).is_file() for name in (native.DAEMON, *IN_APP))}
+    dest = tmp_path_factory.mktemp("android-bin")
+    missing = [abi for abi in MACHINE if abi not in dirs]
+    build(missing, dest)
+    return {**dirs, **{abi: dest / abi for abi in missing}}
+
+
+@pytest.fixture(scope="module")
+def rootfs(tmp_path_factory) -> pathlib.Path:
+    """Android 10's userland unpacked, its absolute links pointed into the copy so that qemu-user's
+    -L prefix reaches them."""
+    require_android()
+    root = tmp_path_factory.mktemp("android-rootfs")
+    with tarfile.open(ROOTFS) as archive:
+        archive.extractall(root)
+    for link in [p for p in root.rglob("*") if p.is_symlink()]:
+        target = os.readlink(link)
+        if target.startswith("/"):
+            link.unlink()
+            link.symlink_to(str(root) + target)
+    return root
+
+
+@pytest.fixture(scope="module")
+def arm64_native_tests() -> pathlib.Path:
+    """BIONIC_NATIVE_TESTS built for arm64-v8a Android (build/android-arm64-v8a-tests, reused)."""
+    require_android()
+    sysroot = ROOT / "build" / "android-sysroot"
+    build_dir = ROOT / "build" / "android-arm64-v8a-tests"
+    for command in (
+            [ROOT / "scripts" / "android_sysroot.sh", ANDROID, sysroot, "arm64-v8a"],
+            ["cmake", "-S", ROOT / "ndk_client", "-B", build_dir,
+             "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+             f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'ndk_client' / 'cmake' / 'android-sysroot.cmake'}",
+             "-DANDROID_ABI=arm64-v8a", "-DANDROID_PLATFORM=android-29",
+             f"-DDROIDHEAP_ANDROID_SYSROOT={sysroot}", "-DDROIDHEAP_BUILD_TESTS=ON"],
+            ["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2), "--target",
+             *BIONIC_NATIVE_TESTS]):
+        result = subprocess.run(list(map(str, command)), capture_output=True, text=True,
+                                timeout=1800)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return build_dir / "tests"
+
+
+def readelf(*args) -> str:
+    return subprocess.run(["readelf", "-W", *map(str, args)], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def needed(path: pathlib.Path) -> set:
+    return {line.split("[", 1)[1].rstrip("]") for line in readelf("-d", path).splitlines()
+            if "(NEEDED)" in line}
+
+
+def undefined_symbols(path: pathlib.Path) -> list:
+    """Undefined dynamic symbols as name[@version]."""
+    symbols = []
+    for line in readelf("--dyn-syms", path).splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0].endswith(":") and fields[6] == "UND":
+            symbols.append(fields[7].split(" ")[0])
+    return symbols
+
+
+@pytest.mark.parametrize("abi", MACHINE)
+def test_code_loaded_into_apps_needs_only_what_every_app_sees(built, abi):
+    for name in IN_APP:
+        path = built[abi] / name
+        assert needed(path) <= APP_VISIBLE, (name, needed(path))
+        # No C++ runtime either: every reference is to a public version of bionic's libraries
+        # (libc++.so's symbols carry none; LIBC_PRIVATE, LIBC_PLATFORM and LIBC_DEPRECATED are
+        # not the NDK's).
+        for symbol in undefined_symbols(path):
+            _, _, version = symbol.partition("@")
+            assert version.startswith("LIB") and not version.endswith(
+                ("_PRIVATE", "_PLATFORM", "_DEPRECATED")), (name, symbol)
+
+
+@pytest.mark.parametrize("abi", MACHINE)
+def test_daemon_needs_only_libraries_android_has(built, rootfs, abi):
+    system_lib = rootfs / SYSTEM_LIB[abi]
+    libraries = needed(built[abi] / native.DAEMON)
+    assert "libc.so" in libraries
+    assert all((system_lib / name).exists() for name in libraries), libraries
+
+
+@pytest.mark.parametrize("abi", MACHINE)
+def test_files_are_for_the_abi_and_bionics_linker(built, abi):
+    for name in (native.DAEMON, *IN_APP):
+        data = (built[abi] / name).read_bytes()
+        assert read_headers(data).machine == MACHINE[abi], name
+        assert data[4] == (2 if abi in ("arm64-v8a", "x86_64") else 1), name  # ELFCLASS64/32
+    assert f"[Requesting program interpreter: {LINKER[abi]}]" in readelf(
+        "-l", built[abi] / native.DAEMON)
+
+
+@pytest.mark.parametrize("abi,qemu", [("arm64-v8a", "qemu-aarch64"), ("armeabi-v7a", "qemu-arm")])
+def test_bionics_linker_runs_the_daemon_with_the_platforms_libcxx(built, rootfs, abi, qemu):
+    """qemu-user with the rootfs as its prefix: the daemon's interpreter is Android 10's linker,
+    which loads /system/lib{64}/libc++.so and libc.so from the rootfs, resolving every symbol
+    before main runs (bionic binds immediately)."""
+    require(None if shutil.which(qemu) else f"no {qemu} (Debian package qemu-user)")
+    program = rootfs / "data" / "local" / "tmp" / native.DAEMON
+    shutil.copy(built[abi] / native.DAEMON, program)
+    result = subprocess.run([qemu, "-L", str(rootfs), str(program), "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert "usage: droidheapd --socket PATH" in result.stdout + result.stderr, result
+    assert "CANNOT LINK EXECUTABLE" not in result.stderr
+
+
+def test_native_unit_tests_pass_on_bionic(arm64_native_tests, rootfs):
+    """Run by Android 10's linker64 against its libc, libm and libc++, from /data/local/tmp."""
+    require(None if shutil.which("qemu-aarch64") else "no qemu-aarch64 (Debian package qemu-user)")
+    failed = {}
+    for name in BIONIC_NATIVE_TESTS:
+        program = rootfs / "data" / "local" / "tmp" / name
+        shutil.copy(arm64_native_tests / name, program)
+        result = subprocess.run(["qemu-aarch64", "-L", str(rootfs), str(program)],
+                                capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            failed[name] = (result.stdout + result.stderr)[-2000:]
+    assert not failed, failed
