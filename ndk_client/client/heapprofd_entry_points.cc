@@ -367,5 +367,11 @@ EXPORT int heapprofd_malloc_iterate(uintptr_t base, size_t size,
                                     void (*callback)(uintptr_t, size_t, void*), void* arg) {
   return g_previous->malloc_iterate(base, size, callback, arg);
 }
+// Android 10's bionic looks the iterator up by this name (11 and later by the one above), and
+// refuses a client without it: nothing would be profiled on such a phone.
+EXPORT int heapprofd_iterate(uintptr_t base, size_t size,
+                             void (*callback)(uintptr_t, size_t, void*), void* arg) {
+  return heapprofd_malloc_iterate(base, size, callback, arg);
+}
 EXPORT void heapprofd_malloc_disable() { g_previous->malloc_disable(); }
 EXPORT void heapprofd_malloc_enable() { g_previous->malloc_enable(); }

@@ -79,11 +79,18 @@ void ReadHeaders(int fd, ElfInfo* info) {
 
 }  // namespace
 
-uint64_t ElfInfo::LoadBiasAt(uint64_t file_offset) const {
+uint64_t ElfInfo::LoadBiasAt(uint64_t file_offset, bool executable) const {
+  // lld starts each segment on a new page in memory but not in the file: the read-only segment
+  // and the code after it share the file's first page, and both mappings say offset 0. The
+  // mapping's permissions tell which of the two it is.
+  const Segment* containing = nullptr;
   for (const Segment& s : loads) {
     uint64_t aligned = s.align > 1 ? s.offset & ~(s.align - 1) : s.offset;
-    if (file_offset >= aligned && file_offset < s.offset + s.file_size) return s.vaddr - s.offset;
+    if (file_offset < aligned || file_offset >= s.offset + s.file_size) continue;
+    if (s.executable == executable) return s.vaddr - s.offset;
+    if (containing == nullptr) containing = &s;
   }
+  if (containing != nullptr) return containing->vaddr - containing->offset;
   for (const Segment& s : loads) {
     if (s.executable) return s.vaddr - s.offset;
   }

@@ -30,8 +30,8 @@ struct ElfInfo {
   std::string build_id;  // raw bytes
   std::vector<Segment> loads;
 
-  // p_vaddr - p_offset of the PT_LOAD that a mapping at `file_offset` maps.
-  uint64_t LoadBiasAt(uint64_t file_offset) const;
+  // p_vaddr - p_offset of the PT_LOAD that a mapping at `file_offset` (executable or not) maps.
+  uint64_t LoadBiasAt(uint64_t file_offset, bool executable) const;
 };
 
 // Reads the ELF header, program headers and GNU build-id note of the file `id` mapped at `path`

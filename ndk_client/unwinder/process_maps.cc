@@ -80,7 +80,7 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
       const ElfInfo& elf = elf_cache->Get(it->path, it->file);
       if (elf.valid) {
         it->build_id = elf.build_id;
-        it->load_bias = elf.LoadBiasAt(it->offset);
+        it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
         if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->file);
       }
     }

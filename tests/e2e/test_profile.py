@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from droidheap.device.local import host_abi
 from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
@@ -201,3 +202,26 @@ def test_symbols_dir_names_the_frames_of_a_stripped_program(cli, abi, alloc_prog
                     "-o", tmp_path / "given", "--", stripped)
     assert given.returncode == 0, given.stderr
     assert "site_leak_malloc (alloc_sites.c:" in given.stdout, given.stdout
+
+
+def test_a_program_linked_by_lld_is_unwound_and_named(cli, abi, tmp_path):
+    """lld (LLVM's and the NDK's linker) starts the code on a new page in memory but not in the
+    file: the code's mapping and the read-only one before it both say file offset 0, and only
+    the code's permissions tell which segment, so which load bias, a pc is in."""
+    if abi != host_abi():
+        pytest.skip("clang builds it for this machine only")
+    program = tmp_path / "alloc_sites_lld"
+    subprocess.run(["clang", "-O1", "-fno-omit-frame-pointer", "-g", "-pthread", "-fuse-ld=lld",
+                    str(pathlib.Path(__file__).parents[1] / "programs" / "alloc_sites.c"),
+                    "-o", str(program)], check=True)
+    layout = subprocess.run(["readelf", "-lW", str(program)], capture_output=True, text=True,
+                            check=True).stdout
+    code = [line.split() for line in layout.splitlines() if line.split()[:1] == ["LOAD"]
+            and "E" in line.split()[6:-1]]
+    assert code and int(code[0][1], 16) != int(code[0][2], 16), layout  # offset != address
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", program)
+    assert result.returncode == 0, result.stderr
+    assert "unwinding errors" not in result.stdout, result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)

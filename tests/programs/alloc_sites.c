@@ -30,7 +30,11 @@ NOINLINE void site_churn_malloc_free(void) {  /* 4096 x 2048 B, all freed */
   }
 }
 
-NOINLINE void* site_small_for_realloc(void) { return malloc(100); }
+NOINLINE void* site_small_for_realloc(void) {
+  void* p = malloc(100);
+  g_sink = p;  /* a store after the call: no tail call at -O2 either, so this frame is seen */
+  return p;
+}
 
 NOINLINE void site_grow_realloc(void) {  /* 256 x 16384 B, kept; the 100 B blocks are freed */
   for (int i = 0; i < 256; i++) g_sink = realloc(site_small_for_realloc(), 16384);
