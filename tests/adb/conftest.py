@@ -20,6 +20,7 @@ import pytest
 
 from droidheap import native
 from droidheap.device.local import host_abi
+from tests.android import ROOTFS, require_android
 from tests.conftest import why_no_m32
 from tests.e2e.conftest import compile_program
 from tests.requirements import require
@@ -74,10 +75,12 @@ class AdbdProcess:
 
 
 def start_test_adbd(root: bool = False, abi: str = "",
-                    libc32: Optional[pathlib.Path] = None) -> AdbdProcess:
-    libc = device_binaries() / native.EMULATED_LIBC
-    process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0",
-                                "--libc", str(libc), *(["--root"] if root else []),
+                    libc32: Optional[pathlib.Path] = None, android: bool = False) -> AdbdProcess:
+    """A test adbd: the emulator device, or with `android` Android 10's own userland."""
+    device = ["--android", str(ROOTFS)] if android else \
+        ["--libc", str(device_binaries() / native.EMULATED_LIBC)]
+    process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0", *device,
+                                *(["--root"] if root else []),
                                 *(["--abi", abi] if abi else []),
                                 *(["--libc32", str(libc32)] if libc32 else [])],
                                stdout=subprocess.PIPE, text=True)
@@ -145,8 +148,9 @@ def adb_env(adb_server, monkeypatch):
 
 
 def _connected_test_adbd(adb_server: AdbServer, root: bool,
-                         libc32: Optional[pathlib.Path] = None) -> Iterator[AdbdProcess]:
-    adbd = start_test_adbd(root=root, libc32=libc32)
+                         libc32: Optional[pathlib.Path] = None,
+                         android: bool = False) -> Iterator[AdbdProcess]:
+    adbd = start_test_adbd(root=root, libc32=libc32, android=android)
     try:
         adb_server.connect(adbd)
         yield adbd
@@ -169,6 +173,21 @@ def root_device(adb_server, request):
     if why_no_m32() is None:
         libc32 = request.getfixturevalue("native_build_i386") / native.EMULATED_LIBC
     yield from _connected_test_adbd(adb_server, root=True, libc32=libc32)
+
+
+@pytest.fixture(scope="module")
+def android_root_device(adb_server):
+    """The Android test device (Android 10's userland under qemu-user, tests/adbd/android_root.py)
+    with adbd running as root, connected to the server."""
+    require_android()
+    yield from _connected_test_adbd(adb_server, root=True, android=True)
+
+
+@pytest.fixture(scope="module")
+def android_shell_device(adb_server):
+    """The Android test device with adbd running as the shell user (a user build's adbd)."""
+    require_android()
+    yield from _connected_test_adbd(adb_server, root=False, android=True)
 
 
 @pytest.fixture

@@ -7,6 +7,11 @@ Without --root programs run as the shell user (uid 2000) on a `user` build; with
 runs as root. With --libc32 it runs 32-bit programs as well. The device root is a new temporary
 directory (removed at exit) unless --device-root names one.
 
+With --android ARCHIVE the device is Android's own userland (../shared/android/'s arm64 rootfs),
+run under qemu-user (android_root.py): its bionic, toybox and mksh, a real property area and
+init's property service and services (android_init.py); --root then also starts the platform's
+heapprofd, as `persist.heapprofd.enable=1` does on a userdebug phone.
+
 The main thread accepts; each connection is served on its own thread.
 """
 import argparse
@@ -20,8 +25,12 @@ import tempfile
 import threading
 
 from . import shell_service, sync_service
+from . import binfmt
+from .android_init import AndroidInit
+from .android_root import AndroidRoot
 from .device_root import DeviceRoot, host_abi
-from .property_service import PropertyService
+from .prop_area import PropertyArea
+from .property_service import PropertyService, TextStore
 from .transport import Connection, Stream
 
 
@@ -41,6 +50,53 @@ def _properties(as_root: bool, abi: str, with_32_bit: bool) -> dict:
             "ro.debuggable": "1" if as_root else "0",
             "ro.product.model": "droidheap_test_device", "ro.product.name": "droidheap_test",
             "ro.product.device": "droidheap_test", "service.adb.root": "1" if as_root else ""}
+
+
+# What init sets on a booted userdebug phone besides build.prop (Android 10's init and its
+# ramdisk's default.prop), that droidheap and the platform's programs read.
+def _android_properties(build_prop: str, as_root: bool) -> dict:
+    props = {}
+    for line in build_prop.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key and not key.startswith("#"):
+            props[key.strip()] = value.strip()
+    for field in ("brand", "device", "manufacturer", "model", "name"):  # as init derives them
+        props.setdefault(f"ro.product.{field}", props.get(f"ro.product.system.{field}", ""))
+    props.update({"ro.debuggable": "1", "ro.secure": "1", "ro.adb.secure": "0",
+                  "ro.property_service.version": "2", "sys.boot_completed": "1",
+                  "init.svc.adbd": "running", "service.adb.root": "1" if as_root else "0"})
+    if as_root:
+        props["persist.heapprofd.enable"] = "1"
+    return props
+
+
+def _android_device(args, root_path: pathlib.Path):
+    device = AndroidRoot(root_path, as_root=args.root)
+    device.unpack(args.android)
+    binfmt.register()
+    area = PropertyArea(device.host_path("/dev/__properties__"))
+    init = AndroidInit(device)
+    properties = PropertyService(area, device.host_path("/dev/socket/property_service"), init)
+    properties.write(_android_properties(
+        device.host_path("/system/build.prop").read_text(errors="replace"), args.root))
+    device.boot()
+    device.check()
+    properties.start()
+    init.boot(properties)
+    return device, properties
+
+
+def _emulator_device(args, root_path: pathlib.Path):
+    device = DeviceRoot(root_path, as_root=args.root)
+    libcs = {64: args.libc or _installed_libc(), 32: args.libc32}
+    # A userdebug phone after `adb root`: the platform's heapprofd runs (droidheap stops it).
+    device.prepare({bits: libc for bits, libc in libcs.items() if libc}, args.root)
+    device.check()
+    properties = PropertyService(TextStore(device.path),
+                                 device.host_path("/dev/socket/property_service"))
+    properties.write(_properties(args.root, args.abi or host_abi(), args.libc32 is not None))
+    properties.start()
+    return device, properties
 
 
 def _installed_libc():
@@ -73,6 +129,8 @@ def main() -> int:
     parser.add_argument("--libc32", type=pathlib.Path,
                         help="the 32-bit emulation layer (e.g. a -m32 build): the device then "
                              "also runs 32-bit programs, as 64-bit phones do")
+    parser.add_argument("--android", type=pathlib.Path, metavar="ROOTFS.tar.xz",
+                        help="a device running this Android userland under qemu-user instead")
     args = parser.parse_args()
     if os.geteuid() != 0:
         _log("needs root: it runs each command in its own mount namespace, as the shell user "
@@ -86,14 +144,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     device = None
     try:
-        device = DeviceRoot(root_path, as_root=args.root)
-        libcs = {64: args.libc or _installed_libc(), 32: args.libc32}
-        # A userdebug phone after `adb root`: the platform's heapprofd runs (droidheap stops it).
-        device.prepare({bits: libc for bits, libc in libcs.items() if libc}, args.root)
-        device.check()
-        properties = PropertyService(device.path, device.host_path("/dev/socket/property_service"))
-        properties.write(_properties(args.root, args.abi or host_abi(), args.libc32 is not None))
-        properties.start()
+        device, properties = (_android_device if args.android else _emulator_device)(
+            args, root_path)
 
         def root_service(stream: Stream, rest: str) -> None:
             stream.write(b"adbd is already running as root\n" if args.root

@@ -66,6 +66,9 @@ echo ready
 exec sleep infinity
 """
 _PR_SET_PDEATHSIG = 1
+# The host's tools that enter the device, found on the host's PATH (a device's PATH is its own).
+_NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
+_CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
 
 def _die_with_parent() -> None:
@@ -149,16 +152,26 @@ class DeviceRoot:
     def _hold_namespace(self) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "DH_BIND_DIRS": " ".join(self._bind_dirs), "DH_BIND_DEV": " ".join(_HOST_DEV_NODES)}
+        self._start_holder(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh",
+                            "-c", _HOLD_NAMESPACE, "hold", str(self.path)], env)
+
+    def _start_holder(self, argv: Sequence[str], env: Dict[str, str]) -> None:
+        """Starts the process holding the device's namespaces, which prints "ready" once its
+        mounts are made."""
         self._namespace_holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-             _HOLD_NAMESPACE, "hold", str(self.path)],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent)
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         line = self._namespace_holder.stdout.readline().decode(errors="replace").strip()
         if line != "ready":
+            rest = self._namespace_holder.stdout.read(4096).decode(errors="replace").strip() \
+                if self._namespace_holder.poll() is not None else ""
             self.close()
-            raise OSError(f"cannot make the device's mount namespace (root and `unshare --mount` "
-                          f"are needed): {line or 'no answer'}")
+            raise OSError(f"cannot make the device's namespaces (root and `unshare` are needed): "
+                          f"{' '.join(filter(None, [line, rest])) or 'no answer'}")
+
+    def _enter(self) -> List[str]:
+        """The command prefix that enters the device's namespaces (chroot follows)."""
+        return [_NSENTER, f"--mount=/proc/{self._namespace_holder.pid}/ns/mnt", "--"]
 
     def close(self) -> None:
         if self._namespace_holder is not None and self._namespace_holder.poll() is None:
@@ -191,18 +204,20 @@ class DeviceRoot:
                "USER": "root" if self.as_root else "shell", "LANG": "C.UTF-8"}
         return env
 
-    def command(self, argv: Sequence[str]) -> List[str]:
-        """argv run as a device program (as root with --root, else as the shell user). The
-        emulated bionic is preloaded from inside the chroot (by env, the first program there):
-        the host's nsenter and chroot cannot load it from its device path."""
-        identity = [] if self.as_root else [f"--userspec={SHELL_UID}:{SHELL_UID}",
-                                            f"--groups={SHELL_GROUPS}"]
+    def command(self, argv: Sequence[str], as_root: Optional[bool] = None) -> List[str]:
+        """argv run as a device program (as root with --root or `as_root`, else as the shell
+        user). The emulated bionic is preloaded from inside the chroot (by env, the first program
+        there): the host's nsenter and chroot cannot load it from its device path."""
+        root = self.as_root if as_root is None else as_root
+        identity = [] if root else [f"--userspec={SHELL_UID}:{SHELL_UID}",
+                                    f"--groups={SHELL_GROUPS}"]
         bionic = ["/usr/bin/env", f"LD_PRELOAD=/{_BIONIC_BY_LIB}/$LIB/{LIBC_NAME}"] \
             if (self.path / _BIONIC_BY_LIB).is_dir() else []
-        return ["nsenter", f"--mount=/proc/{self._namespace_holder.pid}/ns/mnt", "--",
-                "chroot", *identity, str(self.path), *bionic, *argv]
+        return [*self._enter(), _CHROOT, *identity, str(self.path), *bionic, *argv]
 
-    def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+    def popen(self, argv: Sequence[str], as_root: Optional[bool] = None,
+              env: Optional[Dict[str, str]] = None, **kwargs) -> subprocess.Popen:
         # Its own process group, so a stream closed by the host can end the whole command.
-        return subprocess.Popen(self.command(argv), env=self.environment(),
+        return subprocess.Popen(self.command(argv, as_root),
+                                env={**self.environment(), **(env or {})},
                                 start_new_session=True, **kwargs)

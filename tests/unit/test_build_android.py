@@ -12,11 +12,8 @@ import pytest
 
 from droidheap import native
 from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_headers
+from tests.android import ROOT, ROOTFS, android_sysroot, require_android
 from tests.requirements import require
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-ANDROID = ROOT.parent / "shared" / "android"
-ROOTFS = ANDROID / "android10-arm64-rootfs.tar.xz"
 PRELOAD = "libdroidheap_preload.so"
 IN_APP = (native.CLIENT, PRELOAD)  # loaded into apps
 # What every app's linker namespace sees of these (public.libraries.txt): never libc++.so.
@@ -36,10 +33,6 @@ BIONIC_NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "live_allocation
                        "sampled_addresses_test", "process_maps_test", "sampler_test",
                        "dwarf_cfi_test", "dwarf_expression_test", "wire_layout_test",
                        "heap_totals_test", "heaps_header_test", "mapped_file_test"]
-
-
-def require_android() -> None:
-    require(None if ROOTFS.is_file() else f"no {ANDROID} (bionic's headers, Android 10's rootfs)")
 
 
 def build(abis, dest: pathlib.Path) -> None:
@@ -80,11 +73,9 @@ def rootfs(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def arm64_native_tests() -> pathlib.Path:
     """BIONIC_NATIVE_TESTS built for arm64-v8a Android (build/android-arm64-v8a-tests, reused)."""
-    require_android()
-    sysroot = ROOT / "build" / "android-sysroot"
+    sysroot = android_sysroot("arm64-v8a")
     build_dir = ROOT / "build" / "android-arm64-v8a-tests"
     for command in (
-            [ROOT / "scripts" / "android_sysroot.sh", ANDROID, sysroot, "arm64-v8a"],
             ["cmake", "-S", ROOT / "ndk_client", "-B", build_dir,
              "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
              f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'ndk_client' / 'cmake' / 'android-sysroot.cmake'}",

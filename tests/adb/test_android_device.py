@@ -1,0 +1,72 @@
+"""The Android test device itself (scripts/test_adbd --android): Android 10's own userland under
+qemu-user, reached through a real adb server. What droidheap relies on runs the platform's own
+code here: bionic's property reads from a real property area, toybox's getprop, setprop, pidof,
+ps and killall, init's property service, its services and their states."""
+import time
+
+
+def shell(adb_server, device, script: str) -> str:
+    result = adb_server.adb("-s", device.serial, "shell", script, check=False)
+    return result.stdout + result.stderr
+
+
+def test_bionic_reads_the_property_area(adb_server, android_root_device):
+    props = shell(adb_server, android_root_device,
+                  "getprop ro.build.version.sdk; getprop ro.product.model; getprop ro.build.type; "
+                  "getprop ro.product.cpu.abilist; getprop | wc -l").split()
+    assert props[:4] == ["29", "A37", "userdebug", "arm64-v8a,armeabi-v7a,armeabi"]
+    assert int(props[4]) > 190  # build.prop's and what init adds
+
+
+def test_setprop_goes_through_inits_property_service_with_androids_rules(
+        adb_server, android_root_device, android_shell_device):
+    assert shell(adb_server, android_shell_device,
+                 "setprop debug.droidheap.test one && getprop debug.droidheap.test").strip() == "one"
+    # The shell user may not set heapprofd's properties; root may; nobody changes a ro. one.
+    assert "failed to set property" in shell(adb_server, android_shell_device,
+                                             "setprop heapprofd.enable 1")
+    assert shell(adb_server, android_shell_device, "getprop heapprofd.enable").strip() == ""
+    assert shell(adb_server, android_root_device,
+                 "setprop heapprofd.enable 1 && getprop heapprofd.enable && "
+                 "setprop heapprofd.enable ''").strip() == "1"
+    assert "failed to set property" in shell(adb_server, android_root_device,
+                                             "setprop ro.build.type user")
+    # A changed value is seen by a program that had already read the area (a shell loop).
+    out = shell(adb_server, android_root_device,
+                "setprop debug.droidheap.seen a; (sleep 1; setprop debug.droidheap.seen bb) & "
+                "for i in 1 2 3 4 5 6 7 8 9 10; do getprop debug.droidheap.seen; sleep 0.3; done")
+    assert out.split()[0] == "a" and out.split()[-1] == "bb"
+
+
+def test_init_stops_and_starts_the_platforms_heapprofd(adb_server, android_root_device):
+    def state():
+        return shell(adb_server, android_root_device,
+                     "getprop init.svc.heapprofd; pidof heapprofd || echo none").split()
+
+    running = state()
+    assert running[0] == "running" and running[1].isdigit()
+    assert shell(adb_server, android_root_device, "ls -l /dev/socket/heapprofd").startswith("srw-rw-rw-")
+    shell(adb_server, android_root_device, "stop heapprofd")
+    assert state() == ["stopped", "none"]
+    shell(adb_server, android_root_device, "start heapprofd")
+    deadline = time.monotonic() + 10
+    while (now := state())[0] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert now[0] == "running" and now[1].isdigit() and now[1] != running[1]
+
+
+def test_processes_are_the_devices_own_with_a_phones_command_lines(adb_server,
+                                                                    android_root_device):
+    out = shell(adb_server, android_root_device,
+                "sleep 20 & p=$!; cat /proc/$p/cmdline | tr '\\0' ' '; echo; "
+                "pidof sleep; echo $p; killall sleep; ps -A -o NAME | wc -l")
+    cmdline, pidof, pid, count = out.strip().splitlines()
+    # qemu-user's own command line would come first without the device's fix (android_root.py).
+    assert cmdline.strip() == "sleep 20"
+    assert pidof.split() == [pid]
+    assert int(count) < 20  # this device's processes, not the machine's
+
+
+def test_system_is_read_only_even_to_root(adb_server, android_root_device):
+    out = shell(adb_server, android_root_device, "touch /system/droidheap-test || echo refused")
+    assert "refused" in out
