@@ -185,7 +185,9 @@ class RootRoute(Route):
         source, quoted = shlex.quote(source), shlex.quote(target)
         self.device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
         if exists:
-            self._change(f"mount -o bind {source} {quoted}", f"umount {quoted}",
+            # Lazily: a process that loaded the client keeps it mapped after the session, and a
+            # plain umount is then refused (EBUSY); its mapping outlives the mount either way.
+            self._change(f"mount -o bind {source} {quoted}", f"umount -l {quoted}",
                          f"cannot mount droidheap's client over {target}")
         else:
             self._change(f"cp {source} {quoted} && chmod 644 {quoted}", f"rm -f {quoted}",

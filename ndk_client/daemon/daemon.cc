@@ -218,6 +218,7 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     }
     // Read the maps now, while the client waits for this reply: a short-lived process may be gone
     // (its maps empty) before its first record is unwound.
+    if (MapsAreEmulated()) client->maps.SetHostViewPid(cred.pid);
     client->maps.Reload(client->maps_fd);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's

@@ -37,19 +37,6 @@ bool IsMemfd(int fd) {
   return n > 0 && strncmp(target, "/memfd:", 7) == 0;
 }
 
-// Whether this daemon's own /proc/self/maps is a copy rather than procfs's file: it runs under
-// qemu-user, and so do the clients it serves (the arm64 emulator device). Asked once.
-bool MapsAreEmulated() {
-  static const bool emulated = [] {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool copy = !IsProcFileOf(fd, getpid(), "maps") && IsMemfd(fd);
-    close(fd);
-    return copy;
-  }();
-  return emulated;
-}
-
 }  // namespace
 
 HelloReader::~HelloReader() {
@@ -105,6 +92,17 @@ void HelloReader::TakeFds(int* maps_fd, int* mem_fd) {
 bool PeerIsServed(const ucred& peer) {
   const uid_t own = geteuid();
   return own == 0 || peer.uid == 0 || peer.uid == own;
+}
+
+bool MapsAreEmulated() {
+  static const bool emulated = [] {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool copy = !IsProcFileOf(fd, getpid(), "maps") && IsMemfd(fd);
+    close(fd);
+    return copy;
+  }();
+  return emulated;
 }
 
 bool MapsAreProcessOwn(int maps_fd, int pid) {

@@ -63,6 +63,10 @@ bool PeerIsServed(const ucred& peer);
 // of its maps on a memfd instead of procfs's file, a memfd passes as the maps when the daemon's
 // own maps come the same way (it then runs under qemu too: the emulator device, never a phone).
 bool MapsAreProcessOwn(int maps_fd, int pid);
+// Whether this daemon's own /proc/self/maps is a copy rather than procfs's file: it runs under
+// qemu-user, and so do the clients it serves (the emulator's arm64 device, the Android test
+// device). Asked once.
+bool MapsAreEmulated();
 bool MemIsProcessOwn(int mem_fd, int pid);
 
 // The register layout of the client's records: the ABI its hello names (every ABI in registers.h

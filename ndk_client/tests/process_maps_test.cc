@@ -53,11 +53,39 @@ void TestReadingTheMapsAgainForgetsThePages() {
   CHECK(PathAt(&maps, &cache, 0x1000) == nullptr);
 }
 
+// Under qemu-user the guest's own maps lack the mappings the kernel merged; the host's view fills
+// those gaps with its file mappings, and nothing else.
+void TestTheHostViewFillsOnlyTheGuestsGaps() {
+  ElfCache cache;
+  ProcessMaps maps;
+  maps.Parse(
+      "1000-2000 r-xp 00000000 00:00 0 [anon:code]\n"
+      "5000-6000 rw-p 00005000 fe:00 7 /system/lib64/libc.so\n");
+  CHECK(PathAt(&maps, &cache, 0x3000) == nullptr);
+  maps.AddMissing(
+      "1000-2000 r--p 00000000 00:00 0 [anon:host code]\n"
+      "3000-5000 r--p 00000000 fe:00 7 /system/lib64/libc.so\n"
+      "5000-6000 rw-p 00005000 fe:00 7 /system/lib64/libc.so\n"
+      "5800-7000 r--p 00000000 fe:00 8 /overlapping\n"
+      "7000-8000 rw-p 00000000 00:00 0 \n"
+      "9000-a000 r--p 00000000 fe:00 9 /usr/bin/qemu-aarch64\n");
+  const MapEntry* merged = maps.Find(0x4000, &cache);
+  CHECK(merged != nullptr && merged->path == "/system/lib64/libc.so" && !merged->permissions_known);
+  CHECK(Is(PathAt(&maps, &cache, 0x1800), "[anon:code]"));
+  CHECK(maps.Find(0x1800, &cache)->permissions_known);
+  CHECK(Is(PathAt(&maps, &cache, 0x5800), "/system/lib64/libc.so"));
+  CHECK(PathAt(&maps, &cache, 0x6800) == nullptr);  // overlapped a known entry: not taken
+  CHECK(PathAt(&maps, &cache, 0x7800) == nullptr);  // not a file
+  CHECK(Is(PathAt(&maps, &cache, 0x9800), "/usr/bin/qemu-aarch64"));
+  CHECK(maps.entries().size() == 4);
+}
+
 }  // namespace
 
 int main() {
   TestEveryPcFindsItsEntryTwice();
   TestReadingTheMapsAgainForgetsThePages();
+  TestTheHostViewFillsOnlyTheGuestsGaps();
   printf("ok\n");
   return 0;
 }

@@ -79,6 +79,15 @@ void ReadHeaders(int fd, ElfInfo* info) {
 
 }  // namespace
 
+bool ElfInfo::HasCodeIn(uint64_t file_offset, uint64_t size) const {
+  for (const Segment& s : loads) {
+    if (s.executable && s.offset < file_offset + size && s.offset + s.file_size > file_offset) {
+      return true;
+    }
+  }
+  return false;
+}
+
 uint64_t ElfInfo::LoadBiasAt(uint64_t file_offset, bool executable) const {
   // lld starts each segment on a new page in memory but not in the file: the read-only segment
   // and the code after it share the file's first page, and both mappings say offset 0. The

@@ -32,6 +32,8 @@ struct ElfInfo {
 
   // p_vaddr - p_offset of the PT_LOAD that a mapping at `file_offset` (executable or not) maps.
   uint64_t LoadBiasAt(uint64_t file_offset, bool executable) const;
+  // Whether an executable PT_LOAD lies in the file's bytes [file_offset, file_offset + size).
+  bool HasCodeIn(uint64_t file_offset, uint64_t size) const;
 };
 
 // Reads the ELF header, program headers and GNU build-id note of the file `id` mapped at `path`

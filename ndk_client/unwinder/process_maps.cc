@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,12 +14,24 @@ namespace {
 
 std::atomic<uint64_t> g_generations{0};  // every ProcessMaps' generations, from 1
 
+// /proc/PID/maps read by path: under qemu-user, another process's maps are the kernel's.
+std::string ReadHostView(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+  std::string text;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
 }  // namespace
 
-void ProcessMaps::Parse(const std::string& text) {
-  entries_.clear();
-  page_hits_.fill(PageHit{});
-  generation_ = g_generations.fetch_add(1, std::memory_order_relaxed) + 1;
+std::vector<MapEntry> ProcessMaps::ParseLines(const std::string& text) {
+  std::vector<MapEntry> entries;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -39,10 +52,36 @@ void ProcessMaps::Parse(const std::string& text) {
     if (path_start > 0 && static_cast<size_t>(path_start) <= line.size()) {
       e.path = line.substr(static_cast<size_t>(path_start));
     }
-    entries_.push_back(std::move(e));
+    entries.push_back(std::move(e));
   }
+  std::sort(entries.begin(), entries.end(),
+            [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; });
+  return entries;
+}
+
+void ProcessMaps::Parse(const std::string& text) {
+  page_hits_.fill(PageHit{});
+  generation_ = g_generations.fetch_add(1, std::memory_order_relaxed) + 1;
+  entries_ = ParseLines(text);
+}
+
+void ProcessMaps::AddMissing(const std::string& host_text) {
+  std::vector<MapEntry> added;
+  for (MapEntry& e : ParseLines(host_text)) {
+    if (e.path.empty() || e.path[0] != '/') continue;
+    auto next = std::lower_bound(entries_.begin(), entries_.end(), e.end,
+                                 [](const MapEntry& m, uint64_t end) { return m.start < end; });
+    const bool overlaps = next != entries_.begin() && std::prev(next)->end > e.start;
+    if (overlaps) continue;
+    e.permissions_known = false;
+    added.push_back(std::move(e));
+  }
+  if (added.empty()) return;
+  for (MapEntry& e : added) entries_.push_back(std::move(e));
   std::sort(entries_.begin(), entries_.end(),
             [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; });
+  page_hits_.fill(PageHit{});
+  generation_ = g_generations.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 bool ProcessMaps::Reload(int fd) {
@@ -58,6 +97,7 @@ bool ProcessMaps::Reload(int fd) {
   // A process that has exited reads as empty: what was known of it still holds for its records.
   if (text.empty()) return false;
   Parse(text);
+  if (host_view_pid_ > 0) AddMissing(ReadHostView(host_view_pid_));
   return true;
 }
 
@@ -80,6 +120,7 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
       const ElfInfo& elf = elf_cache->Get(it->path, it->file);
       if (elf.valid) {
         it->build_id = elf.build_id;
+        if (!it->permissions_known) it->executable = elf.HasCodeIn(it->offset, it->end - it->start);
         it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
         if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->file);
       }

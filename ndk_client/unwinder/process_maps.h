@@ -20,6 +20,9 @@ struct MapEntry {
   uint64_t offset = 0;
   MappedFileId file;  // the device and inode of the mapped file
   bool executable = false;
+  // False for a mapping known only from the host's view under qemu-user (SetHostViewPid), whose
+  // permissions are qemu's, not the guest's: the ELF file then says whether it holds code.
+  bool permissions_known = true;
   std::string path;
   // Filled on first use from the ELF file (see Resolve).
   bool resolved = false;
@@ -35,6 +38,13 @@ class ProcessMaps {
   // Reads the whole maps file through `fd` (from offset 0) and parses it. False, keeping the
   // known maps, on a read error or when the process has exited (an empty file).
   bool Reload(int fd);
+  // Under qemu-user (7.2 at least) a guest's own maps leave out each mapping the kernel merged
+  // with its neighbour (a library's read-only segment and its code, which qemu maps without
+  // PROT_EXEC): from now on each Reload also reads /proc/`pid`/maps, the host's view at the same
+  // addresses, and adds the file mappings it has that the guest's lacks.
+  void SetHostViewPid(int pid) { host_view_pid_ = pid; }
+  // Adds the file mappings of `host_text` (maps lines) that overlap no known entry.
+  void AddMissing(const std::string& host_text);
 
   // The mapping containing pc, with its ELF facts resolved; nullptr when none.
   const MapEntry* Find(uint64_t pc, ElfCache* elf_cache);
@@ -54,7 +64,10 @@ class ProcessMaps {
   static constexpr uint64_t kNoPage = ~uint64_t{0};
   static constexpr int kPageHitsLog2 = 9;
 
+  static std::vector<MapEntry> ParseLines(const std::string& text);
+
   std::vector<MapEntry> entries_;  // sorted by start
+  int host_view_pid_ = -1;
   uint64_t generation_ = 0;
   std::array<PageHit, size_t{1} << kPageHitsLog2> page_hits_;  // emptied with entries_
 };

@@ -2,13 +2,21 @@
 qemu-user) through a real adb server: a program built as the NDK builds an app's code, loaded by
 bionic's own linker, whose malloc dispatch and heapprofd hooks load droidheap's client; the site
 bytes exact, and the platform's heapprofd, clients and properties as they were afterwards."""
+import signal
+import subprocess
+import time
+
 import pytest
 
 from tests.android import compile_android_program
-from tests.e2e.test_profile import assert_sites, single_process
-from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
+from tests.e2e.conftest import kill_all
+from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
+from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
+                                   totals_by_leaf_function)
 
 from .conftest import DEVICE_PROGRAM, ROOT, AdbCli
+
+GO = "/data/local/tmp/go"
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +39,84 @@ def test_root_mode_spawn_through_bionics_heapprofd_hooks_is_exact(android_cli, a
     assert result.returncode == 0, result.stderr
     assert "(A37, arm64-v8a, SDK 29, userdebug), root mode" in result.stderr
     assert "done" in result.stdout
+    # Every stack unwound to its root in bionic's libc.so, whose mappings qemu-user's view of the
+    # program's maps leaves out (ndk_client/unwinder/process_maps.h).
+    assert "unwinding errors" not in result.stdout, result.stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     # Pulled from the device and named: the program as bionic's linker loaded it (lld's layout).
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
     assert_trace_processor_agrees(out, android_program)
     # heapprofd running again (restarted by init), both clients unmounted, properties cleared.
+    android_cli.assert_left_as_it_was()
+
+
+def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:
+    """A program started by `adb shell`, as a user starts one, its output read here."""
+    return subprocess.Popen([str(cli.adb_server.binary), "-s", cli.serial, "shell", *argv],
+                            env=cli.env, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def test_attach_by_name_through_bionics_profiling_signal(android_cli, android_program, tmp_path):
+    """Bionic's own handler of the profiling signal loads the client into the running program;
+    the program outlives the session with the client still mapped, and the bind mount over the
+    platform's client is undone all the same."""
+    out = tmp_path / "out"
+    android_cli.shell(f"rm -f {GO}")
+    program = start_on_device(android_cli, DEVICE_PROGRAM, "--wait-file", GO, "--linger", "60000")
+    session = None
+    try:
+        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
+        session = android_cli.start("-n", "alloc_sites", "--no-startup", "-o", out, "-i", "1")
+        read_line_containing(session.stderr, f"attached to pid {pid}", 60)
+        android_cli.shell(f"touch {GO}")
+        read_line_containing(program.stdout, "done", 60)
+        session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+        assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
+                     1)
+        assert android_cli.shell("pidof alloc_sites").split() == [str(pid)]  # still running
+        android_cli.assert_left_as_it_was()
+    finally:
+        kill_all(session, program)
+        android_cli.shell("killall alloc_sites")
+
+
+def test_a_program_started_during_the_session_is_profiled_from_its_start(android_cli,
+                                                                         android_program,
+                                                                         tmp_path):
+    """bionic reads heapprofd.enable.<name> as the program starts, and loads the client."""
+    out = tmp_path / "out"
+    session = program = None
+    try:
+        session = android_cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
+        read_line_containing(session.stderr, "from the start of each new process", 60)
+        program = start_on_device(android_cli, DEVICE_PROGRAM)
+        assert "done" in program.communicate(timeout=120)[0]
+        session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session, program)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    android_cli.assert_left_as_it_was()
+
+
+def test_continuous_dumps_and_toyboxs_killall_usr1(android_cli, android_program, tmp_path):
+    out = tmp_path / "out"
+    session = android_cli.start("-o", out, "-i", "1", "-c", "1000", "--", DEVICE_PROGRAM,
+                                "--linger", "5000")
+    try:
+        read_line_containing(session.stdout, "done", 120)
+        assert android_cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
+        time.sleep(0.5)
+        android_cli.shell("killall -USR1 droidheapd")
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+    (dumps,) = read_dumps(out / "raw-trace").values()
+    assert len(dumps) >= 4  # periodic ones, the one asked for, and the last
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     android_cli.assert_left_as_it_was()
