@@ -204,8 +204,11 @@ class RootRoute(Route):
         super().disable_at_start(name)
 
     def profileable_pids(self) -> List[int]:
-        """Every process running on bionic's libc, as heapprofd's `all` signals them."""
-        return self._pids_handling_the_signal(_BIONIC_LIBC_IN_MAPS, privileged=True)
+        """Every process running on bionic's libc, as heapprofd's `all` signals them, but the
+        platform's heapprofd, which the session stops rather than profiles."""
+        platform = set(self.device.pidof("heapprofd"))
+        return [pid for pid in self._pids_handling_the_signal(_BIONIC_LIBC_IN_MAPS, privileged=True)
+                if pid not in platform]
 
     def enable_all_at_start(self) -> None:
         # bionic loads the client into every program that starts while it reads "all".

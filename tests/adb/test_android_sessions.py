@@ -4,17 +4,17 @@ bionic's own linker, whose malloc dispatch and heapprofd hooks load droidheap's 
 bytes exact, and the platform's heapprofd, clients and properties as they were afterwards."""
 import signal
 import subprocess
-import time
 
 import pytest
 
 from tests.android import compile_android_program
 from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
-from tests.e2e.trace_check import (assert_trace_processor_agrees, read_dumps,
-                                   totals_by_leaf_function)
+from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
 from .conftest import DEVICE_PROGRAM, ROOT, AdbCli
+from .test_sessions import (attach_to_a_program_started_with_droidheap_shell,
+                            continuous_dumps_and_killall_usr1)
 
 GO = "/data/local/tmp/go"
 
@@ -26,10 +26,20 @@ def android_program(tmp_path_factory):
                                    "arm64-v8a")
 
 
+def pushed(adb_server, device, program) -> AdbCli:
+    adb_server.adb("-s", device.serial, "push", str(program), DEVICE_PROGRAM)
+    return AdbCli(adb_server, device.serial)
+
+
 @pytest.fixture
 def android_cli(adb_server, android_root_device, android_program):
-    adb_server.adb("-s", android_root_device.serial, "push", str(android_program), DEVICE_PROGRAM)
-    return AdbCli(adb_server, android_root_device.serial)
+    return pushed(adb_server, android_root_device, android_program)
+
+
+@pytest.fixture
+def android_preload_cli(adb_server, android_shell_device, android_program):
+    """The Android device whose adbd runs as the shell user: droidheap's preload mode."""
+    return pushed(adb_server, android_shell_device, android_program)
 
 
 def test_root_mode_spawn_through_bionics_heapprofd_hooks_is_exact(android_cli, android_program,
@@ -105,18 +115,59 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(android
 
 def test_continuous_dumps_and_toyboxs_killall_usr1(android_cli, android_program, tmp_path):
     out = tmp_path / "out"
-    session = android_cli.start("-o", out, "-i", "1", "-c", "1000", "--", DEVICE_PROGRAM,
-                                "--linger", "5000")
+    continuous_dumps_and_killall_usr1(android_cli, out, root=True, period_ms=1000,
+                                      linger_ms=5000)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    android_cli.assert_left_as_it_was()
+
+
+def test_preload_mode_spawn_through_bionics_linker(android_preload_cli, android_program,
+                                                   tmp_path):
+    """Without root: bionic's linker loads droidheap's preload library named in LD_PRELOAD."""
+    out = tmp_path / "out"
+    result = android_preload_cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
+    assert result.returncode == 0, result.stderr
+    assert "userdebug), preload mode" in result.stderr
+    assert "unwinding errors" not in result.stdout, result.stdout
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    android_preload_cli.assert_left_as_it_was()
+
+
+def test_preload_mode_attach_to_a_program_started_with_droidheap_shell(android_preload_cli,
+                                                                        android_program,
+                                                                        tmp_path):
+    out = tmp_path / "out"
+    attach_to_a_program_started_with_droidheap_shell(android_preload_cli, out, "pid",
+                                                     host_pids=False)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    android_preload_cli.assert_left_as_it_was()
+
+
+def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cli,
+                                                                      android_program, tmp_path):
+    """--all: every running process on bionic's libc is signalled (not Google's heapprofd, which
+    the session stops), and bionic reads heapprofd.enable=all in each one that starts."""
+    out = tmp_path / "out"
+    android_cli.shell(f"rm -f {GO}")
+    running = start_on_device(android_cli, DEVICE_PROGRAM, "--wait-file", GO)
+    session = started = None
     try:
-        read_line_containing(session.stdout, "done", 120)
-        assert android_cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
-        time.sleep(0.5)
-        android_cli.shell("killall -USR1 droidheapd")
+        running_pid = int(read_line_containing(running.stdout, "waiting pid=", 30).split("=")[1])
+        session = android_cli.start("--all", "-i", "1", "-o", out)
+        read_line_containing(session.stderr, f"attached to pid {running_pid}", 60)
+        started = start_on_device(android_cli, DEVICE_PROGRAM, "--wait-file", GO)
+        started_pid = int(read_line_containing(started.stdout, "waiting pid=", 30).split("=")[1])
+        read_line_containing(session.stderr, f"profiling pid {started_pid} from its start", 60)
+        android_cli.shell(f"touch {GO}")
+        assert running.wait(timeout=120) == 0 and started.wait(timeout=120) == 0
+        session.send_signal(signal.SIGINT)
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
-        kill_all(session)
-    (dumps,) = read_dumps(out / "raw-trace").values()
-    assert len(dumps) >= 4  # periodic ones, the one asked for, and the last
-    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+        kill_all(running, started, session)
+        android_cli.shell("killall alloc_sites")
+    assert "cannot signal" not in (out / "droidheapd.log").read_text()
+    per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
+    for pid in (running_pid, started_pid):
+        assert_sites(per_pid[pid], 1)
     android_cli.assert_left_as_it_was()

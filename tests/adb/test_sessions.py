@@ -42,13 +42,15 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     cli.assert_left_as_it_was()
 
 
-def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path):
-    out = tmp_path / "out"
-    session = cli.start("-o", out, "-i", "1", "-c", "300", "--", DEVICE_PROGRAM,
-                        "--linger", "2500")
+def continuous_dumps_and_killall_usr1(cli, out: pathlib.Path, root: bool, period_ms: int,
+                                      linger_ms: int) -> None:
+    """A spawned session dumping every `period_ms`, and a dump asked for by `killall -USR1
+    droidheapd` on the device while the program lingers."""
+    session = cli.start("-o", out, "-i", "1", "-c", str(period_ms), "--", DEVICE_PROGRAM,
+                        "--linger", str(linger_ms))
     try:
-        read_line_containing(session.stdout, "done", 60)
-        if device[1] == "root":  # the platform's heapprofd is out of the way while it runs
+        read_line_containing(session.stdout, "done", 120)
+        if root:  # the platform's heapprofd is out of the way while it runs
             assert cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
             assert cli.shell("ls /dev/socket/heapprofd.droidheap-saved").strip()
         cli.shell("killall -USR1 droidheapd")
@@ -58,6 +60,11 @@ def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path)
         kill_all(session)
     (dumps,) = read_dumps(out / "raw-trace").values()
     assert len(dumps) >= 4  # the periodic ones, the one asked for, and the last
+
+
+def test_continuous_dumps_and_killall_usr1(cli, device, local_program, tmp_path):
+    out = tmp_path / "out"
+    continuous_dumps_and_killall_usr1(cli, out, device[1] == "root", 300, 2500)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     assert_trace_processor_agrees(out, local_program)
     cli.assert_left_as_it_was()
@@ -105,29 +112,41 @@ def test_the_stress_program_built_32_bit_is_unaffected(adb_server, root_device, 
     cli.assert_left_as_it_was()
 
 
-@pytest.mark.parametrize("by", ["name", "pid"])
-def test_attach_to_a_program_started_with_droidheap_shell(cli, device, local_program, tmp_path,
-                                                          by):
-    out = tmp_path / "out"
+def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by: str,
+                                                     host_pids: bool = True) -> None:
+    """`droidheap shell` starts the program (preloaded where the device has no root), which waits
+    for a file; a session attaches to it by pid or by name, then the file is made. `host_pids`:
+    the device's pids are this machine's (the emulator test device; not the Android one, whose
+    PID namespace is its own)."""
     go = "/data/local/tmp/go"
     cli.shell(f"rm -f {go}")
     program = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
     session = None
     pid = None
     try:
-        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
+        pid = int(read_line_containing(program.stdout, "waiting pid=", 60).split("=")[1])
         # By pid, or by name with --no-startup: the session ends with the process.
         target = ["-p", str(pid)] if by == "pid" else ["-n", "alloc_sites", "--no-startup"]
         session = cli.start(*target, "-o", out, "-i", "1")
-        read_line_containing(session.stderr, f"attached to pid {pid}", 30)
+        read_line_containing(session.stderr, f"attached to pid {pid}", 60)
         time.sleep(0.2)
         cli.shell(f"touch {go}")
-        assert program.wait(timeout=60) == 0
+        assert program.wait(timeout=120) == 0
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
-        kill_device_program(pid)
+        if host_pids:
+            kill_device_program(pid)
+        elif pid is not None:
+            cli.shell(f"kill -9 {pid} 2>/dev/null")
+
+
+@pytest.mark.parametrize("by", ["name", "pid"])
+def test_attach_to_a_program_started_with_droidheap_shell(cli, device, local_program, tmp_path,
+                                                          by):
+    out = tmp_path / "out"
+    attach_to_a_program_started_with_droidheap_shell(cli, out, by)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     cli.assert_left_as_it_was()
 
