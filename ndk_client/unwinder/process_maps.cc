@@ -122,7 +122,10 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
         it->build_id = elf.build_id;
         if (!it->permissions_known) it->executable = elf.HasCodeIn(it->offset, it->end - it->start);
         it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
-        if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->file);
+        if (it->executable) {
+          it->cfi = elf_cache->Cfi(it->path, it->file);
+          it->exidx = elf_cache->Exidx(it->path, it->file);
+        }
       }
     }
   }
