@@ -326,7 +326,7 @@ int CheckElfFile(const char* path) {
       }
       const uint32_t start = sym.st_value & ~1u;
       ArmExidxEntry entry = table.Find(start + sym.st_size - 1);
-      FakeStack stack{std::vector<uint32_t>(1024, 0x100)};
+      FakeStack stack{std::vector<uint32_t>(1 << 16, 0x100)};  // 256 KiB: frames of any size
       Regs regs = Initial();
       for (int r = 0; r < 13; ++r) regs.r[r] = kStack + 0x800;  // a frame pointer: mid-stack
       if (entry.status != ArmExidxStatus::kFound) {

@@ -243,10 +243,25 @@ DwarfUnwinder::Step DwarfUnwinder::StepInPlace(const RegisterLayout& layout, con
   return Step::kNext;
 }
 
+// A function that says it cannot be unwound (EXIDX_CANTUNWIND, the "refuse to unwind"
+// instruction) may still have a frame record (clang marks C functions compiled without
+// -funwind-tables so): the frame-pointer fallback follows one. Without one the stack ends there,
+// as the table says, and not as an error: the outermost frames are marked so (the start files'
+// _start_main, which calls __libc_init).
+DwarfUnwinder::Step DwarfUnwinder::StepCannotUnwind(const RegisterLayout& layout,
+                                                    uint64_t stack_top, const StackMemory& memory,
+                                                    uint64_t* regs, UnwindError* error) {
+  Step step = StepWithFramePointer(layout, stack_top, memory, regs, error);
+  if (step == Step::kFailed && *error == UnwindError::kNoUnwindInfo) {
+    *error = UnwindError::kNone;
+    ++stats_.ehabi_ends;
+    return Step::kEnd;
+  }
+  return step;
+}
+
 // An EHABI entry's instructions restore the caller's registers from the stack; r13 becomes the
-// final vsp and r15 the popped pc, or lr when none is popped. A function that says it cannot be
-// unwound (EXIDX_CANTUNWIND, the "refuse to unwind" instruction: clang marks C functions compiled
-// without -funwind-tables so) may still have a frame record: the frame-pointer fallback decides.
+// final vsp and r15 the popped pc, or lr when none is popped.
 DwarfUnwinder::Step DwarfUnwinder::StepWithEhabi(const RegisterLayout& layout,
                                                  const ArmExidxEntry& entry, uint64_t stack_top,
                                                  const StackMemory& memory, uint64_t* regs,
@@ -255,8 +270,8 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithEhabi(const RegisterLayout& layout,
     *error = UnwindError::kInvalidEhabi;
     return Step::kFailed;
   }
-  if (entry.status != ArmExidxStatus::kFound) {
-    return StepWithFramePointer(layout, stack_top, memory, regs, error);
+  if (entry.status == ArmExidxStatus::kCantUnwind) {
+    return StepCannotUnwind(layout, stack_top, memory, regs, error);
   }
   const uint64_t callee_sp = regs[layout.sp];
   const uint64_t callee_pc = regs[layout.pc];
@@ -264,7 +279,7 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithEhabi(const RegisterLayout& layout,
     case ArmUnwindOutcome::kDone:
       break;
     case ArmUnwindOutcome::kRefused:  // `regs` are untouched
-      return StepWithFramePointer(layout, stack_top, memory, regs, error);
+      return StepCannotUnwind(layout, stack_top, memory, regs, error);
     case ArmUnwindOutcome::kMemoryInvalid:
       *error = UnwindError::kMemoryInvalid;
       return Step::kFailed;

@@ -10,7 +10,7 @@
 // need not be the daemon's own: 32-bit stacks are read in 4-byte words, in 32-bit ELF files.
 // armeabi-v7a code without DWARF CFI is unwound with its file's ARM EHABI table (.ARM.exidx,
 // arm_exidx.h), then, where that has no entry for a pc or says it cannot be unwound, with r7 frame
-// pointers.
+// pointers; a function that cannot be unwound and has no frame record ends the stack.
 #pragma once
 
 #include <stddef.h>
@@ -54,6 +54,7 @@ class DwarfUnwinder {
   struct Stats {
     uint64_t cfi_frames = 0;  // caller frames recovered with CFI
     uint64_t ehabi_frames = 0;  // ... with ARM EHABI tables
+    uint64_t ehabi_ends = 0;    // stacks ended by an EHABI entry that cannot be unwound
     uint64_t fp_frames = 0;   // ... with the frame-pointer fallback
     uint64_t frame_hits = 0;  // pcs found where they were last found (FrameHit)
     uint64_t row_cache_hits = 0;
@@ -131,6 +132,8 @@ class DwarfUnwinder {
   Step StepWithEhabi(const RegisterLayout& layout, const ArmExidxEntry& entry,
                      uint64_t stack_top, const StackMemory& memory, uint64_t* regs,
                      UnwindError* error);
+  Step StepCannotUnwind(const RegisterLayout& layout, uint64_t stack_top,
+                        const StackMemory& memory, uint64_t* regs, UnwindError* error);
   Step StepWithFramePointer(const RegisterLayout& layout, uint64_t stack_top,
                             const StackMemory& memory, uint64_t* regs, UnwindError* error);
 
