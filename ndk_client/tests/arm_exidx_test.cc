@@ -1,10 +1,12 @@
 // ARM EHABI tables (arm_exidx.h) and their unwind instructions (arm_unwind_program.h) on
 // hand-built tables: every instruction class, EXIDX_CANTUNWIND, inline and .ARM.extab entries of
-// the compact models 0, 1 and 2 and the generic model, and hostile tables. With a path argument
+// the compact models 0, 1 and 2 and the generic model, hostile tables, and the unwinder taking
+// frames through a file's table. With a path argument
 // (an armeabi-v7a ELF file clang built, tests/unit/test_arm_exidx.py): every function symbol of
 // the file has an entry whose instructions run.
 #include <elf.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -294,6 +296,99 @@ void TestTable() {
   for (uint32_t pc = 0; pc < 0x3000; pc += 0x10) hostile.Find(pc);
 }
 
+// A 32-bit ARM ELF file on disk, as the unwinder finds it through a process's maps: one
+// executable PT_LOAD (file offset = vaddr) and PT_ARM_EXIDX at 0x200 with `words` (pairs).
+std::string WriteArmElf(const std::vector<uint32_t>& words) {
+  std::vector<uint8_t> file(0x2000, 0);
+  Elf32_Ehdr ehdr{};
+  memcpy(ehdr.e_ident, ELFMAG, SELFMAG);
+  ehdr.e_ident[EI_CLASS] = ELFCLASS32;
+  ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
+  ehdr.e_ident[EI_VERSION] = EV_CURRENT;
+  ehdr.e_type = ET_DYN;
+  ehdr.e_machine = EM_ARM;
+  ehdr.e_version = EV_CURRENT;
+  ehdr.e_phoff = sizeof(ehdr);
+  ehdr.e_ehsize = sizeof(ehdr);
+  ehdr.e_phentsize = sizeof(Elf32_Phdr);
+  ehdr.e_phnum = 2;
+  memcpy(file.data(), &ehdr, sizeof(ehdr));
+  Elf32_Phdr phdrs[2] = {};
+  phdrs[0].p_type = PT_LOAD;
+  phdrs[0].p_filesz = phdrs[0].p_memsz = 0x2000;
+  phdrs[0].p_flags = PF_R | PF_X;
+  phdrs[0].p_align = 0x1000;
+  phdrs[1].p_type = 0x70000001;  // PT_ARM_EXIDX
+  phdrs[1].p_offset = phdrs[1].p_vaddr = 0x200;
+  phdrs[1].p_filesz = phdrs[1].p_memsz = static_cast<uint32_t>(words.size() * 4);
+  phdrs[1].p_flags = PF_R;
+  memcpy(file.data() + sizeof(ehdr), phdrs, sizeof(phdrs));
+  for (size_t i = 0; i < words.size(); ++i) {
+    // Even words: the function, made prel31 from where it is stored.
+    uint32_t word = i % 2 == 0 ? FakeFile::Prel(words[i], 0x200 + static_cast<uint32_t>(i) * 4)
+                               : words[i];
+    memcpy(file.data() + 0x200 + i * 4, &word, 4);
+  }
+  char path[] = "/tmp/arm_exidx_test.XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, file.data(), file.size()) == static_cast<ssize_t>(file.size()));
+  close(fd);
+  return path;
+}
+
+// The unwinder takes armeabi-v7a frames without CFI through their file's EHABI entries: popped
+// return addresses lead from entry to entry (Thumb bits cleared), a CANTUNWIND function ends the
+// stack unless a frame record leads on, an entry it cannot execute is an error, and a pc no entry
+// covers goes to the frame-pointer fallback.
+void TestUnwinderUsesEhabi() {
+  const std::string path = WriteArmElf({
+      0x1000, 0x80a8b0b0,  // f1: pop {r4, lr}
+      0x1100, 0x8001a9b0,  // f2: vsp += 8; pop {r4, r5, lr}
+      0x1200, 1,           // f3: CANTUNWIND
+      0x1300, 0x80b5b0b0,  // f4: a spare instruction
+      0x1400, 1,           // the closing CANTUNWIND
+  });
+  struct stat st;
+  CHECK(stat(path.c_str(), &st) == 0);
+  char maps_text[256];
+  snprintf(maps_text, sizeof(maps_text), "100000-102000 r-xp 00000000 %x:%x %llu %s\n",
+           major(st.st_dev), minor(st.st_dev), static_cast<unsigned long long>(st.st_ino),
+           path.c_str());
+  const RegisterLayout& arm = *LayoutOf(Abi::kArm);
+  ElfCache cache;
+  DwarfUnwinder unwinder(&cache);
+  ProcessMaps maps;
+  maps.Parse(maps_text);
+
+  FakeStack stack{std::vector<uint32_t>(32, 0)};
+  stack.words[0] = 0x44;        // f1's r4
+  stack.words[1] = 0x101105;    // into f2, Thumb
+  stack.words[4] = 0x55;        // f2's r4 (after 8 skipped bytes)
+  stack.words[6] = 0x101205;    // into f3
+  stack.words[8] = 0;           // a frame record at kStack + 32: caller's r7
+  stack.words[9] = 0x101305;    // ... its return address, into f4
+  Regs regs;
+  regs.r[13] = kStack;
+  regs.r[15] = 0x101011;  // in f1, Thumb
+  UnwindResult result;
+  unwinder.Unwind(arm, regs.r, 0, stack.memory(), &maps, -1, 64, &result);
+  CHECK(result.error == UnwindError::kNone);
+  CHECK((result.pcs == std::vector<uint64_t>{0x101010, 0x101104, 0x101204}));
+  CHECK(unwinder.stats().ehabi_frames == 2 && unwinder.stats().ehabi_ends == 1);
+
+  regs.r[7] = kStack + 32;  // f3 has a frame record: it leads on, to f4, which fails
+  unwinder.Unwind(arm, regs.r, 0, stack.memory(), &maps, -1, 64, &result);
+  CHECK(result.error == UnwindError::kInvalidEhabi);
+  CHECK((result.pcs == std::vector<uint64_t>{0x101010, 0x101104, 0x101204, 0x101304}));
+  CHECK(unwinder.stats().fp_frames == 1);
+
+  regs.r[7] = 0;
+  regs.r[15] = 0x100800;  // before the first entry, no frame record
+  unwinder.Unwind(arm, regs.r, 0, stack.memory(), &maps, -1, 64, &result);
+  CHECK(result.error == UnwindError::kNoUnwindInfo && result.pcs.size() == 1);
+  unlink(path.c_str());
+}
+
 // Every function symbol of a clang-built armeabi-v7a file has an entry, whose instructions run on
 // a stack of words 0x100; printed one per line ("NAME found at ENTRY_START: BYTES -> ok sp+N",
 // "NAME cantunwind",
@@ -365,6 +460,7 @@ int main(int argc, char** argv) {
   if (argc == 2) return CheckElfFile(argv[1]);
   TestInstructions();
   TestTable();
+  TestUnwinderUsesEhabi();
   printf("ok\n");
   return 0;
 }
