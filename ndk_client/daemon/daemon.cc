@@ -253,8 +253,8 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   Log("connected pid=%d abi=%s cmdline=%s", client->pid, client->layout->name,
       client->cmdline.c_str());
   if (client->layout->has_ehabi) {
-    Log("pid=%d: %s stacks are unwound with DWARF CFI and frame pointers (r7) only; code "
-        "described by .ARM.exidx alone ends a stack early", client->pid, client->layout->name);
+    Log("pid=%d: %s stacks are unwound with DWARF CFI, ARM EHABI tables (.ARM.exidx) and frame "
+        "pointers (r7)", client->pid, client->layout->name);
   }
   ++clients_connected_;
   matcher_.Accepted(client->pid);

@@ -343,12 +343,8 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   }
   if (unwound.error != UnwindError::kNone) {
     ++client->unwinding_errors;
-    // Where the profile shows it: an armeabi-v7a stack that ran out of CFI and frame pointers most
-    // likely went through code only .ARM.exidx describes, which the unwinder does not read.
-    const char* name = client->layout->has_ehabi && unwound.error == UnwindError::kNoUnwindInfo
-                           ? "[droidheap: unwind error: .ARM.exidx not read]"
-                           : "[droidheap: unwind error]";
-    frames.push_back({client->callstacks.InternMapping(PseudoMapping(name)),
+    // Where the profile shows it; the frame's address is the UnwindError.
+    frames.push_back({client->callstacks.InternMapping(PseudoMapping("[droidheap: unwind error]")),
                       static_cast<uint64_t>(unwound.error)});
   }
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);

@@ -1,6 +1,9 @@
 // ProcessMaps::Find: the entry holding a pc, or nothing, whether the answer comes from the search
 // or from the page it was last found in; reading the maps again forgets every page.
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "tests/test_util.h"
 #include "unwinder/process_maps.h"
@@ -80,12 +83,36 @@ void TestTheHostViewFillsOnlyTheGuestsGaps() {
   CHECK(maps.entries().size() == 4);
 }
 
+// qemu-user shows a 32-bit guest's library, its read-only segment and code merged by the kernel,
+// as one r--p mapping: the file's code in it still gets its unwind tables.
+void TestCodeInAMappingShownReadOnlyGetsItsUnwindTables() {
+  struct stat st;
+  CHECK(stat("/proc/self/exe", &st) == 0);
+  char path[4096];
+  ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  CHECK(length > 0);
+  path[length] = '\0';
+  char maps_text[4200 + 100];
+  snprintf(maps_text, sizeof(maps_text), "10000000-%llx r--p 00000000 %x:%x %llu %s\n",
+           0x10000000ull + ((static_cast<unsigned long long>(st.st_size) + 0xfff) & ~0xfffull),
+           major(st.st_dev), minor(st.st_dev), static_cast<unsigned long long>(st.st_ino), path);
+  ElfCache cache;
+  ProcessMaps maps;
+  maps.Parse(maps_text);
+  const MapEntry* merged = maps.Find(0x10000000, &cache);
+  CHECK(merged != nullptr && !merged->executable && merged->cfi != nullptr);
+  // Data alone gets none.
+  maps.Parse("10000000-10001000 rw-p 00000000 00:00 0 [anon:data]\n");
+  CHECK(maps.Find(0x10000000, &cache)->cfi == nullptr);
+}
+
 }  // namespace
 
 int main() {
   TestEveryPcFindsItsEntryTwice();
   TestReadingTheMapsAgainForgetsThePages();
   TestTheHostViewFillsOnlyTheGuestsGaps();
+  TestCodeInAMappingShownReadOnlyGetsItsUnwindTables();
   printf("ok\n");
   return 0;
 }

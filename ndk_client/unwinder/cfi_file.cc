@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "unwinder/elf_info.h"
 
@@ -142,6 +144,35 @@ Sections FindSections(const FileView& file) {
   return sections;
 }
 
+// EHABI's table, through the program headers: the loader's view, which is what the unwinder needs
+// (section headers may be stripped). Its prel31 references are ELF addresses, which the PT_LOAD
+// segments translate into file offsets.
+std::unique_ptr<ArmExidxTable> FindArmExidx(const FileView& file) {
+  constexpr uint32_t kPtArmExidx = 0x70000001;  // PT_ARM_EXIDX, absent from some elf.h
+  Elf32_Ehdr ehdr{};
+  if (!file.Read(0, &ehdr) || ehdr.e_ident[EI_CLASS] != ELFCLASS32 || ehdr.e_machine != EM_ARM ||
+      ehdr.e_phentsize != sizeof(Elf32_Phdr) ||
+      !file.Contains(ehdr.e_phoff, uint64_t{ehdr.e_phnum} * sizeof(Elf32_Phdr))) {
+    return nullptr;
+  }
+  std::vector<ArmExidxTable::Segment> loads;
+  Elf32_Phdr exidx{};
+  bool found = false;
+  for (uint16_t i = 0; i < ehdr.e_phnum; ++i) {
+    Elf32_Phdr p;
+    file.Read(ehdr.e_phoff + uint64_t{i} * sizeof(Elf32_Phdr), &p);
+    if (p.p_type == PT_LOAD) {
+      loads.push_back({p.p_offset, p.p_vaddr, p.p_filesz, (p.p_flags & PF_X) != 0});
+    } else if (p.p_type == kPtArmExidx) {
+      exidx = p;
+      found = true;
+    }
+  }
+  if (!found) return nullptr;
+  return std::unique_ptr<ArmExidxTable>(new ArmExidxTable(
+      file.data, file.size, exidx.p_offset, exidx.p_filesz, exidx.p_vaddr, std::move(loads)));
+}
+
 }  // namespace
 
 std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFileId& id) {
@@ -166,6 +197,7 @@ std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFile
                                                              : FindSections<Elf32>(view);
   file->table_.reset(
       new CfiTable(sections.eh_frame, sections.eh_frame_hdr, sections.debug_frame));
+  file->exidx_ = FindArmExidx(view);
   return file;
 }
 

@@ -1,6 +1,7 @@
 // The unwind tables of one ELF file on disk: the file is mapped read-only once and its .eh_frame,
 // .eh_frame_hdr and .debug_frame sections are handed to a CfiTable that views them in place.
-// Found through the section headers, or through PT_GNU_EH_FRAME when the file has none.
+// Found through the section headers, or through PT_GNU_EH_FRAME when the file has none. A 32-bit
+// ARM file's EHABI table (PT_ARM_EXIDX) is viewed in place too, by an ArmExidxTable.
 // Owned by the ElfCache of one unwinding worker; the mapping lives as long as the CfiFile.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "unwinder/arm_exidx.h"
 #include "unwinder/dwarf_cfi.h"
 #include "unwinder/mapped_file.h"
 
@@ -26,6 +28,8 @@ class CfiFile {
   CfiFile& operator=(const CfiFile&) = delete;
 
   const CfiTable& table() const { return *table_; }
+  // Nullptr unless the file is a 32-bit ARM file with a PT_ARM_EXIDX segment.
+  const ArmExidxTable* exidx() const { return exidx_.get(); }
 
  private:
   CfiFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
@@ -33,6 +37,7 @@ class CfiFile {
   const uint8_t* data_;
   size_t size_;
   std::unique_ptr<CfiTable> table_;
+  std::unique_ptr<ArmExidxTable> exidx_;
 };
 
 }  // namespace droidheap

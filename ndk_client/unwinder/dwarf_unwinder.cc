@@ -1,5 +1,7 @@
 #include "unwinder/dwarf_unwinder.h"
 
+#include "unwinder/arm_unwind_program.h"
+
 #include <string.h>
 
 #include <algorithm>
@@ -74,24 +76,29 @@ const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, ui
 }
 
 bool DwarfUnwinder::Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map,
-                           const CachedRow** row) {
+                           const CachedRow** row, ArmExidxEntry* ehabi) {
   FrameHit& hit =
       frame_hits_[static_cast<size_t>((pc * 0x9e3779b97f4a7c15ull) >> (64 - kFrameHitsLog2))];
   if (hit.pc == pc && hit.generation == maps->generation()) {
     *map = hit.map;
     *row = hit.row;
+    *ehabi = hit.ehabi;
     ++stats_.frame_hits;
     return true;
   }
   *map = maps->Find(pc, elf_cache_);
   if (*map == nullptr) return false;
   *row = nullptr;
+  *ehabi = ArmExidxEntry();
+  const uint64_t elf_pc = pc - (*map)->start + (*map)->offset + (*map)->load_bias;
   if ((*map)->cfi != nullptr) {
-    const CachedRow& found = FindRow((*map)->cfi, pc - (*map)->start + (*map)->offset +
-                                                      (*map)->load_bias);
+    const CachedRow& found = FindRow((*map)->cfi, elf_pc);
     if (found.found) *row = &found;
   }
-  hit = {maps->generation(), pc, *map, *row};  // after FindRow, which may empty frame_hits_
+  // DWARF CFI first: a file with both (hand-written assembly given .cfi directives) describes
+  // its code at least as precisely there.
+  if (*row == nullptr && (*map)->exidx != nullptr) *ehabi = (*map)->exidx->Find(elf_pc);
+  hit = {maps->generation(), pc, *map, *row, *ehabi};  // after FindRow, which may empty frame_hits_
   return true;
 }
 
@@ -236,6 +243,64 @@ DwarfUnwinder::Step DwarfUnwinder::StepInPlace(const RegisterLayout& layout, con
   return Step::kNext;
 }
 
+// A function that says it cannot be unwound (EXIDX_CANTUNWIND, the "refuse to unwind"
+// instruction) may still have a frame record (clang marks C functions compiled without
+// -funwind-tables so): the frame-pointer fallback follows one. Without one the stack ends there,
+// as the table says, and not as an error: the outermost frames are marked so (the start files'
+// _start_main, which calls __libc_init).
+DwarfUnwinder::Step DwarfUnwinder::StepCannotUnwind(const RegisterLayout& layout,
+                                                    uint64_t stack_top, const StackMemory& memory,
+                                                    uint64_t* regs, UnwindError* error) {
+  Step step = StepWithFramePointer(layout, stack_top, memory, regs, error);
+  if (step == Step::kFailed && *error == UnwindError::kNoUnwindInfo) {
+    *error = UnwindError::kNone;
+    ++stats_.ehabi_ends;
+    return Step::kEnd;
+  }
+  return step;
+}
+
+// An EHABI entry's instructions restore the caller's registers from the stack; r13 becomes the
+// final vsp and r15 the popped pc, or lr when none is popped.
+DwarfUnwinder::Step DwarfUnwinder::StepWithEhabi(const RegisterLayout& layout,
+                                                 const ArmExidxEntry& entry, uint64_t stack_top,
+                                                 const StackMemory& memory, uint64_t* regs,
+                                                 UnwindError* error) {
+  if (entry.status == ArmExidxStatus::kMalformed) {
+    *error = UnwindError::kInvalidEhabi;
+    return Step::kFailed;
+  }
+  if (entry.status == ArmExidxStatus::kCantUnwind) {
+    return StepCannotUnwind(layout, stack_top, memory, regs, error);
+  }
+  const uint64_t callee_sp = regs[layout.sp];
+  const uint64_t callee_pc = regs[layout.pc];
+  switch (ExecuteArmUnwind(entry.bytes, memory, regs)) {
+    case ArmUnwindOutcome::kDone:
+      break;
+    case ArmUnwindOutcome::kRefused:  // `regs` are untouched
+      return StepCannotUnwind(layout, stack_top, memory, regs, error);
+    case ArmUnwindOutcome::kMemoryInvalid:
+      *error = UnwindError::kMemoryInvalid;
+      return Step::kFailed;
+    case ArmUnwindOutcome::kMalformed:
+      *error = UnwindError::kInvalidEhabi;
+      return Step::kFailed;
+  }
+  const uint64_t return_address = NormalizePc(layout, regs[layout.pc]);
+  if (return_address == 0) return Step::kEnd;
+  // Stacks grow down; and a frame that moves neither sp nor pc (a leaf's entry applied to a
+  // caller, whose lr is stale) would repeat itself up to the frame limit.
+  if (regs[layout.sp] < callee_sp ||
+      (regs[layout.sp] == callee_sp && return_address == callee_pc)) {
+    *error = UnwindError::kBadFrameChain;
+    return Step::kFailed;
+  }
+  regs[layout.pc] = return_address;
+  ++stats_.ehabi_frames;
+  return Step::kNext;
+}
+
 // A frame record is two words at the frame pointer, the caller's frame pointer then the return
 // address, on every ABI here: x86's push ebp/rbp after the call, arm64's stp x29, x30, and
 // armeabi-v7a Thumb-2's push {r7, lr} as clang emits them.
@@ -300,22 +365,28 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
     uint64_t lookup_pc = pc_is_return_address ? pc - 1 : pc;
     const MapEntry* map = nullptr;
     const CachedRow* row = nullptr;
-    bool located = Locate(maps, lookup_pc, &map, &row);
+    ArmExidxEntry ehabi;
+    bool located = Locate(maps, lookup_pc, &map, &row, &ehabi);
     if (!located && !result->maps_reloaded && maps_fd >= 0) {
       // A library loaded since the maps were read. The entries found so far are gone with them.
       result->maps_reloaded = true;
       maps->Reload(maps_fd);
       std::fill(result->maps.begin(), result->maps.end(), nullptr);
-      located = Locate(maps, lookup_pc, &map, &row);
+      located = Locate(maps, lookup_pc, &map, &row, &ehabi);
     }
     if (!located) {
       result->error = UnwindError::kInvalidPc;
       return;
     }
     result->maps.push_back(map);
-    Step step = row != nullptr
-                    ? StepWithCfi(layout, *row, memory, regs, &result->error)
-                    : StepWithFramePointer(layout, stack_top, memory, regs, &result->error);
+    Step step;
+    if (row != nullptr) {
+      step = StepWithCfi(layout, *row, memory, regs, &result->error);
+    } else if (layout.has_ehabi && ehabi.status != ArmExidxStatus::kNotCovered) {
+      step = StepWithEhabi(layout, ehabi, stack_top, memory, regs, &result->error);
+    } else {
+      step = StepWithFramePointer(layout, stack_top, memory, regs, &result->error);
+    }
     bool signal_frame = row != nullptr && row->signal_frame;
     if (step != Step::kNext) return;
     pc_is_return_address = !signal_frame;

@@ -8,7 +8,9 @@
 // tables of every file it has seen (ElfCache) and a per-pc cache of CFI rows: repeated stacks cost
 // a hash lookup per frame. Each stack is unwound for the ABI its process runs (registers.h), which
 // need not be the daemon's own: 32-bit stacks are read in 4-byte words, in 32-bit ELF files.
-// armeabi-v7a code described only by .ARM.exidx (no DWARF CFI) falls back to frame pointers.
+// armeabi-v7a code without DWARF CFI is unwound with its file's ARM EHABI table (.ARM.exidx,
+// arm_exidx.h), then, where that has no entry for a pc or says it cannot be unwound, with r7 frame
+// pointers; a function that cannot be unwound and has no frame record ends the stack.
 #pragma once
 
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "unwinder/arm_exidx.h"
 #include "unwinder/dwarf_cfi.h"
 #include "unwinder/elf_info.h"
 #include "unwinder/process_maps.h"
@@ -34,6 +37,7 @@ enum class UnwindError : uint32_t {
   kNoUnwindInfo = 4,   // no CFI covers the pc and no frame pointer leads on
   kInvalidCfi = 5,     // a CFA or register rule could not be evaluated
   kInvalidPc = 6,      // the pc is in no mapping: nothing can execute there
+  kInvalidEhabi = 7,   // an .ARM.exidx/.ARM.extab entry could not be read or executed
 };
 
 struct UnwindResult {
@@ -49,6 +53,8 @@ class DwarfUnwinder {
  public:
   struct Stats {
     uint64_t cfi_frames = 0;  // caller frames recovered with CFI
+    uint64_t ehabi_frames = 0;  // ... with ARM EHABI tables
+    uint64_t ehabi_ends = 0;    // stacks ended by an EHABI entry that cannot be unwound
     uint64_t fp_frames = 0;   // ... with the frame-pointer fallback
     uint64_t frame_hits = 0;  // pcs found where they were last found (FrameHit)
     uint64_t row_cache_hits = 0;
@@ -100,7 +106,8 @@ class DwarfUnwinder {
     }
   };
   enum class Step { kNext, kEnd, kFailed };
-  // Where the frames of a pc were last found: its map entry and its row, or no row (no CFI).
+  // Where the frames of a pc were last found: its map entry and its row, or no row (no CFI) and
+  // its EHABI entry (kNotCovered unless the file has an EHABI table).
   // Direct-mapped by pc, so that the pcs every sample repeats (the profiler's own frames, the
   // hot call paths) skip both the map search and the row cache's hash table. Checked against
   // the maps' generation; emptied with the row cache.
@@ -109,16 +116,24 @@ class DwarfUnwinder {
     uint64_t pc = 0;
     const MapEntry* map = nullptr;
     const CachedRow* row = nullptr;
+    ArmExidxEntry ehabi;
   };
   static constexpr int kFrameHitsLog2 = 12;
 
-  // The map entry holding `pc` (false when none does) and its row, nullptr without CFI for it.
-  bool Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map, const CachedRow** row);
+  // The map entry holding `pc` (false when none does) and its row, nullptr without CFI for it;
+  // then its EHABI entry, kNotCovered unless the file has such a table.
+  bool Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map, const CachedRow** row,
+              ArmExidxEntry* ehabi);
   const CachedRow& FindRow(const CfiTable* table, uint64_t elf_pc);
   Step StepWithCfi(const RegisterLayout& layout, const CachedRow& row, const StackMemory& memory,
                    uint64_t* regs, UnwindError* error);
   Step StepInPlace(const RegisterLayout& layout, const CachedRow& row, uint64_t cfa,
                    const StackMemory& memory, uint64_t* regs, UnwindError* error);
+  Step StepWithEhabi(const RegisterLayout& layout, const ArmExidxEntry& entry,
+                     uint64_t stack_top, const StackMemory& memory, uint64_t* regs,
+                     UnwindError* error);
+  Step StepCannotUnwind(const RegisterLayout& layout, uint64_t stack_top,
+                        const StackMemory& memory, uint64_t* regs, UnwindError* error);
   Step StepWithFramePointer(const RegisterLayout& layout, uint64_t stack_top,
                             const StackMemory& memory, uint64_t* regs, UnwindError* error);
 

@@ -148,13 +148,23 @@ const ElfInfo& ElfCache::Get(const std::string& path, const MappedFileId& id) {
   return Lookup(path, id).info;
 }
 
-const CfiTable* ElfCache::Cfi(const std::string& path, const MappedFileId& id) {
+const CfiFile* ElfCache::LoadCfi(const std::string& path, const MappedFileId& id) {
   Entry& entry = Lookup(path, id);
   if (!entry.cfi_loaded) {
     entry.cfi_loaded = true;
     if (entry.info.valid) entry.cfi = CfiFile::Open(path, id);
   }
-  return entry.cfi ? &entry.cfi->table() : nullptr;
+  return entry.cfi.get();
+}
+
+const CfiTable* ElfCache::Cfi(const std::string& path, const MappedFileId& id) {
+  const CfiFile* file = LoadCfi(path, id);
+  return file != nullptr ? &file->table() : nullptr;
+}
+
+const ArmExidxTable* ElfCache::Exidx(const std::string& path, const MappedFileId& id) {
+  const CfiFile* file = LoadCfi(path, id);
+  return file != nullptr ? file->exidx() : nullptr;
 }
 
 }  // namespace droidheap

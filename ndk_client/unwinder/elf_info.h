@@ -1,6 +1,6 @@
 // What the daemon needs to know about a mapped ELF file: its build id and the load bias of each
 // loadable segment, so that a pc becomes an ELF virtual address (rel_pc) the host can symbolize,
-// and, for unwinding, its call-frame information.
+// and, for unwinding, its call-frame information and EHABI table.
 // ElfCache is owned by one unwinding worker (not thread-safe) and reads each file once.
 #pragma once
 
@@ -50,6 +50,8 @@ class ElfCache {
   const ElfInfo& Get(const std::string& path, const MappedFileId& id);
   // The file's unwind tables, mapped on first use; nullptr when it cannot be read.
   const CfiTable* Cfi(const std::string& path, const MappedFileId& id);
+  // Its EHABI table (32-bit ARM files), read with the CFI; nullptr when it has none.
+  const ArmExidxTable* Exidx(const std::string& path, const MappedFileId& id);
 
  private:
   struct Entry {
@@ -58,6 +60,7 @@ class ElfCache {
     std::unique_ptr<CfiFile> cfi;
   };
   Entry& Lookup(const std::string& path, const MappedFileId& id);
+  const CfiFile* LoadCfi(const std::string& path, const MappedFileId& id);
 
   std::map<std::tuple<std::string, MappedFileId>, Entry> entries_;
 };

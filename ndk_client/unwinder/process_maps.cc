@@ -122,7 +122,14 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
         it->build_id = elf.build_id;
         if (!it->permissions_known) it->executable = elf.HasCodeIn(it->offset, it->end - it->start);
         it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
-        if (it->executable) it->cfi = elf_cache->Cfi(it->path, it->file);
+        // Unwind tables wherever the file has code, whatever the permissions say: qemu-user shows
+        // a 32-bit guest's library whose read-only segment and code the kernel merged (qemu maps
+        // code without PROT_EXEC) as one r--p mapping, in which every one of its pcs lies. On a
+        // phone no pc is found in a mapping that is not executable, so nothing changes there.
+        if (it->executable || elf.HasCodeIn(it->offset, it->end - it->start)) {
+          it->cfi = elf_cache->Cfi(it->path, it->file);
+          it->exidx = elf_cache->Exidx(it->path, it->file);
+        }
       }
     }
   }

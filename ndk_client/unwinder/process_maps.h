@@ -29,6 +29,7 @@ struct MapEntry {
   std::string build_id;
   uint64_t load_bias = 0;
   const CfiTable* cfi = nullptr;  // executable file mappings; owned by the ElfCache
+  const ArmExidxTable* exidx = nullptr;  // ... of 32-bit ARM files with one; owned likewise
 };
 
 class ProcessMaps {

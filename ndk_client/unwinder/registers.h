@@ -39,7 +39,7 @@ struct RegisterLayout {
   int pc;
   uint32_t word_size;    // bytes in a pointer and a stack slot
   uint16_t elf_machine;  // e_machine of the ELF files the ABI runs (elf.h's EM_*)
-  bool has_ehabi;        // code is described by .ARM.exidx, which the unwinder does not read
+  bool has_ehabi;        // code is described by ARM EHABI tables (.ARM.exidx), besides CFI
 
   // Addresses wrap at the word size: a 32-bit CFA computation must too.
   uint64_t Wrap(uint64_t address) const {

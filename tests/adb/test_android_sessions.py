@@ -10,13 +10,15 @@ import pytest
 from tests.android import compile_android_program
 from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
-from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
+from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
+                                   totals_by_leaf_function)
 
 from .conftest import DEVICE_PROGRAM, ROOT, AdbCli
 from .test_sessions import (attach_to_a_program_started_with_droidheap_shell,
                             continuous_dumps_and_killall_usr1)
 
 GO = "/data/local/tmp/go"
+DEVICE_PROGRAM32 = "/data/local/tmp/alloc_sites32"
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,32 @@ def test_root_mode_spawn_through_bionics_heapprofd_hooks_is_exact(android_cli, a
     assert_trace_processor_agrees(out, android_program)
     # heapprofd running again (restarted by init), both clients unmounted, properties cleared.
     android_cli.assert_left_as_it_was()
+
+
+def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
+        adb_server, android_root_device, tmp_path):
+    """A 32-bit program built as the NDK builds armeabi-v7a code (Thumb-2, .ARM.exidx and no
+    .eh_frame), unwound by the 64-bit droidheapd through the EHABI tables of the program and of
+    bionic's libc (no frame pointers there): exact sites, every stack whole."""
+    program = compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
+                                      tmp_path / "alloc_sites32", "armeabi-v7a")
+    adb_server.adb("-s", android_root_device.serial, "push", str(program), DEVICE_PROGRAM32)
+    cli = AdbCli(adb_server, android_root_device.serial)
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM32)
+    assert result.returncode == 0, result.stderr
+    assert "unwinding errors" not in result.stdout, result.stdout
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
+    # Outermost: the start files' _start_main (EXIDX_CANTUNWIND) or a thread's start in libc;
+    # main is called by libc's __libc_init, printf's buffer allocated inside libc.
+    stacks = single_process(function_frames(out / "raw-trace", program))
+    for stack in stacks:
+        assert stack[-1] == "_start_main" or stack[-1].endswith("/libc.so"), stack
+        if "main" in stack:
+            assert stack[stack.index("main") + 1].endswith("/libc.so"), stack
+    assert any(s[-1] == "_start_main" for s in stacks) and any(
+        s[-1].endswith("/libc.so") and "thread_main" in s for s in stacks), stacks
+    cli.assert_left_as_it_was()
 
 
 def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:

@@ -51,6 +51,32 @@ def _cfi_seeds():
     yield seed
 
 
+def _ehabi_seeds():
+    # A file of 0x400 bytes, all one executable segment at vaddr 0x1000: .ARM.exidx at 0x100 with
+    # an inline entry, one to a model-1 .ARM.extab entry at 0x200, and CANTUNWIND; pcs in each.
+    file = bytearray(0x400)
+
+    def put(offset, word):
+        file[offset:offset + 4] = struct.pack("<I", word)
+
+    def prel31(target, at):
+        return (target - at) & 0x7fffffff
+
+    put(0x100, prel31(0x1010, 0x1100))
+    put(0x104, 0x80a8b0b0)
+    put(0x108, prel31(0x1040, 0x1108))
+    put(0x10c, prel31(0x1200, 0x110c))
+    put(0x110, prel31(0x1080, 0x1110))
+    put(0x114, 1)
+    put(0x200, 0x8101a8b1)  # pop {r4, lr}; pop {r0}; vsp = r7; finish
+    put(0x204, 0x0197b0b0)
+    header = struct.pack("<HHI", 0x100, 24, 0x1100)
+    header += struct.pack("<HIHB", 0, 0x1000, 0x400, 1) + struct.pack("<HIHB", 0, 0, 0, 0)
+    header += struct.pack("<IIII", 0x1012, 0x1044, 0x1090, 0x0fff)
+    stack = b"".join(struct.pack("<I", 0x10000 + 4 * i) for i in range(32))
+    yield header + struct.pack("<B", 32) + stack + bytes(file)
+
+
 def _records_seeds():
     alloc = struct.pack("<QQQQQII", 1, 0x1000, 16, 16, 0, 1, 64) + bytes(8 * 33) + bytes(64)
     free = struct.pack("<QQ", 2, 0x1000)
@@ -62,7 +88,7 @@ def _records_seeds():
 
 
 SEEDS = {"handshake": _hello_seeds, "expression": _expression_seeds, "cfi": _cfi_seeds,
-         "records": _records_seeds}
+         "records": _records_seeds, "ehabi": _ehabi_seeds}
 
 
 @pytest.mark.parametrize("target", SEEDS)
