@@ -44,12 +44,20 @@ def android_preload_cli(adb_server, android_shell_device, android_program):
     return pushed(adb_server, android_shell_device, android_program)
 
 
-def test_root_mode_spawn_through_bionics_heapprofd_hooks_is_exact(android_cli, android_program,
-                                                                  tmp_path):
+@pytest.fixture(params=["root", "preload"])
+def spawning_cli(request, adb_server, android_program):
+    """(cli, mode): root mode, where bionic's heapprofd hooks load the client in place of
+    Google's; preload mode, where bionic's linker loads it from LD_PRELOAD."""
+    name = "android_cli" if request.param == "root" else "android_preload_cli"
+    return request.getfixturevalue(name), request.param
+
+
+def test_spawn_through_bionic_is_exact(spawning_cli, android_program, tmp_path):
+    cli, mode = spawning_cli
     out = tmp_path / "out"
-    result = android_cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
+    result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
     assert result.returncode == 0, result.stderr
-    assert "(A37, arm64-v8a, SDK 29, userdebug), root mode" in result.stderr
+    assert f"(A37, arm64-v8a, SDK 29, userdebug), {mode} mode" in result.stderr
     assert "done" in result.stdout
     # Every stack unwound to its root in bionic's libc.so, whose mappings qemu-user's view of the
     # program's maps leaves out (ndk_client/unwinder/process_maps.h).
@@ -58,8 +66,9 @@ def test_root_mode_spawn_through_bionics_heapprofd_hooks_is_exact(android_cli, a
     # Pulled from the device and named: the program as bionic's linker loaded it (lld's layout).
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
     assert_trace_processor_agrees(out, android_program)
-    # heapprofd running again (restarted by init), both clients unmounted, properties cleared.
-    android_cli.assert_left_as_it_was()
+    # Root: heapprofd running again (restarted by init), both clients unmounted, properties
+    # cleared; both: nothing of the session left.
+    cli.assert_left_as_it_was()
 
 
 def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
@@ -147,18 +156,6 @@ def test_continuous_dumps_and_toyboxs_killall_usr1(android_cli, android_program,
                                       linger_ms=5000)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     android_cli.assert_left_as_it_was()
-
-
-def test_preload_mode_spawn_through_bionics_linker(android_preload_cli, android_program,
-                                                   tmp_path):
-    """Without root: bionic's linker loads droidheap's preload library named in LD_PRELOAD."""
-    out = tmp_path / "out"
-    result = android_preload_cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
-    assert result.returncode == 0, result.stderr
-    assert "userdebug), preload mode" in result.stderr
-    assert "unwinding errors" not in result.stdout, result.stdout
-    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
-    android_preload_cli.assert_left_as_it_was()
 
 
 def test_preload_mode_attach_to_a_program_started_with_droidheap_shell(android_preload_cli,
