@@ -97,7 +97,7 @@ bool TraceWriter::Open(const std::string& path) {
   if (fd_ < 0) return false;
   broken_ = false;
   written_bytes_ = committed_bytes_ = 0;
-  described_pids_.clear();
+  described_.clear();
   ForgetInternedState();
   return true;
 }
@@ -176,7 +176,11 @@ bool TraceWriter::WriteProcessTree(const std::vector<DumpSnapshot>& processes,
                                    std::vector<int32_t>* described_now) {
   ProtoEncoder tree;
   for (const DumpSnapshot& process : processes) {
-    if (!described_pids_.insert(process.pid).second) continue;
+    // Described again when its command line changed: the process exec'd another program (a shell
+    // running one, as `adb shell CMD` does), whose name is the one to show from now on.
+    auto described = described_.find(process.pid);
+    if (described != described_.end() && described->second == process.cmdline) continue;
+    described_[process.pid] = process.cmdline;
     described_now->push_back(process.pid);
     ProtoEncoder entry;
     entry.Int32(pb::ProcessTree::kPid, process.pid);
@@ -358,7 +362,7 @@ void TraceWriter::RollBack(const std::vector<int32_t>& described_now) {
   interned_.Clear();
   dumps_.Clear();
   samples_.Clear();
-  for (int32_t pid : described_now) described_pids_.erase(pid);
+  for (int32_t pid : described_now) described_.erase(pid);
   if (written_bytes_ != committed_bytes_) {
     if (ftruncate(fd_, static_cast<off_t>(committed_bytes_)) != 0) broken_ = true;
     written_bytes_ = committed_bytes_;

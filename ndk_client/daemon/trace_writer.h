@@ -5,7 +5,7 @@
 // The sequence, packet by packet:
 //   [start]  clock_snapshot, INCREMENTAL_STATE_CLEARED, interned iid 0 = "" for the string tables
 //   [dump]   clock_snapshot
-//            process_tree for processes not yet described
+//            process_tree for processes not yet described, or whose command line changed
 //            process_stats; track descriptors and counter values (counter_tracks.h)
 //            profile_packet index=N   continued=true  + interned_data new to the sequence  ...
 //            profile_packet index=N+k continued=false + interned_data new to the sequence
@@ -39,7 +39,6 @@
 #include <stdint.h>
 
 #include <map>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -136,7 +135,7 @@ class TraceWriter {
   std::map<MappingInfo, uint64_t, MappingLess> mapping_iids_;
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> frame_iids_;
   std::unordered_map<std::vector<uint64_t>, uint64_t, IidsHash> callstack_iids_;
-  std::set<int32_t> described_pids_;
+  std::map<int32_t, std::string> described_;  // pid: the command line its process_tree said
 
   // The ProfilePacket being built during WriteDump.
   ProtoEncoder interned_;  // InternedData body

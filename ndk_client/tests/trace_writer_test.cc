@@ -67,6 +67,8 @@ void AddSample(DumpSnapshot* d, uint32_t callstack, uint64_t allocated, uint64_t
   d->heaps.back().samples.push_back(s);
 }
 
+constexpr char kExecdCmdline[] = "/system/bin/app_process64 com.example.b";
+
 // pid 101 as of dump 1 (`factor` 1) or dumps 2 and 3 (`factor` 2, mappings listed in reverse so
 // its local indexes differ, one more callstack, disconnected).
 DumpSnapshot AppA(uint64_t timestamp, uint64_t factor) {
@@ -252,7 +254,10 @@ void WriteMainTrace(const std::string& path) {
   CHECK(CheckProfilePackets(Packets(path)) == 1);  // on disk already, before Close
   CHECK(writer.WriteDump({AppA(kT0 + 2 * kSecond, 2)}));
   CHECK(CheckProfilePackets(Packets(path)) == 2);
-  CHECK(writer.WriteDump({Big(303, kBigStacks, kT0 + 3 * kSecond), AppA(kT0 + 3 * kSecond, 2)}));
+  // pid 101 exec'd another program (as a shell running a command does): described again.
+  DumpSnapshot execd = AppA(kT0 + 3 * kSecond, 2);
+  execd.cmdline = kExecdCmdline;
+  CHECK(writer.WriteDump({Big(303, kBigStacks, kT0 + 3 * kSecond), execd}));
   writer.Close();
 
   std::vector<PacketSummary> packets = Packets(path);

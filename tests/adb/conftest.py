@@ -127,15 +127,20 @@ class AdbServer:
         self.adb("disconnect", check=False)
 
 
-@pytest.fixture(scope="module", params=sorted(ADB_BINARIES))
-def adb_server(request, tmp_path_factory):
-    binary = ADB_BINARIES[request.param]
-    require(None if binary.is_file() else _MISSING[request.param])
+def serve_adb(name: str, tmp_path_factory) -> Iterator[AdbServer]:
+    """A started adb server of ADB_BINARIES[name], killed after the tests that use it."""
+    binary = ADB_BINARIES[name]
+    require(None if binary.is_file() else _MISSING[name])
     server = AdbServer(binary, _free_port(),
                        device_bin_dir(tmp_path_factory.mktemp("device-bin")))
     server.adb("start-server")
     yield server
     server.adb("kill-server", check=False)
+
+
+@pytest.fixture(scope="module", params=sorted(ADB_BINARIES))
+def adb_server(request, tmp_path_factory):
+    yield from serve_adb(request.param, tmp_path_factory)
 
 
 @pytest.fixture

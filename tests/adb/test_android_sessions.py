@@ -13,12 +13,21 @@ from tests.e2e.test_profile import assert_sites, read_line_containing, single_pr
 from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
                                    totals_by_leaf_function)
 
-from .conftest import DEVICE_PROGRAM, ROOT, AdbCli
+from .conftest import DEVICE_PROGRAM, ROOT, AdbCli, serve_adb
 from .test_sessions import (attach_to_a_program_started_with_droidheap_shell,
                             continuous_dumps_and_killall_usr1)
 
 GO = "/data/local/tmp/go"
 DEVICE_PROGRAM32 = "/data/local/tmp/alloc_sites32"
+
+
+@pytest.fixture(scope="module")
+def adb_server(tmp_path_factory):
+    """Google's adb only (the one users get), for CI time: each session here takes half a minute
+    under qemu, and what the adb binary does in one (push, shell, forward, pull) is the same as on
+    the emulator device, whose sessions run over both binaries; test_android_device.py runs this
+    device over Debian's adb too."""
+    yield from serve_adb("adb36", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +103,7 @@ def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
             assert stack[stack.index("main") + 1].endswith("/libc.so"), stack
     assert any(s[-1] == "_start_main" for s in stacks) and any(
         s[-1].endswith("/libc.so") and "thread_main" in s for s in stacks), stacks
+    assert_trace_processor_agrees(out, program)
     cli.assert_left_as_it_was()
 
 
@@ -104,40 +114,54 @@ def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def test_attach_by_name_through_bionics_profiling_signal(android_cli, android_program, tmp_path):
-    """Bionic's own handler of the profiling signal loads the client into the running program;
-    the program outlives the session with the client still mapped, and the bind mount over the
-    platform's client is undone all the same."""
+def test_attach_by_name_and_by_pid_through_bionics_profiling_signal(android_cli, android_program,
+                                                                    tmp_path):
+    """Bionic's own handler of the profiling signal loads the client into two running programs,
+    one named by -n, one given by -p; both outlive the session with the client still mapped, and
+    the bind mount over the platform's client is undone all the same."""
     out = tmp_path / "out"
-    android_cli.shell(f"rm -f {GO}")
-    program = start_on_device(android_cli, DEVICE_PROGRAM, "--wait-file", GO, "--linger", "60000")
+    # The same program under a name -n does not match (toybox's pidof compares whole names).
+    by_pid = DEVICE_PROGRAM + "_by_pid"
+    host_copy = tmp_path / "alloc_sites_by_pid"  # its frames found by the file's name
+    host_copy.symlink_to(android_program)
+    android_cli.shell(f"rm -f {GO}; cp {DEVICE_PROGRAM} {by_pid}")
+    programs = [start_on_device(android_cli, path, "--wait-file", GO, "--linger", "60000")
+                for path in (DEVICE_PROGRAM, by_pid)]
     session = None
     try:
-        pid = int(read_line_containing(program.stdout, "waiting pid=", 30).split("=")[1])
-        session = android_cli.start("-n", "alloc_sites", "--no-startup", "-o", out, "-i", "1")
-        read_line_containing(session.stderr, f"attached to pid {pid}", 60)
+        pids = [int(read_line_containing(p.stdout, "waiting pid=", 30).split("=")[1])
+                for p in programs]
+        session = android_cli.start("-n", "alloc_sites", "-p", pids[1], "--no-startup", "-o", out,
+                                    "-i", "1")
+        attached = {read_line_containing(session.stderr, "attached to pid", 60).split()[-1]
+                    for _ in pids}
+        assert attached == set(map(str, pids)), attached
         android_cli.shell(f"touch {GO}")
-        read_line_containing(program.stdout, "done", 60)
+        for program in programs:
+            read_line_containing(program.stdout, "done", 60)
         session.send_signal(signal.SIGINT)
         _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
-        assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
-                     1)
-        assert android_cli.shell("pidof alloc_sites").split() == [str(pid)]  # still running
+        for pid, program in zip(pids, (android_program, host_copy)):
+            assert_sites(totals_by_leaf_function(out / "raw-trace", program)[pid], 1)
+        assert_trace_processor_agrees(out, android_program)
+        assert sorted(android_cli.shell("pidof alloc_sites alloc_sites_by_pid").split()) == \
+            sorted(map(str, pids))  # still running
         android_cli.assert_left_as_it_was()
     finally:
-        kill_all(session, program)
-        android_cli.shell("killall alloc_sites")
+        kill_all(session, *programs)
+        android_cli.shell(f"killall alloc_sites alloc_sites_by_pid; rm -f {by_pid}")
 
 
 def test_a_program_started_during_the_session_is_profiled_from_its_start(android_cli,
                                                                          android_program,
                                                                          tmp_path):
-    """bionic reads heapprofd.enable.<name> as the program starts, and loads the client."""
+    """bionic reads heapprofd.enable.<name> as the program starts, and loads the client. At the
+    default interval (4096): each site within its sampling error."""
     out = tmp_path / "out"
     session = program = None
     try:
-        session = android_cli.start("-n", "alloc_sites", "-o", out, "-i", "1")
+        session = android_cli.start("-n", "alloc_sites", "-o", out)
         read_line_containing(session.stderr, "from the start of each new process", 60)
         program = start_on_device(android_cli, DEVICE_PROGRAM)
         assert "done" in program.communicate(timeout=120)[0]
@@ -146,7 +170,9 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(android
         assert session.returncode == 0, stderr
     finally:
         kill_all(session, program)
-    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
+                 4096)
+    assert_trace_processor_agrees(out, android_program)
     android_cli.assert_left_as_it_was()
 
 
@@ -155,6 +181,7 @@ def test_continuous_dumps_and_toyboxs_killall_usr1(android_cli, android_program,
     continuous_dumps_and_killall_usr1(android_cli, out, root=True, period_ms=1000,
                                       linger_ms=5000)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    assert_trace_processor_agrees(out, android_program)
     android_cli.assert_left_as_it_was()
 
 
@@ -165,6 +192,7 @@ def test_preload_mode_attach_to_a_program_started_with_droidheap_shell(android_p
     attach_to_a_program_started_with_droidheap_shell(android_preload_cli, out, "pid",
                                                      host_pids=False)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
+    assert_trace_processor_agrees(out, android_program)
     android_preload_cli.assert_left_as_it_was()
 
 
@@ -195,4 +223,7 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
     per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
     for pid in (running_pid, started_pid):
         assert_sites(per_pid[pid], 1)
+    # The one started was `adb shell`'s sh until it exec'd the program, profiled as both; named
+    # after the program in the trace (described again after the exec).
+    assert_trace_processor_agrees(out, android_program)
     android_cli.assert_left_as_it_was()

@@ -83,6 +83,8 @@ MAIN_DUMPS = [
 ]
 RECOVERY_DUMPS = [{1: big(1, 10, T0)}, {2: big(2, 2000, T0 + 2 * SECOND)}]
 CMDLINES = {101: ["com.example.a", "--mode", "fast"], 202: ["/usr/bin/x-daemon"], 303: ["big"]}
+# What pid 101 exec'd before the last dump.
+EXECD = {101: ["/system/bin/app_process64", "com.example.b"]}
 
 TABLES = ("function_names", "build_ids", "mapping_paths", "mappings", "frames", "callstacks")
 
@@ -346,17 +348,21 @@ def test_large_dump_is_split_into_continued_packets_indexed_from_zero(traces):
     assert all(p.ByteSize() < MiB for p in traces.main.packets)
 
 
-def test_each_process_is_described_once_before_its_first_samples(traces):
+def test_each_process_is_described_before_its_first_samples_and_again_after_an_exec(traces):
     packets = traces.main.packets
-    described = {}
+    described = collections.defaultdict(list)  # pid: [(packet index, cmdline)]
     for i, packet in enumerate(packets):
         for process in packet.process_tree.processes:
-            assert process.pid not in described
-            described[process.pid] = (i, list(process.cmdline))
-    assert {pid: cmdline for pid, (_, cmdline) in described.items()} == CMDLINES
+            described[process.pid].append((i, list(process.cmdline)))
+    assert {pid: [cmdline for _, cmdline in d] for pid, d in described.items()} == {
+        pid: [cmdline, *([EXECD[pid]] if pid in EXECD else [])]
+        for pid, cmdline in CMDLINES.items()}
     for i, packet in enumerate(packets):
         for fragment in packet.profile_packet.process_dumps:
-            assert described[fragment.pid][0] < i
+            assert described[fragment.pid][0][0] < i
+    # Described again in the dump that first holds the new program's samples.
+    (exec_described, _), = described[101][1:]
+    assert exec_described > packets.index(traces.main.dumps[1].packets[-1])
 
 
 @pytest.mark.parametrize("trace", ["main", "recovery"])
@@ -395,7 +401,7 @@ def last_dump_totals(dumps) -> Dict[int, SiteTotals]:
 @pytest.mark.parametrize("trace, dumps, names, problems", [
     # The scenario's pid 202 reports a corrupted buffer and an overrun: the trace processor counts
     # both, and nothing else.
-    ("main", MAIN_DUMPS, {pid: cmdline[0] for pid, cmdline in CMDLINES.items()},
+    ("main", MAIN_DUMPS, {pid: cmdline[0] for pid, cmdline in {**CMDLINES, **EXECD}.items()},
      [("heapprofd_buffer_corrupted", 202, "error", 1),
       ("heapprofd_buffer_overran", 202, "data_loss", 1)]),
     ("recovery", RECOVERY_DUMPS, {1: "big", 2: "big"}, []),
