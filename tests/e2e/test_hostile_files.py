@@ -7,7 +7,6 @@ import subprocess
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from droidheap.device.local import host_abi
 from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.test_profile import single_process
 from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
@@ -56,10 +55,6 @@ def run_to_the_end(cli, device_root, program, mode, tmp_path):
 @pytest.mark.parametrize("mode", ["fifo", "symlink", "other"])
 def test_a_mapped_file_replaced_by_a_trap_costs_only_its_symbols(cli, abi, programs, device_root,
                                                                  tmp_path, mode):
-    if abi != host_abi():
-        pytest.skip("under qemu-user the maps a client passes are a copy taken at its handshake "
-                    "(daemon/handshake.h): the daemon never sees the mapping made after it, so "
-                    "never looks for its file")
     program = programs("replaced_library")
     stdout, stderr, code = run_to_the_end(cli, device_root, program, mode, tmp_path)
     assert code == 0 and "replaced" in stdout and "done" in stdout, stdout + stderr
