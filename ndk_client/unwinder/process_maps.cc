@@ -120,13 +120,14 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
       const ElfInfo& elf = elf_cache->Get(it->path, it->file);
       if (elf.valid) {
         it->build_id = elf.build_id;
-        if (!it->permissions_known) it->executable = elf.HasCodeIn(it->offset, it->end - it->start);
+        const bool has_code = elf.HasCodeIn(it->offset, it->end - it->start);
+        if (!it->permissions_known) it->executable = has_code;
         it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
         // Unwind tables wherever the file has code, whatever the permissions say: qemu-user shows
         // a 32-bit guest's library whose read-only segment and code the kernel merged (qemu maps
         // code without PROT_EXEC) as one r--p mapping, in which every one of its pcs lies. On a
         // phone no pc is found in a mapping that is not executable, so nothing changes there.
-        if (it->executable || elf.HasCodeIn(it->offset, it->end - it->start)) {
+        if (it->executable || has_code) {
           it->cfi = elf_cache->Cfi(it->path, it->file);
           it->exidx = elf_cache->Exidx(it->path, it->file);
         }
