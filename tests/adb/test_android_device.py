@@ -70,3 +70,20 @@ def test_processes_are_the_devices_own_with_a_phones_command_lines(adb_server,
 def test_system_is_read_only_even_to_root(adb_server, android_root_device):
     out = shell(adb_server, android_root_device, "touch /system/droidheap-test || echo refused")
     assert "refused" in out
+
+
+def test_perfettos_tracing_service_runs_with_googles_heapprofd_as_a_producer(adb_server,
+                                                                            android_root_device):
+    """init starts traced and traced_probes (persist.traced.enable=1); the device's perfetto
+    command reaches traced and lists the data source of Google's heapprofd (running as root)."""
+    assert shell(adb_server, android_root_device,
+                 "getprop init.svc.traced; getprop init.svc.traced_probes").split() == [
+        "running", "running"]
+    deadline = time.monotonic() + 30  # heapprofd retries its connection to traced
+    while "android.heapprofd" not in (listed := shell(adb_server, android_root_device,
+                                                      "perfetto --query")) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # DATA SOURCE, PRODUCER: heapprofd's own, beside traced's lazy_producer that would start it.
+    assert any(line.split()[:2] == ["android.heapprofd", "android.heapprofd"]
+               for line in listed.splitlines()), listed

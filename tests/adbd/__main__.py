@@ -9,8 +9,10 @@ directory (removed at exit) unless --device-root names one.
 
 With --android ARCHIVE the device is Android's own userland (../shared/android/'s arm64 rootfs),
 run under qemu-user (android_root.py): its bionic, toybox and mksh, a real property area and
-init's property service and services (android_init.py); --root then also starts the platform's
-heapprofd, as `persist.heapprofd.enable=1` does on a userdebug phone.
+init's property service and services (android_init.py): traced and traced_probes, as
+`persist.traced.enable=1` starts them, and with --root the platform's heapprofd, as
+`persist.heapprofd.enable=1` does on a userdebug phone; its perfetto command is Perfetto's tracebox
+(--perfetto).
 
 The main thread accepts; each connection is served on its own thread.
 """
@@ -65,6 +67,9 @@ def _android_properties(build_prop: str, as_root: bool) -> dict:
     props.update({"ro.debuggable": "1", "ro.secure": "1", "ro.adb.secure": "0",
                   "ro.property_service.version": "2", "sys.boot_completed": "1",
                   "init.svc.adbd": "running", "service.adb.root": "1" if as_root else "0"})
+    # Perfetto's tracing service runs, as on phones that enable it (init starts traced and
+    # traced_probes on this property, perfetto.rc).
+    props["persist.traced.enable"] = "1"
     if as_root:
         props["persist.heapprofd.enable"] = "1"
     return props
@@ -72,7 +77,11 @@ def _android_properties(build_prop: str, as_root: bool) -> dict:
 
 def _android_device(args, root_path: pathlib.Path):
     device = AndroidRoot(root_path, as_root=args.root)
-    device.unpack(args.android)
+    tracebox = args.perfetto or _installed_tracebox()
+    if tracebox is None:
+        _log("no tracebox (scripts/install unpacks it from ../shared/tools): the device has no "
+             "perfetto command")
+    device.unpack(args.android, tracebox)
     binfmt.register()
     area = PropertyArea(device.host_path("/dev/__properties__"))
     init = AndroidInit(device)
@@ -111,6 +120,12 @@ def _installed_libc():
     return directory / native.EMULATED_LIBC
 
 
+def _installed_tracebox():
+    """The tracebox scripts/install unpacked beside the venv's Python."""
+    path = pathlib.Path(sys.prefix) / "bin" / "tracebox"
+    return path if path.is_file() else None
+
+
 def _log(message: str) -> None:
     print(f"test_adbd: {message}", file=sys.stderr, flush=True)
 
@@ -131,6 +146,9 @@ def main() -> int:
                              "also runs 32-bit programs, as 64-bit phones do")
     parser.add_argument("--android", type=pathlib.Path, metavar="ROOTFS.tar.xz",
                         help="a device running this Android userland under qemu-user instead")
+    parser.add_argument("--perfetto", type=pathlib.Path, metavar="TRACEBOX",
+                        help="with --android: Perfetto's tracebox, the device's perfetto command "
+                             "(default: the one scripts/install unpacked into the venv)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         _log("needs root: it runs each command in its own mount namespace, as the shell user "

@@ -18,9 +18,10 @@ Owned by the server; immutable after `prepare()`, so service threads share it fr
 """
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .device_root import _NSENTER, SHELL_UID, DeviceRoot
 from .host_library import build_qemu_cmdline_library
@@ -37,6 +38,16 @@ _DIRS = {"data": (0, 0, 0o771), "data/local": (0, 0, 0o751),
 _PRELOAD_LIBRARY_DIR = "system/etc/qemu-user"  # a host library for qemu only (see above)
 # toybox applets a phone links in /system/bin that the cut userland does not.
 _TOYBOX_LINKS = ("grep", "egrep", "fgrep")
+# The phone's `perfetto` command, which the cut userland lacks (Android 10's own needs binder):
+# Perfetto's tracebox for Linux (x86_64, run natively with the host's libraries bound for qemu),
+# installed under the name it answers to as the perfetto client, behind a script that points it
+# at traced's consumer socket where Android has it (a Linux build looks elsewhere).
+_PERFETTO_CLIENT = "system/etc/perfetto-client/perfetto"
+_PERFETTO_SCRIPT = f"""#!/system/bin/sh
+# The test device's perfetto command: Perfetto's tracebox (a Linux build) as the client.
+export PERFETTO_CONSUMER_SOCK_NAME=/dev/socket/traced_consumer
+exec /{_PERFETTO_CLIENT} "$@"
+"""
 
 # Runs as the device's PID 1 in new mount and PID namespaces ($1: the device root): makes the
 # mounts, says so, then reaps orphans as init does until the namespace is torn down.
@@ -72,8 +83,9 @@ class AndroidRoot(DeviceRoot):
         super().__init__(path, as_root)
         self._host_names = list(_QEMU_HOST_DIRS)
 
-    def unpack(self, archive: pathlib.Path) -> None:
-        """Lays the root out from the userland `archive` (a .tar.xz of Android's `/`)."""
+    def unpack(self, archive: pathlib.Path, tracebox: Optional[pathlib.Path] = None) -> None:
+        """Lays the root out from the userland `archive` (a .tar.xz of Android's `/`), with
+        `tracebox` as its perfetto command when given."""
         self.path.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path, 0o755)
         result = subprocess.run(["tar", "-xJf", str(archive), "-C", str(self.path),
@@ -100,6 +112,13 @@ class AndroidRoot(DeviceRoot):
             link = self.path / "system/bin" / applet
             if not link.exists() and not link.is_symlink():
                 link.symlink_to("toybox")
+        if tracebox is not None:
+            client = self.path / _PERFETTO_CLIENT
+            client.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(tracebox, client)
+            script = self.path / "system/bin/perfetto"
+            script.write_text(_PERFETTO_SCRIPT)
+            os.chmod(script, 0o755)
         library_dir = self.path / _PRELOAD_LIBRARY_DIR
         library_dir.mkdir(parents=True, exist_ok=True)
         library = build_qemu_cmdline_library(library_dir)
