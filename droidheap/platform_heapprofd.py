@@ -42,6 +42,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions
+from droidheap.trace.heap_dumps import HEAPPROFD_DATA_SOURCE
 from droidheap.trace.reader import parse_trace
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
                             flush_timeout_ms=_FLUSH_TIMEOUT_MS)
     config.buffers.add(size_kb=_BUFFER_KB, fill_policy=pb.TraceConfig.BufferConfig.DISCARD)
     source = config.data_sources.add().config
-    source.name = "android.heapprofd"
+    source.name = HEAPPROFD_DATA_SOURCE
     source.target_buffer = 0
     heap = source.heapprofd_config
     heap.sampling_interval_bytes = options.sampling_interval

@@ -24,6 +24,8 @@ from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTo
 from droidheap.trace.reader import as_text
 
 PSEUDO_PREFIX = "[droidheap"
+# The data source of Android's heapprofd in a trace's config.
+HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
 
@@ -330,12 +332,27 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             result.warnings.append("the last dump was cut short (its final fragment is missing); "
                                    "kept what arrived")
             _finish(result, unfinished)
+    # Android 10's heapprofd writes no interval in its dumps: the one its session asked for, as
+    # traced recorded the session's config, is the one it sampled at.
+    configured = _configured_interval(packets)
+    for dumps in result.dumps.values():
+        for dump in dumps:
+            dump.sampling_interval_bytes = dump.sampling_interval_bytes or configured
     unknown = sum(1 for dumps in result.dumps.values() for d in dumps for s in d.samples
                   if any(f.mapping.path.startswith(_MISSING) for f in s.frames))
     if unknown:
         result.warnings.append(f"{unknown} samples refer to call stacks, frames or mappings "
                                "missing from the trace")
     return result
+
+
+def _configured_interval(packets: List[pb.TracePacket]) -> int:
+    """The sampling interval of the heapprofd data source in the trace's config; 0 if none."""
+    for packet in packets:
+        for source in packet.trace_config.data_sources:
+            if source.config.name == HEAPPROFD_DATA_SOURCE:
+                return source.config.heapprofd_config.sampling_interval_bytes
+    return 0
 
 
 def _next_index(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump], pid: int) -> int:

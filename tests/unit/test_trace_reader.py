@@ -64,6 +64,27 @@ def test_dumps_are_per_process_in_order_with_indices_from_zero():
     assert dumps.cmdlines == {100: "/data/local/tmp/app --fast", 200: "other"}
 
 
+def test_a_dump_without_its_interval_has_the_one_the_traces_config_asked_heapprofd_for():
+    """Android 10's heapprofd writes no sampling_interval_bytes: traced's copy of the session's
+    config, the trace's first packet, says what it sampled at."""
+    b = TraceBuilder().clock_snapshot().process(100, "app")
+    config = pb.TracePacket()
+    probes = config.trace_config.data_sources.add().config
+    probes.name = "linux.process_stats"
+    heapprofd = config.trace_config.data_sources.add().config
+    heapprofd.name = "android.heapprofd"
+    heapprofd.heapprofd_config.sampling_interval_bytes = 8192
+    b.packets.insert(0, config)
+    stack = b.callstack([(LIBC, 0x1000), (APP, 0x2000)])
+    b.dump({100: [(stack, 8192, 0, 1, 0)]}, interval=0)
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    assert dumps.dumps[100][0].sampling_interval_bytes == 8192
+    # A dump that says its own is taken at its word.
+    b.dump({100: [(stack, 8192, 0, 1, 0)]}, interval=4096)
+    assert [d.sampling_interval_bytes for d in
+            rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[100]] == [8192, 4096]
+
+
 def test_interned_entries_persist_across_dumps():
     dumps = rebuild_dumps(parse_trace(two_process_trace().to_bytes()).packets)
     second = dumps.dumps[100][1]
