@@ -6,10 +6,11 @@ What the userland lacks, the device provides as a phone's init does, and only th
 the usual nodes, /dev/socket and the property area (prop_area.py, written by the property
 service), /proc of the device's own processes (its own PID namespace: toybox's pidof, killall
 and ps see this device's programs only, as on a phone), /data/local/tmp owned by the shell user,
-/system read-only, and the links to toybox's grep a phone has and the cut userland lacks. For qemu itself (a host program), the host's loader and libraries are bound at
-/lib64 and /lib/x86_64-linux-gnu, which Android does not use, and the device's /etc/ld.so.preload
-names the library that gives other processes a phone's view of each program's command line
-(qemu_cmdline.c; only glibc's loader reads that file).
+/system read-only, and the links to toybox's grep a phone has and the cut userland lacks. For
+qemu itself (a host program), the host's loader and libraries are bound at /lib64 and
+/lib/x86_64-linux-gnu, which Android does not use, and the device's /etc/ld.so.preload names the
+libraries that give a program a phone's view of its command line (qemu_cmdline.c, as others see
+it) and of its own maps (qemu_maps.c); only glibc's loader reads that file.
 
 The namespaces are held by a small reaper, the device's PID 1, as init reaps on a phone; it dies
 with this adbd (and the kernel then kills every process of the device).
@@ -24,7 +25,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .device_root import _NSENTER, SHELL_UID, DeviceRoot
-from .host_library import build_qemu_cmdline_library
+from .host_library import build_qemu_libraries
 
 # What qemu (x86_64, dynamically linked) needs in the device root, bound from the host.
 _QEMU_HOST_DIRS = ("lib64", "lib/x86_64-linux-gnu")
@@ -121,8 +122,8 @@ class AndroidRoot(DeviceRoot):
             os.chmod(script, 0o755)
         library_dir = self.path / _PRELOAD_LIBRARY_DIR
         library_dir.mkdir(parents=True, exist_ok=True)
-        library = build_qemu_cmdline_library(library_dir)
-        preload = f"/{_PRELOAD_LIBRARY_DIR}/{library.name}\n"
+        preload = "".join(f"/{_PRELOAD_LIBRARY_DIR}/{library.name}\n"
+                          for library in build_qemu_libraries(library_dir))
         (self.path / "system/etc/ld.so.preload").write_text(preload)
 
     def boot(self) -> None:

@@ -12,8 +12,7 @@ from typing import Optional, Tuple
 
 import pytest
 
-from tests.adbd import host_library
-from tests.adbd.host_library import build_qemu_cmdline_library
+from tests.adbd.host_library import QEMU_CMDLINE_SOURCE, build_host_library
 from tests.requirements import require
 
 QEMU_AARCH64_P = "/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
@@ -42,7 +41,7 @@ int main(void) {
 """
 
 
-def _why_not_here() -> Optional[str]:
+def why_no_aarch64_guest() -> Optional[str]:
     if not os.path.exists(QEMU_AARCH64_P):
         return f"no {QEMU_AARCH64_P} (Debian packages qemu-user, qemu-user-binfmt)"
     if shutil.which(CROSS_CC) is None:
@@ -53,9 +52,9 @@ def _why_not_here() -> Optional[str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Tuple[pathlib.Path, pathlib.Path]:
     """(the library, a static aarch64 guest program printing its own command line)."""
-    require(_why_not_here())
+    require(why_no_aarch64_guest())
     out = tmp_path_factory.mktemp("qemu_cmdline")
-    library = build_qemu_cmdline_library(out)
+    library = build_host_library(QEMU_CMDLINE_SOURCE, out)
     source = out / "print_cmdline.c"
     source.write_text(_GUEST_SOURCE)
     guest = out / "print_cmdline"
@@ -112,9 +111,8 @@ def test_programs_not_started_by_binfmt_keep_their_cmdline(built):
     assert cmdline == b"".join(arg.encode() + b"\0" for arg in argv)
 
 
-def test_build_failure_raises_oserror_with_the_first_error(tmp_path, monkeypatch):
+def test_build_failure_raises_oserror_with_the_first_error(tmp_path):
     broken = tmp_path / "broken.c"
     broken.write_text("static void f(void) {}\nint g(void) { return h(); }\n")
-    monkeypatch.setattr(host_library, "QEMU_CMDLINE_SOURCE", broken)
     with pytest.raises(OSError, match=r"broken\.c:2:\d+: error: implicit declaration"):
-        build_qemu_cmdline_library(tmp_path / "out")
+        build_host_library(broken, tmp_path / "out")
