@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "common/platform.h"
 #include "tests/test_util.h"
 
 using namespace droidheap;
