@@ -75,21 +75,15 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (*shmem_fd < 0) {
-        *shmem_fd = fd;
-      } else if (*totals_fd < 0) {
-        *totals_fd = fd;
-      } else {
-        close(fd);
-      }
+  ForEachReceivedFd(&msg, n, [shmem_fd, totals_fd](int fd) {
+    if (*shmem_fd < 0) {
+      *shmem_fd = fd;
+    } else if (*totals_fd < 0) {
+      *totals_fd = fd;
+    } else {
+      close(fd);
     }
-  }
+  });
   if (n < static_cast<ssize_t>(sizeof(*reply))) {
     memset(reinterpret_cast<char*>(reply) + (n > 0 ? n : 0), 0,
            sizeof(*reply) - static_cast<size_t>(n > 0 ? n : 0));

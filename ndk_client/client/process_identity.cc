@@ -52,7 +52,6 @@ bool KernelWipesOnFork(uintptr_t start) {
 
 void ProcessIdentity::Init() {
   pid_ = getpid();
-  if (kLibcCachesPid) return;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   void* mapping = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) return;

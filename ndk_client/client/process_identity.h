@@ -5,12 +5,16 @@
 //
 // Created by Client::Connect, read by every thread on each sampled allocation and sampled free.
 //
-// bionic caches the pid in the thread (and clears the cache in a vfork child), so getpid() is the
-// answer and costs no system call. glibc caches nothing: a getpid() per sample was a seventh of
-// the profiled program's time at -i 1. There a page advised MADV_WIPEONFORK holds a mark that any
-// child without CLONE_VM finds zeroed. The advice is trusted only once the kernel shows it in
-// /proc/self/smaps: qemu-user accepts it and does nothing. A vfork() child shares the page and is
-// not detected on glibc; it shares the parent's heap too, and may only exec or _exit anyway.
+// A page advised MADV_WIPEONFORK (Linux 4.14 and later) holds a mark that any child without
+// CLONE_VM finds zeroed, the raw clone() child too. The advice is trusted only once the kernel shows
+// it in /proc/self/smaps: qemu-user accepts it and does nothing. Without the mark, getpid():
+// - bionic caches the pid in the thread, so getpid() costs no system call; its fork() and vfork()
+//   reset the cache in the child, but a raw clone() child keeps the parent's pid there, and goes
+//   undetected without the mark. With the mark, the cached getpid() still catches a vfork() child,
+//   which shares the page.
+// - glibc caches nothing: a getpid() per sample was a seventh of the profiled program's time at
+//   -i 1, so with the mark it is not asked. A vfork() child shares the page and is not detected on
+//   glibc then; it shares the parent's heap too, and may only exec or _exit anyway.
 #pragma once
 
 #include <stdint.h>
@@ -26,12 +30,17 @@ class ProcessIdentity {
   void Init();
 
   bool InOriginalProcess() const {
-    if (mark_ != nullptr) return *mark_ != 0;
+    if (mark_ != nullptr) {
+      if (*mark_ == 0) return false;
+      if (!kLibcCachesPid) return true;
+    }
     return getpid() == pid_;
   }
   int pid() const { return pid_; }
   // Whether InOriginalProcess() answers without a system call.
   bool answers_without_syscall() const { return kLibcCachesPid || mark_ != nullptr; }
+  // Whether a raw clone() child is told apart (bionic's cached pid alone cannot).
+  bool detects_raw_clone() const { return !kLibcCachesPid || mark_ != nullptr; }
 
  private:
   int pid_ = 0;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 
 // Thread-locals of the code loaded into the profiled process. glibc allocates a dlopened library's
@@ -23,6 +25,22 @@
 // defines _FILE_OFFSET_BITS=64, which glibc honours and bionic does for every call used here from
 // API 21 (scripts/build_ndk.sh builds for 29).
 static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64 (CMakeLists.txt does)");
+
+// memfd_create's flags and the file seals, for the system call itself: bionic declares
+// memfd_create, and with it these, only from API 30 (glibc from 2.27).
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_GET_SEALS 1034
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#endif
 
 #if defined(__GLIBC__)
 extern "C" void* __libc_stack_end;  // glibc's loader: the stack pointer the program started with

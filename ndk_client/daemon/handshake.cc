@@ -54,15 +54,7 @@ HelloReader::Status HelloReader::Read(int sock) {
     msg.msg_controllen = sizeof(control);
     const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     // Whatever fds came are ours to close, whatever else is wrong with this read.
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        fds_.push_back(fd);
-      }
-    }
+    ForEachReceivedFd(&msg, n, [this](int fd) { fds_.push_back(fd); });
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno == EAGAIN || errno == EWOULDBLOCK ? Status::kNeedMore : Status::kBad;

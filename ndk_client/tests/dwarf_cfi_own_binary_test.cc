@@ -126,13 +126,27 @@ bool LoadSelf(SelfElf* self) {
   return true;
 }
 
-uint64_t MainProgramLoadBias() {
-  uint64_t bias = 0;
+// The load bias of the object whose loadable segment holds `address`: this binary's, for one of its
+// functions. Not simply the first object listed: glibc lists the executable first, bionic its
+// linker.
+uint64_t LoadBiasOf(uintptr_t address) {
+  struct Search {
+    uintptr_t address;
+    uint64_t bias;
+  } search{address, 0};
   dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
-    *static_cast<uint64_t*>(out) = info->dlpi_addr;
-    return 1;  // the first object is the executable
-  }, &bias);
-  return bias;
+    auto* s = static_cast<Search*>(out);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+      const auto& ph = info->dlpi_phdr[i];
+      const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+      if (ph.p_type == PT_LOAD && s->address >= start && s->address - start < ph.p_memsz) {
+        s->bias = info->dlpi_addr;
+        return 1;
+      }
+    }
+    return 0;
+  }, &search);
+  return search.bias;
 }
 
 bool SameRow(const CfiRow& a, const CfiRow& b) {
@@ -162,7 +176,7 @@ void TestOwnEhFrame() {
   CHECK(self.eh_frame.size > 0 && self.eh_frame_hdr.size > 0);
   CfiTable table(self.eh_frame, self.eh_frame_hdr, self.debug_frame);
   CfiTable scanned(self.eh_frame, kNone, kNone);
-  uint64_t bias = MainProgramLoadBias();
+  uint64_t bias = LoadBiasOf(reinterpret_cast<uintptr_t>(&CfiSampleLeaf));
   // A leaf may get no frame record even with -fno-omit-frame-pointer (GCC 12 on x86_64 does so).
   struct { const char* name; uintptr_t address; bool frame_record; } samples[] = {
       {"CfiSampleLeaf", reinterpret_cast<uintptr_t>(&CfiSampleLeaf), false},
@@ -208,7 +222,9 @@ void TestOwnEhFrame() {
       pc = r.pc_end;
     }
     CHECK(saw_frame_record || !sample.frame_record);
-    CHECK(rows >= (sample.frame_record ? 3 : 1));
+    // A frame record: the entry row and at least one after the prologue (clang, the NDK's
+    // compiler, describes the whole prologue in one row; GCC one row per step and the epilogue).
+    CHECK(rows >= (sample.frame_record ? 2 : 1));
   }
   // Everything with a symbol: the hdr table and the scan agree, and nearly all is covered.
   size_t covered = 0;

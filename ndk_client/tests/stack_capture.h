@@ -1,15 +1,17 @@
 // Stacks captured the way the client captures them (DroidheapCaptureRegisters, then a copy of
-// the stack from sp up), next to libgcc's in-process unwind of the same stack as the reference,
-// through code without frame pointers: recursion, a qsort callback in libc, libstdc++. For the
-// unwinder's tests, in this process (dwarf_unwinder_test) or in a 32-bit one
-// (unwind_capture_helper for cross_abi_unwind_test).
+// the stack from sp up), next to a reference unwind of the same stack (below), through code without
+// frame pointers: recursion, a qsort callback in libc, the C++ library. For the unwinder's tests, in
+// this process (dwarf_unwinder_test) or in a 32-bit one (unwind_capture_helper for
+// cross_abi_unwind_test).
 #pragma once
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
+#if !defined(__BIONIC__)
 #include <unwind.h>
+#endif
 
 #include <algorithm>
 #include <functional>
@@ -29,18 +31,53 @@ namespace stack_capture {
 
 constexpr size_t kMaxStackCopy = 64 * 1024;
 
+// The reference, return addresses from the capturing frame's caller on:
+// - glibc: libgcc's in-process unwind (_Unwind_Backtrace), every frame.
+// - bionic: no unwinder to link against. Android 10's arm64 libraries export none, and the libgcc
+//   one its armeabi-v7a libc.so exports (LIBC_PRIVATE) calls libc's __aeabi_unwind_cpp_pr0, a
+//   trapping stub, at the first compact-model entry: SIGILL. (The NDK links LLVM's libunwind.a,
+//   which this build has not.) The reference is then the return addresses that the frames these
+//   helpers make record themselves (__builtin_return_address), in order; the frames of libc, of
+//   the C++ library and of the test's own functions come between them.
+#if defined(__BIONIC__)
+constexpr bool kEveryFrameInReference = false;
+#else
+constexpr bool kEveryFrameInReference = true;
+#endif
+
 struct Capture {
   uint64_t regs[kMaxRegisters] = {};
   std::vector<uint8_t> stack;
   uint64_t stack_top = 0;  // set when the copy reached the top of the thread's stack
-  std::vector<uint64_t> reference;  // libgcc's return addresses, from the capturing frame's caller
+  std::vector<uint64_t> reference;  // leaf first (while frames record: root first)
 };
 
+// Whether an unwinder's return addresses (the capturing frame's own pc dropped) agree with the
+// capture's reference: equal to it, or on bionic holding it in order from the first on.
+inline bool MatchesReference(const std::vector<uint64_t>& pcs, const Capture& capture) {
+  if (kEveryFrameInReference) return pcs == capture.reference;
+  if (pcs.empty() || capture.reference.empty() || pcs[0] != capture.reference[0]) return false;
+  size_t found = 0;
+  for (uint64_t pc : pcs) {
+    if (found < capture.reference.size() && pc == capture.reference[found]) ++found;
+  }
+  return found == capture.reference.size();
+}
+
+// Bionic's reference: the calling frame's return address, `return_address` being its
+// __builtin_return_address(0). Thumb's bit 0 cleared, as unwinders report pcs.
+inline void RecordFrame(Capture* out, const void* return_address) {
+  if (kEveryFrameInReference) return;
+  out->reference.push_back(reinterpret_cast<uintptr_t>(return_address) & ~uintptr_t{1});
+}
+
+#if !defined(__BIONIC__)
 inline _Unwind_Reason_Code CollectIp(struct _Unwind_Context* context, void* arg) {
   auto* ips = static_cast<std::vector<uint64_t>*>(arg);
   ips->push_back(_Unwind_GetIP(context));
   return _URC_NO_REASON;
 }
+#endif
 
 inline uint64_t ThreadStackTop() {
   pthread_attr_t attr;
@@ -69,14 +106,20 @@ inline NOINLINE void CaptureHere(Capture* out) {
   uint64_t size = std::min<uint64_t>(top - sp, kMaxStackCopy);
   if (size < kMaxStackCopy) out->stack_top = top;
   CopyStack(sp, size, &out->stack);
+#if defined(__BIONIC__)
+  RecordFrame(out, __builtin_return_address(0));
+  std::reverse(out->reference.begin(), out->reference.end());
+#else
   _Unwind_Backtrace(CollectIp, &out->reference);
   // Both start in this function; from its caller on they must agree. libgcc also reports the
   // outermost frame's undefined return address as a last frame at 0, which is no frame.
   out->reference.erase(out->reference.begin());
   while (!out->reference.empty() && out->reference.back() == 0) out->reference.pop_back();
+#endif
 }
 
 inline NOINLINE NO_FRAME_POINTER int Recurse(int depth, Capture* out) {
+  RecordFrame(out, __builtin_return_address(0));
   if (depth == 0) {
     CaptureHere(out);
     return 0;
@@ -88,6 +131,7 @@ inline NOINLINE NO_FRAME_POINTER int Recurse(int depth, Capture* out) {
 inline Capture* g_qsort_capture = nullptr;
 inline NOINLINE NO_FRAME_POINTER int CompareAndCapture(const void* a, const void* b) {
   if (g_qsort_capture != nullptr) {
+    RecordFrame(g_qsort_capture, __builtin_return_address(0));  // into libc's qsort
     Recurse(3, g_qsort_capture);
     g_qsort_capture = nullptr;
   }
@@ -95,12 +139,14 @@ inline NOINLINE NO_FRAME_POINTER int CompareAndCapture(const void* a, const void
 }
 
 inline NOINLINE NO_FRAME_POINTER void ThroughQsort(Capture* out) {
+  RecordFrame(out, __builtin_return_address(0));
   int values[] = {5, 3, 9, 1, 7};
   g_qsort_capture = out;
   qsort(values, 5, sizeof(int), CompareAndCapture);
 }
 
 inline NOINLINE NO_FRAME_POINTER void ThroughStdFunction(Capture* out) {
+  RecordFrame(out, __builtin_return_address(0));
   std::function<void()> call = [out] { Recurse(5, out); };
   std::vector<std::function<void()>> calls(3, call);
   std::for_each(calls.begin(), calls.begin() + 1, [](const std::function<void()>& f) { f(); });
