@@ -12,7 +12,6 @@ only glibc's loader reads, gives other processes a phone's view of each program'
 Registrations are the machine's, not this process's: an entry with the same magic but other flags
 (Debian's qemu-user-binfmt registers without F) is replaced by ours under the same name.
 """
-import os
 import pathlib
 import subprocess
 import sys

@@ -49,17 +49,25 @@ def why_no_aarch64_guest() -> Optional[str]:
     return None
 
 
+def library_and_guest(tmp_path_factory, library_source: pathlib.Path, guest_source: str,
+                      name: str) -> Tuple[pathlib.Path, pathlib.Path]:
+    """(the host library built from `library_source`, the static aarch64 program `name` built
+    from `guest_source`), in a new directory; skipped where neither can run here."""
+    require(why_no_aarch64_guest())
+    out = tmp_path_factory.mktemp(name)
+    library = build_host_library(library_source, out)
+    source = out / f"{name}.c"
+    source.write_text(guest_source)
+    guest = out / name
+    subprocess.run([CROSS_CC, "-static", "-O2", "-o", str(guest), str(source)], check=True)
+    return library, guest
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Tuple[pathlib.Path, pathlib.Path]:
     """(the library, a static aarch64 guest program printing its own command line)."""
-    require(why_no_aarch64_guest())
-    out = tmp_path_factory.mktemp("qemu_cmdline")
-    library = build_host_library(QEMU_CMDLINE_SOURCE, out)
-    source = out / "print_cmdline.c"
-    source.write_text(_GUEST_SOURCE)
-    guest = out / "print_cmdline"
-    subprocess.run([CROSS_CC, "-static", "-O2", "-o", str(guest), str(source)], check=True)
-    return library, guest
+    return library_and_guest(tmp_path_factory, QEMU_CMDLINE_SOURCE, _GUEST_SOURCE,
+                             "print_cmdline")
 
 
 def _run_guest(guest: pathlib.Path, library: Optional[pathlib.Path]) -> Tuple[bytes, str]:

@@ -8,9 +8,8 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from tests.adbd.host_library import QEMU_MAPS_SOURCE, build_host_library
-from tests.requirements import require
-from tests.unit.test_qemu_cmdline import CROSS_CC, QEMU_AARCH64_P, why_no_aarch64_guest
+from tests.adbd.host_library import QEMU_MAPS_SOURCE
+from tests.unit.test_qemu_cmdline import QEMU_AARCH64_P, library_and_guest
 
 # Maps its own file as a linker maps a library (a read-only page, then code from the next page
 # of the file right after it in memory) and prints its /proc/self/maps lines for that file.
@@ -41,14 +40,9 @@ int main(int argc, char **argv) {
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
     """(the library, a static aarch64 guest program, the file it maps)."""
-    require(why_no_aarch64_guest())
-    out = tmp_path_factory.mktemp("qemu_maps")
-    library = build_host_library(QEMU_MAPS_SOURCE, out)
-    source = out / "maps_own_file.c"
-    source.write_text(_GUEST_SOURCE)
-    guest = out / "maps_own_file"
-    subprocess.run([CROSS_CC, "-static", "-O2", "-o", str(guest), str(source)], check=True)
-    mapped = out / "segments.bin"
+    library, guest = library_and_guest(tmp_path_factory, QEMU_MAPS_SOURCE, _GUEST_SOURCE,
+                                       "maps_own_file")
+    mapped = guest.parent / "segments.bin"
     mapped.write_bytes(bytes(3 * 4096))
     return library, guest, mapped
 
