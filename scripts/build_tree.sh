@@ -12,8 +12,9 @@ build_tree() {
      ! grep -qx "CMAKE_TOOLCHAIN_FILE:[A-Z]*=$toolchain" "$build/CMakeCache.txt"; then
     rm -rf "$build"
   fi
+  # No native tests in what is installed (the tests may have configured this tree with them).
   cmake -S ndk_client -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_TOOLCHAIN_FILE="$toolchain" "$@" >/dev/null
+    -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DDROIDHEAP_BUILD_TESTS=OFF "$@" >/dev/null
   cmake --build "$build" -j "$(nproc)"
   rm -rf "$build/install"
   cmake --install "$build" --prefix "$build/install" >/dev/null

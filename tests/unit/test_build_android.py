@@ -71,11 +71,13 @@ def rootfs(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture(scope="module", params=QEMU)
 def native_tests(request) -> tuple:
-    """(ABI, directory of its NATIVE_TESTS) built for Android, each ABI in
-    build/android-<abi>-tests (reused)."""
+    """(ABI, directory of its NATIVE_TESTS) built for Android, in the tree scripts/build_android.sh
+    (run by scripts/install) builds that ABI's binaries in, build/android-<abi>, configured the
+    same way: only the tests' own sources compile here (half the time in CI). The tree's next
+    build for install configures them away again (scripts/build_tree.sh)."""
     abi = request.param
     sysroot = android_sysroot(abi)
-    build_dir = ROOT / "build" / f"android-{abi}-tests"
+    build_dir = ROOT / "build" / f"android-{abi}"
     for command in (
             ["cmake", "-S", ROOT / "ndk_client", "-B", build_dir,
              "-DCMAKE_BUILD_TYPE=RelWithDebInfo",

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from typing import Tuple
 
 import pytest
 
@@ -27,12 +28,16 @@ endif()
 """
 
 
-@pytest.fixture
-def fake_ndk(tmp_path) -> pathlib.Path:
-    ndk = tmp_path / "ndk"
+def make_fake_ndk(directory: pathlib.Path) -> pathlib.Path:
+    ndk = directory / "ndk"
     (ndk / "build" / "cmake").mkdir(parents=True)
     (ndk / "build" / "cmake" / "android.toolchain.cmake").write_text(FAKE_TOOLCHAIN)
     return ndk
+
+
+@pytest.fixture
+def fake_ndk(tmp_path) -> pathlib.Path:
+    return make_fake_ndk(tmp_path)
 
 
 def run(*args, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -79,35 +84,44 @@ def test_refuses_to_configure_below_api_29(fake_ndk, tmp_path):
     assert "droidheap needs 29 or" in result.stderr
 
 
-def test_builds_and_installs_every_target_under_android(fake_ndk, tmp_path):
-    dest = tmp_path / "bin"
-    result = run("--dest", dest, "--build", tmp_path / "build", fake_ndk, "x86_64")
+@pytest.fixture(scope="module")
+def ndk_build(tmp_path_factory) -> Tuple[pathlib.Path, subprocess.CompletedProcess]:
+    """(the directory it ran in, the result of) one build of x86_64 with the stand-in NDK, started
+    in that directory with relative paths, over a build tree a build with another NDK left there.
+    One build for the three tests below: each takes a minute of CI."""
+    where = tmp_path_factory.mktemp("ndk-build")
+    make_fake_ndk(where)
+    stale_tree = where / "trees" / "ndk-x86_64"
+    stale_tree.mkdir(parents=True)
+    (stale_tree / "CMakeCache.txt").write_text("CMAKE_TOOLCHAIN_FILE:FILEPATH=/old/ndk/toolchain\n")
+    (stale_tree / "stale").write_text("")
+    result = run("--dest", "out", "--build", "trees", "ndk", "x86_64", cwd=where)
     assert result.returncode == 0, result.stdout + result.stderr
+    return where, result
+
+
+def test_builds_and_installs_every_target_under_android(ndk_build):
+    where, result = ndk_build
+    dest = where / "out"
     assert f"x86_64: {dest}/x86_64" in result.stdout
     # Every installed target, the daemon and the client among them; the emulation layer (Linux
     # only) is left out under ANDROID.
     installed = {p.name for p in (dest / "x86_64").iterdir()}
     assert {"droidheapd", "heapprofd_client.so"} <= installed
     assert "libdroidheap_libc.so" not in installed
-    calls = (fake_ndk / "build" / "cmake" / "calls.log").read_text().splitlines()
+    calls = (where / "ndk" / "build" / "cmake" / "calls.log").read_text().splitlines()
     assert "x86_64 android-29 c++_static thumb" in calls
 
 
-def test_paths_are_relative_to_where_it_was_started(fake_ndk, tmp_path):
-    result = run("--dest", "out", "--build", "trees", "ndk", "x86_64", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (tmp_path / "out" / "x86_64" / "droidheapd").is_file()
-    assert (tmp_path / "trees" / "ndk-x86_64").is_dir()
+def test_paths_are_relative_to_where_it_was_started(ndk_build):
+    where, _ = ndk_build
+    assert (where / "out" / "x86_64" / "droidheapd").is_file()
+    assert (where / "trees" / "ndk-x86_64").is_dir()
 
 
-def test_starts_afresh_a_build_tree_configured_with_another_ndk(fake_ndk, tmp_path):
-    build = tmp_path / "build" / "ndk-x86_64"
-    build.mkdir(parents=True)
-    (build / "CMakeCache.txt").write_text("CMAKE_TOOLCHAIN_FILE:FILEPATH=/old/ndk/toolchain\n")
-    (build / "stale").write_text("")
-    result = run("--dest", tmp_path / "bin", "--build", tmp_path / "build", fake_ndk, "x86_64")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert not (build / "stale").exists()
+def test_starts_afresh_a_build_tree_configured_with_another_ndk(ndk_build):
+    where, _ = ndk_build
+    assert not (where / "trees" / "ndk-x86_64" / "stale").exists()
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="checks an x86_64 host's wheel")
