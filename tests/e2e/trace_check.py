@@ -148,11 +148,12 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
                 continue
             names = trace.process_names()
             assert trace.unsymbolized_frames("/" + program.name) == 0
+            execd = _execd_pids(packets)
             for pid, sites in per_site.items():
                 if set(sites) != {"?"}:  # the program's (--all profiles others beside it)
                     assert program.name in names.get(pid, ""), names
                 in_pprof = totals_by_site_in_pprof(_last_pprof_of(out, pid), prefix)
-                if pid in _execd_pids(packets):
+                if pid in execd:
                     sites, in_pprof = ({k: v for k, v in d.items() if k != "?"}
                                        for d in (sites, in_pprof))
                 assert sites == in_pprof, pid
