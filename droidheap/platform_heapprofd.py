@@ -63,12 +63,16 @@ LACKS = (
     "target that was never profiled shows only then",
     "on Android 10 and 11: no 32-bit app on a 64-bit device, no heap but libc.malloc (--heaps and "
     "--all-heaps are 12+), and only the debuggable flag can be checked beforehand, not the "
-    "profileable one; on 10, a client blocked on a full buffer waits with no time limit",
+    "profileable one; on 10, no --dump-at-max (its dumps are totals), and a client blocked on a "
+    "full buffer waits with no time limit",
 )
 
 _TRACE_DIR = "/data/misc/perfetto-traces"  # the one directory perfetto may write on a user build
-# As Perfetto's own tools/heap_profile: 62 MiB, drained into the file every file_write_period_ms;
-# DISCARD so that a full buffer loses the newest data, never interned entries later dumps use.
+# As Perfetto's own tools/heap_profile: 62 MiB, drained into the file every file_write_period_ms.
+# A ring, as Perfetto's trace processor asks: it flags write_into_file with a DISCARD buffer as
+# data loss (such a buffer can stop taking data once filled). No flush_period_ms, though the
+# trace processor asks for one: heapprofd dumps every process on each flush, which would add dumps
+# -c did not ask for (seen on Android 10: one per flush_period_ms).
 _BUFFER_KB = 63488
 _FLUSH_TIMEOUT_MS = 30000  # a final dump of a large heap takes a while to flush
 _UINT32_MAX = 2**32 - 1
@@ -106,7 +110,7 @@ def build_trace_config(options: ProfileOptions, names: Sequence[str], pids: Sequ
 
     config = pb.TraceConfig(duration_ms=duration_ms, write_into_file=True,
                             flush_timeout_ms=_FLUSH_TIMEOUT_MS)
-    config.buffers.add(size_kb=_BUFFER_KB, fill_policy=pb.TraceConfig.BufferConfig.DISCARD)
+    config.buffers.add(size_kb=_BUFFER_KB, fill_policy=pb.TraceConfig.BufferConfig.RING_BUFFER)
     source = config.data_sources.add().config
     source.name = HEAPPROFD_DATA_SOURCE
     source.target_buffer = 0

@@ -256,7 +256,7 @@ class SymbolTable:
         path, unresolved ones `<file name>+0x<rel_pc>` (or by the name the trace gave them)."""
         mapping = frame.mapping
         if mapping.is_pseudo:
-            return (SourceLine(mapping.display_path),)
+            return (SourceLine(frame.function_name or mapping.display_path),)
         module = self.modules.get((mapping.path, mapping.build_id))
         if module is not None and frame.rel_pc in module.lines:
             return module.lines[frame.rel_pc]

@@ -24,6 +24,8 @@ from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTo
 from droidheap.trace.reader import as_text
 
 PSEUDO_PREFIX = "[droidheap"
+# The mapping of heapprofd's unwinding errors: one component "ERROR", its frames named "ERROR N".
+HEAPPROFD_ERROR_PATH = "/ERROR"
 # The data source of Android's heapprofd in a trace's config.
 HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
@@ -43,7 +45,7 @@ class Mapping:
     def is_pseudo(self) -> bool:
         """Frames the daemon made up (unwind errors, ...): named by their path, never symbolized.
         Path joining turns the component "[droidheap: x]" into "/[droidheap: x]"."""
-        return self.display_path.startswith(PSEUDO_PREFIX)
+        return self.display_path.startswith(PSEUDO_PREFIX) or self.path == HEAPPROFD_ERROR_PATH
 
     @property
     def display_path(self) -> str:
@@ -365,4 +367,19 @@ def _next_index(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump], pi
 
 def _finish(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump]) -> None:
     for dump in current.values():
-        result.dumps.setdefault(dump.pid, []).append(dump)
+        earlier = result.dumps.setdefault(dump.pid, [])
+        _keep_dropped_call_stacks(next((d for d in reversed(earlier)
+                                        if d.heap_name == dump.heap_name), None), dump)
+        earlier.append(dump)
+
+
+def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> None:
+    """Android's heapprofd writes a call stack with nothing left in use in one more dump, then
+    forgets it: its totals stay what that dump said (Perfetto's trace processor, too, keeps a
+    call stack's last totals where a later dump leaves it out). Without this, a dump after the
+    churn of a loop would lose all that the loop allocated."""
+    if previous is None or previous.at_peak or dump.at_peak:
+        return
+    present = {sample.frames for sample in dump.samples}
+    dump.samples.extend(dataclasses.replace(sample) for sample in previous.samples
+                        if sample.in_use == 0 and sample.frames not in present)

@@ -38,13 +38,14 @@ def _heapprofd(config: pb.TraceConfig) -> pb.HeapprofdConfig:
 def test_config_has_one_buffer_that_every_data_source_writes_to():
     config = _config()
     assert len(config.buffers) == 1
-    assert config.buffers[0].fill_policy == pb.TraceConfig.BufferConfig.DISCARD
+    assert config.buffers[0].fill_policy == pb.TraceConfig.BufferConfig.RING_BUFFER
     assert config.buffers[0].size_kb > 0
     assert [s.config.name for s in config.data_sources] == ["android.heapprofd",
                                                             "linux.process_stats"]
     assert all(s.config.target_buffer == 0 for s in config.data_sources)
     assert config.data_sources[1].config.process_stats_config.scan_all_processes_on_start
     assert config.write_into_file and config.flush_timeout_ms >= 10000
+    assert config.flush_period_ms == 0  # heapprofd would dump on each flush
 
 
 def test_default_flags_sample_malloc_every_4096_bytes_blocking_the_client():

@@ -79,6 +79,15 @@ def test_pseudo_frame_is_named_from_its_path_and_not_symbolized():
     assert line.function == "[droidheap: unwind error]"
 
 
+def test_heapprofds_error_frame_keeps_its_code_and_is_not_looked_for():
+    """Android's heapprofd books an unwinding error as a frame named "ERROR N" (N: the unwinder's
+    error code) in a mapping whose one path component is "ERROR": not a file to symbolize."""
+    frame = Frame(Mapping("/ERROR", ""), 0, function_name="ERROR 1")
+    assert frame.mapping.is_pseudo
+    (line,) = SymbolTable({}).lines(frame)
+    assert line.function == "ERROR 1"
+
+
 def test_stripped_file_falls_back_to_dynamic_symbols_or_nothing(program, tmp_path):
     stripped = tmp_path / "stripped"
     subprocess.run(["strip", "-o", str(stripped), str(program.path)], check=True)

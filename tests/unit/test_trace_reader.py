@@ -64,6 +64,21 @@ def test_dumps_are_per_process_in_order_with_indices_from_zero():
     assert dumps.cmdlines == {100: "/data/local/tmp/app --fast", 200: "other"}
 
 
+def test_a_call_stack_a_later_dump_leaves_out_keeps_its_totals_when_nothing_was_in_use():
+    """Android's heapprofd forgets a call stack once nothing allocated there is in use: a later
+    dump keeps what the last one said of it, as the trace processor does; one still in use that
+    vanished is not made up."""
+    builder = TraceBuilder()
+    churn = builder.callstack([(APP, 0x10)])
+    kept = builder.callstack([(APP, 0x20)])
+    other = builder.callstack([(APP, 0x30)])
+    builder.dump({7: [(churn, 8192, 8192, 4, 4), (kept, 100, 0, 1, 0), (other, 50, 0, 1, 0)]})
+    builder.dump({7: [(kept, 100, 0, 1, 0)]}, timestamp=COARSE_NS + 2 * 10**9)
+    first, last = rebuild_dumps(parse_trace(builder.to_bytes()).packets).dumps[7]
+    assert [(s.frames[0].rel_pc, s.self_allocated, s.self_freed, s.alloc_count, s.free_count)
+            for s in last.samples] == [(0x20, 100, 0, 1, 0), (0x10, 8192, 8192, 4, 4)]
+
+
 def test_a_dump_without_its_interval_has_the_one_the_traces_config_asked_heapprofd_for():
     """Android 10's heapprofd writes no sampling_interval_bytes: traced's copy of the session's
     config, the trace's first packet, says what it sampled at."""
