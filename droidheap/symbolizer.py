@@ -189,23 +189,35 @@ class Symbolizer:
             self.warnings.append(f"{elf.path}: cannot read its {what}: {e!r}")
             return default
 
-    def symbolize(self, device_path: str, build_id: str, rel_pcs: Iterable[int]) -> ModuleSymbols:
+    def symbolize(self, device_path: str, build_id: str, rel_pcs: Iterable[int],
+                  unbiased: Optional[Dict[int, int]] = None) -> ModuleSymbols:
+        """The lines of each of `rel_pcs` in the file. `unbiased` gives, for rel_pcs whose
+        mapping the trace gave no load bias, that mapping's file offset: Android 10's heapprofd
+        (its libunwindstack) left the bias out of the mapping and of its rel_pcs where code is
+        mapped past its file offset (lld's layout), so the file's own bias is added to them."""
         result = ModuleSymbols(device_path, build_id)
         elf, result.unsymbolized_reason = self._find(device_path, build_id)
         if elf is None:
             return result
         result.elf = elf.path
         pcs = sorted(set(rel_pcs))
+        address = {pc: pc for pc in pcs}
+        biases: Dict[int, int] = {}  # per mapping offset
+        for pc, offset in (unbiased or {}).items():
+            if offset not in biases:
+                biases[offset] = self._guarded(elf, "program headers", elf.code_load_bias, offset,
+                                               0)
+            address[pc] = pc + biases[offset]
         key = build_id or elf.build_id
         sources = fingerprint([elf.path] + ([elf.debug.path] if elf.debug else []))
         cached = self.cache.load(key, sources) if self.cache and key else {}
-        missing = [pc for pc in pcs if pc not in cached]
+        missing = sorted({address[pc] for pc in pcs} - cached.keys())
         found = self._look_up(elf, pathlib.PurePosixPath(device_path).name, missing)
         # A file that failed to parse in part is not cached: the next run tries it again.
         if missing and self.cache and key and not elf.broken:
             self.cache.store(key, sources, {**cached, **found})
         for pc in pcs:
-            frames = cached[pc] if pc in cached else found[pc]
+            frames = cached[address[pc]] if address[pc] in cached else found[address[pc]]
             if frames:
                 result.lines[pc] = tuple(SourceLine(*frame) for frame in frames)
         result.unnamed = len(pcs) - len(result.lines)
@@ -264,16 +276,19 @@ class SymbolTable:
         return (SourceLine(frame.function_name or f"{name}+{frame.rel_pc:#x}"),)
 
 
-def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], set]:
-    """{(device path, build id): rel_pcs} of every real mapping that the dumps' samples reach."""
-    wanted: Dict[Tuple[str, str], set] = {}
+def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, Optional[int]]]:
+    """{(device path, build id): {rel_pc: its mapping's file offset when the trace gave that
+    mapping no load bias, else None}} of every real mapping that the dumps' samples reach."""
+    wanted: Dict[Tuple[str, str], Dict[int, Optional[int]]] = {}
     for process_dumps in dumps.dumps.values():
         for dump in process_dumps:
             for sample in dump.samples:
                 for frame in sample.frames:
-                    if not frame.mapping.is_pseudo and frame.mapping.path:
-                        key = (frame.mapping.path, frame.mapping.build_id)
-                        wanted.setdefault(key, set()).add(frame.rel_pc)
+                    mapping = frame.mapping
+                    if not mapping.is_pseudo and mapping.path:
+                        pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
+                        if pcs.get(frame.rel_pc) is None:
+                            pcs[frame.rel_pc] = None if mapping.load_bias else mapping.offset
     return wanted
 
 
@@ -283,6 +298,7 @@ def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
     symbols = {}
     with progress_bar("symbolizing", len(modules)) as bar:
         for key, pcs in modules:
-            symbols[key] = symbolizer.symbolize(key[0], key[1], pcs)
+            unbiased = {pc: offset for pc, offset in pcs.items() if offset is not None}
+            symbols[key] = symbolizer.symbolize(key[0], key[1], pcs, unbiased)
             bar.update(1)
     return SymbolTable(symbols)

@@ -11,6 +11,7 @@ import struct
 import subprocess
 from typing import Dict, List, Optional, Tuple, Union
 
+from elftools.elf.constants import P_FLAGS
 from elftools.elf.elffile import ELFFile
 
 from droidheap.elf.abbrev_table import AbbreviationCache
@@ -106,6 +107,17 @@ class ElfFile:
             self._elf = ELFFile(io.BytesIO(self._data) if isinstance(self._data, bytes)
                                 else self._data)
         return self._elf
+
+    def code_load_bias(self, offset: int) -> int:
+        """p_vaddr - p_offset of the executable PT_LOAD that a mapping at file offset `offset`
+        (a page boundary at or below the segment's start) holds; 0 when none does. lld puts
+        code on its own page at 0x1000 past its file offset: a bias of 0x1000."""
+        for segment in self.elf.iter_segments():
+            header = segment.header
+            if header.p_type == "PT_LOAD" and header.p_flags & P_FLAGS.PF_X and \
+                    offset <= header.p_offset < offset + max(header.p_align, 4096):
+                return header.p_vaddr - header.p_offset
+        return 0
 
     def section_data(self, name: str) -> Optional[bytes]:
         data = self.headers.data(self._data, name)

@@ -8,9 +8,10 @@ What Android 10's heapprofd does that these tests show, rather than work around:
   runs: the program goes on allocating and freeing while it lingers (--linger-freeing), as an
   app's threads do;
 - it drops a call site from its dumps once everything allocated there is freed (the churn site);
-- it cannot unwind lld's API 29 layout here (code on its own page, every frame one wrong rel_pc,
-  then ERROR 2), so the program is linked as the NDK links an app with minSdk < 29
-  (--no-rosegment; an app targeting 29+ gets lld's layout, which droidheap's own unwinder reads);
+- it cannot unwind lld's API 29 layout (code on its own page): each stack is one frame whose
+  rel_pc lacks the segment's load bias, then ERROR 2. droidheap adds the file's bias as it
+  symbolizes, so that frame (the call site) is named; the other tests link the program as the NDK
+  links an app with minSdk < 29 (--no-rosegment), which it unwinds whole;
 - under qemu-user, allocations on threads started after its client connected are unwinding
   errors ("ERROR 1", ERROR_MEMORY_INVALID): Google's client passes heapprofd the fd of its
   /proc/self/maps, which under qemu is a copy qemu made when it was opened, so heapprofd never
@@ -25,9 +26,10 @@ import pytest
 from tests.android import compile_android_program
 from tests.e2e.conftest import kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
-from tests.e2e.test_profile import read_line_containing
+from tests.e2e.test_profile import read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
-                                   read_dumps, totals_by_leaf_function)
+                                   last_pprof_of, read_dumps, totals_by_leaf_function)
+from tests.trace_processor import totals_by_site_in_pprof
 
 from .conftest import DEVICE_PROGRAM, ROOT, AdbCli, serve_adb
 from .test_android_sessions import start_on_device
@@ -151,16 +153,13 @@ def assert_report_and_symbolize_read_it(cli, out):
     assert (out / "again" / "symbolized-trace").is_file()
 
 
-def test_a_program_started_during_the_session_is_profiled_from_its_start(cli, program,
-                                                                         tmp_path):
-    """heapprofd sets heapprofd.enable.<name>, which bionic reads as the program starts; every
-    allocation sampled (-i 1), the program's last dump written when it exits. Android 10 ignores
-    --dump-at-max (11+) and --all-heaps (12+): totals, of malloc only."""
-    out = tmp_path / "out"
+def profile_from_its_start(cli, out, *flags) -> str:
+    """A platform session on programs named alloc_sites; once heapprofd has set
+    heapprofd.enable.alloc_sites, the program is started (one thread), runs to its end and exits;
+    then the session ends. Its summary."""
     session = started = None
     try:
-        session = cli.start("--mode", "platform", "-n", "alloc_sites", "-i", "1", "--dump-at-max",
-                            "--all-heaps", "-o", out)
+        session = cli.start("--mode", "platform", "-n", "alloc_sites", *flags, "-o", out)
         deadline = time.monotonic() + 60
         while cli.shell("getprop heapprofd.enable.alloc_sites").strip() != "1":
             assert time.monotonic() < deadline, "heapprofd never enabled alloc_sites"
@@ -168,17 +167,50 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(cli, pr
         started = start_on_device(cli, DEVICE_PROGRAM, "--threads", "1",
                                   "--linger-freeing", "2000")
         assert "done" in started.communicate(timeout=180)[0]
-        stop(session)
+        stdout = stop(session)
     finally:
         kill_all(session, started)
+    assert cli.shell("getprop heapprofd.enable.alloc_sites").strip() == ""
+    return stdout
+
+
+# As the program exits, Google's client may find its buffer full (heapprofd then flags the
+# profile as overran): seen here with the last of its 2000 heartbeats missing, nothing else.
+OVERRAN_AT_EXIT = "heapprofd_buffer_overran"
+
+
+def test_a_program_started_during_the_session_is_profiled_from_its_start(cli, program,
+                                                                         tmp_path):
+    """heapprofd sets heapprofd.enable.<name>, which bionic reads as the program starts; every
+    allocation sampled (-i 1), the program's last dump written when it exits. Android 10 ignores
+    --dump-at-max (11+) and --all-heaps (12+): totals, of malloc only."""
+    out = tmp_path / "out"
+    profile_from_its_start(cli, out, "-i", "1", "--dump-at-max", "--all-heaps")
     heaps = [p.name.split(".", 3)[3] for p in out.glob("heap_dump.*.pb.gz")]
     assert heaps == ["libc.malloc.pb.gz"], heaps
     (per_function,) = totals_by_leaf_function(out / "raw-trace", program).values()
     assert_sites_as_android_10_books_them(per_function, 1, threads=1)
-    # As the program exits, Google's client may find its buffer full (heapprofd then flags the
-    # profile as overran): seen here with the last of its 2000 heartbeats missing, nothing else.
     # Not yet named: linux.process_stats (Android 10's) names the processes running as the
     # session starts, and heapprofd's dumps carry no name.
     assert_trace_processor_agrees(out, program, named=False,
-                                  allowed=(CONFIG_FINDING, "heapprofd_buffer_overran"))
-    assert cli.shell("getprop heapprofd.enable.alloc_sites").strip() == ""
+                                  allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
+
+
+def test_the_ndks_api_29_layout_is_named_where_android_10_unwinds_it(adb_server, cli, tmp_path):
+    """lld's layout, as the NDK links an app for minSdk 29+: Android 10's heapprofd writes the
+    leaf frame without the code segment's load bias (0x1000) and unwinds no further (ERROR 2);
+    droidheap adds the file's bias as it symbolizes, so each site is still named, exact at -i 1,
+    in its summary, its pprof files and the trace processor's view of its symbolized trace."""
+    program = compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
+                                      tmp_path / "alloc_sites", "arm64-v8a")
+    adb_server.adb("-s", cli.serial, "push", str(program), DEVICE_PROGRAM)
+    out = tmp_path / "out"
+    stdout = profile_from_its_start(cli, out, "-i", "1")
+    assert "site_leak_malloc (alloc_sites.c:" in stdout, stdout
+    for stack in single_process(function_frames(out / "raw-trace", program)):
+        assert stack[-1] == "/ERROR", stack  # ERROR 2 above the first frame, or ERROR 1
+    (pid,) = read_dumps(out / "raw-trace")
+    per_function = totals_by_site_in_pprof(last_pprof_of(out, pid), "site_")
+    assert_sites_as_android_10_books_them(per_function, 1, threads=1)
+    assert_trace_processor_agrees(out, program, named=False,
+                                  allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))

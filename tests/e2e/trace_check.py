@@ -107,7 +107,7 @@ def function_frames(trace: pathlib.Path, binary: pathlib.Path):
             for pid, dumps in read_dumps(trace).items()}
 
 
-def _last_pprof_of(out: pathlib.Path, pid: int):
+def last_pprof_of(out: pathlib.Path, pid: int):
     files = {int(f.name.split(".")[1]): f for f in out.glob(f"heap_dump.*.{pid}.*.pb.gz")}
     assert files, f"no pprof file for pid {pid} in {sorted(out.iterdir())}"
     return Profile.FromString(gzip.decompress(files[max(files)].read_bytes()))
@@ -156,7 +156,7 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
             for pid, sites in per_site.items():
                 if named and set(sites) != {"?"}:  # the program's (--all profiles others too)
                     assert program.name in names.get(pid, ""), names
-                in_pprof = totals_by_site_in_pprof(_last_pprof_of(out, pid), prefix)
+                in_pprof = totals_by_site_in_pprof(last_pprof_of(out, pid), prefix)
                 if pid in execd:
                     sites, in_pprof = ({k: v for k, v in d.items() if k != "?"}
                                        for d in (sites, in_pprof))

@@ -269,16 +269,17 @@ class CompiledProgram:
         return self.lines[marker]
 
 
-def compile_program(out_dir: pathlib.Path, compiler: str = "gcc",
-                    objdump: str = "objdump") -> Optional[CompiledProgram]:
-    """Builds PROGRAM with -g -O1 -fno-omit-frame-pointer; None when the toolchain is absent."""
+def compile_program(out_dir: pathlib.Path, compiler: str = "gcc", objdump: str = "objdump",
+                    flags: Sequence[str] = ()) -> Optional[CompiledProgram]:
+    """Builds PROGRAM with -g -O1 -fno-omit-frame-pointer and `flags`; None when the toolchain
+    is absent."""
     if shutil.which(compiler) is None or shutil.which(objdump) is None:
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
     source = out_dir / "alloc_prog.c"
     source.write_text(PROGRAM)
     binary = out_dir / "alloc_prog"
-    subprocess.run([compiler, "-g", "-O1", "-fno-omit-frame-pointer", "-Wl,--build-id",
+    subprocess.run([compiler, "-g", "-O1", "-fno-omit-frame-pointer", "-Wl,--build-id", *flags,
                     str(source), "-o", str(binary)], check=True, capture_output=True)
     disassembly = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(binary)], check=True,
                                  capture_output=True, text=True).stdout

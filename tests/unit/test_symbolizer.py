@@ -73,6 +73,24 @@ def test_missing_file_gives_no_symbols_and_table_falls_back_to_offset_name(progr
     assert table.lines(frame)[0].function == "libfoo.so+0x1234"
 
 
+def test_a_rel_pc_written_without_the_load_bias_of_lld_code_is_found(tmp_path):
+    """Android 10's heapprofd writes lld-linked code's rel_pcs without the segment's load bias
+    (and the mapping with none): given the mapping's file offset, the file's bias is added."""
+    program = compile_program(tmp_path, "clang", flags=["-fuse-ld=lld"])  # scripts/install's
+    with open(program.path, "rb") as f:
+        (code,) = [s.header for s in ELFFile(f).iter_segments()
+                   if s.header.p_type == "PT_LOAD" and s.header.p_flags & 1]
+    bias = code.p_vaddr - code.p_offset
+    assert bias, "lld put code at its file offset: nothing to show"
+    written = program.return_addresses["leaf_alloc"] - bias
+    offset = code.p_offset & ~0xFFF  # the mapping's: the page its code starts in
+    module = Symbolizer().symbolize(str(program.path), program.build_id, [written],
+                                    {written: offset})
+    assert module.lines[written][0].function == "middle"
+    plain = Symbolizer().symbolize(str(program.path), program.build_id, [written])
+    assert written not in plain.lines or plain.lines[written][0].function != "middle"
+
+
 def test_pseudo_frame_is_named_from_its_path_and_not_symbolized():
     frame = Frame(Mapping("/[droidheap: unwind error]", ""), 3)
     (line,) = SymbolTable({}).lines(frame)
