@@ -6,7 +6,7 @@ The one entry point is `convert_trace`, called by the CLI after the trace is pul
 """
 import dataclasses
 import pathlib
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar
@@ -41,12 +41,15 @@ class ConversionResult:
 def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   search_dirs: Sequence[pathlib.Path] = (),
                   fetch_files: Optional[Callable[[List[Tuple[str, str]]],
-                                                 Optional[pathlib.Path]]] = None
+                                                 Optional[pathlib.Path]]] = None,
+                  process_argvs: Optional[Dict[int, Sequence[str]]] = None
                   ) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
     the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)])`,
     when given, is asked for the files found nowhere here (the device's, pulled) and returns a
-    directory that mirrors the device's paths. Raises DroidheapError when the trace cannot be read at all;
+    directory that mirrors the device's paths. `process_argvs` ({pid: argv}) names processes
+    the trace leaves unnamed, in the outputs and the symbolized trace. Raises DroidheapError
+    when the trace cannot be read at all;
     damage after the first good packet only adds warnings."""
     try:
         data = pathlib.Path(raw_trace).read_bytes()
@@ -60,6 +63,10 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     warnings = list(contents.warnings)
     dumps = rebuild_dumps(contents.packets)
     warnings += dumps.warnings
+    # What the caller knows of processes the trace leaves unnamed (a program it started).
+    unnamed = {pid: argv for pid, argv in (process_argvs or {}).items()
+               if pid not in dumps.cmdlines}
+    dumps.cmdlines.update({pid: " ".join(argv) for pid, argv in unnamed.items()})
 
     symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
     if fetch_files is not None:
@@ -96,7 +103,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         symbolized = out_dir / SYMBOLIZED_TRACE
         raw = data[:contents.intact_length]
         write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
-                               symbols.modules.values(), symbolized)
+                               symbols.modules.values(), symbolized, unnamed)
         every_dump = [dump for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
         pprofs = []
         with progress_bar("writing pprof files", len(every_dump)) as bar:

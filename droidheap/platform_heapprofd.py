@@ -52,8 +52,8 @@ MIN_SDK = 29  # Android 10: the first with heapprofd
 LACKS = (
     "dumps on demand: droidheapd dumps on `kill -USR1`; the platform's heapprofd dumps only every "
     "-c milliseconds and when the session ends (use -c instead)",
-    "`-- CMD`: on a user build the platform profiles apps only, never a program started from the "
-    "shell or a native service",
+    "`-- CMD` on a user build: there the platform profiles apps only, never a program started "
+    "from the shell or a native service",
     "droidheap's unwinder: heapprofd unwinds with the platform's libunwindstack, so droidheap's "
     "unwinding and its [droidheap: ...] error frames do not apply",
     "ending with the targets: the session runs until -d or Ctrl-C even when every target has "
@@ -226,6 +226,36 @@ def _first_line(text: str) -> str:
 
 
 # ---- the session ---------------------------------------------------------------------------
+
+class ProgramStarter:
+    """The `stop_requested` of a session that starts its target (`-- CMD`; not on a user build,
+    where the platform profiles apps only): once heapprofd has set heapprofd.enable.<name>, which
+    bionic reads as a program starts, it starts the program; it is true once the program has
+    exited. Called by the session's thread only; asks the device twice a second at most."""
+
+    def __init__(self, device: "AdbDevice", argv: Sequence[str], name: str):
+        self.device = device
+        self.argv = list(argv)
+        self.name = name
+        self.program = None  # the AdbProgram, once started
+        self._deadline = time.monotonic() + _START_TIMEOUT_S
+        self._next_poll = 0.0
+
+    def __call__(self) -> bool:
+        if self.program is not None:
+            return self.program.poll() is not None
+        now = time.monotonic()
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + _POLL_S
+        if self.device.getprop(f"heapprofd.enable.{self.name}"):
+            self.program = self.device.spawn(self.argv)
+        elif now > self._deadline:
+            raise DroidheapError(f"the platform's heapprofd did not enable profiling of "
+                                 f"{self.name} within {_START_TIMEOUT_S:.0f} s (`adb logcat -s "
+                                 "heapprofd` says why)")
+        return False
+
 
 class PlatformSession:
     """One perfetto session on one device. Created and used by the thread that runs the profile

@@ -32,13 +32,15 @@ def echo_conversion(result, out: pathlib.Path) -> None:
     click.echo(f"Wrote profiles to {out}")
 
 
-def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs) -> None:
-    """Symbolizes and converts a trace pulled from `device` into `out`."""
+def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
+                   process_argvs=None) -> None:
+    """Symbolizes and converts a trace pulled from `device` into `out` (see convert_trace)."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     from droidheap.device_files import fetch_device_files
     from droidheap.symbolizer import search_dirs
     # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda modules: fetch_device_files(
-                               device, modules, out / "device-files"))
+                               device, modules, out / "device-files"),
+                           process_argvs=process_argvs)
     echo_conversion(result, out)

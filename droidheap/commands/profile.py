@@ -264,10 +264,13 @@ def _print_config(obj, options, targets, argv, duration_ms):
         from google.protobuf import text_format
 
         from droidheap import platform_heapprofd as platform
+        names = [program_name(argv)] if argv else targets.names
         config = platform.pb.TraceConfig.FromString(platform.build_trace_config(
-            options, targets.names, targets.pids, duration_ms, targets.running, targets.startup,
+            options, names, targets.pids, duration_ms, targets.running, targets.startup,
             targets.every_process))
         click.echo(text_format.MessageToString(config), nl=False)
+        if argv:
+            click.echo(f"then starts: {' '.join(argv)} (profiled from its start)")
         return
     names = [program_name(argv)] if argv else targets.startup_names()
     pids = [] if argv or not targets.running else targets.pids
@@ -405,9 +408,16 @@ def _run_attached(device, session, pids, targets, duration_ms):
 
 def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):
     from droidheap import platform_heapprofd as platform
+    names, starter = targets.names, None
     if argv:
-        raise DroidheapError("--mode platform profiles running apps (-n/-p); the platform's "
-                             "heapprofd cannot start a program")
+        if device.facts.build_type == "user":
+            raise DroidheapError("--mode platform cannot start a program on a user build: there "
+                                 "the platform's heapprofd profiles apps only (-n/-p); root or "
+                                 "--mode preload would")
+        names = [program_name(argv)]
+        check_start_name(names[0])
+        device.check_program(argv)
+        starter = platform.ProgramStarter(device, argv, names[0])
     for name in targets.names:
         if not platform.check_profileable(device, name).verified:
             _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "
@@ -415,12 +425,27 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     for lack in platform.LACKS:
         _note(f"platform mode lacks {lack}")
     out = prepare_output(output)
-    with _sigterm_as_interrupt():
-        raw = platform.run_platform_session(device, options, targets.names, targets.pids,
-                                            duration_ms, out, note=_note,
-                                            running=targets.running, startup=targets.startup,
-                                            every_process=targets.every_process)
-    convert_pulled(raw, out, device, symbol_dirs)
+    program = None
+    try:
+        with _sigterm_as_interrupt():
+            raw = platform.run_platform_session(device, options, names, targets.pids,
+                                                duration_ms, out, stop_requested=starter,
+                                                note=_note, running=targets.running,
+                                                startup=targets.startup,
+                                                every_process=targets.every_process)
+            program = starter and starter.program
+            if program and program.poll() is None:  # -d is over, or Ctrl-C: as in root mode
+                _note(f"stopped profiling; {argv[0]} goes on without it")
+                _wait_for_program(program, 0)
+    except BaseException:
+        if starter and starter.program and starter.program.poll() is None:
+            starter.program.send_signal(signal.SIGTERM)
+        raise
+    code = program.poll() if program else 0
+    if code:
+        _note(f"{argv[0]} exited with status {code}")
+    # Android 10's process_stats names only the processes running as the session starts.
+    convert_pulled(raw, out, device, symbol_dirs, {program.pid: argv} if program else None)
 
 
 def _collect(session, out, symbol_dirs):

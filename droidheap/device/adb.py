@@ -343,4 +343,6 @@ class AdbDevice(Device):
         return AdbDaemon(self, script)
 
     def spawn(self, argv: Sequence[str]) -> AdbProgram:
-        return AdbProgram(self, pid_announcing(exec_script(argv, self.route.program_assignments())))
+        # For the platform's heapprofd, bionic loads the platform's client: none of droidheap's.
+        assignments = "" if self.platform_profiler else self.route.program_assignments()
+        return AdbProgram(self, pid_announcing(exec_script(argv, assignments)))

@@ -8,7 +8,7 @@ string field, so that one field is encoded by hand and appended to the serialize
 order does not matter in protobuf).
 """
 import pathlib
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -35,15 +35,26 @@ def module_symbols_packet(module: ModuleSymbols) -> bytes:
     return encode_bytes_field(_TRACE_PACKET, encode_bytes_field(_MODULE_SYMBOLS, body))
 
 
-def write_symbolized_trace(raw: bytes, modules: Iterable[ModuleSymbols],
-                           out: pathlib.Path) -> int:
+def process_tree_packet(argvs: Dict[int, Sequence[str]]) -> bytes:
+    """One framed Trace.packet naming the processes `argvs` gives (pid: command line)."""
+    tree = pb.ProcessTree(processes=[pb.ProcessTree.Process(pid=pid, cmdline=list(argv))
+                                     for pid, argv in sorted(argvs.items())])
+    return encode_bytes_field(_TRACE_PACKET, pb.TracePacket(process_tree=tree).SerializeToString())
+
+
+def write_symbolized_trace(raw: bytes, modules: Iterable[ModuleSymbols], out: pathlib.Path,
+                           process_argvs: Optional[Dict[int, Sequence[str]]] = None) -> int:
     """Writes `raw` (the intact part of the raw trace: appending after a torn packet would bury
-    the symbols in it) plus a packet per module with symbols; returns how many were appended."""
+    the symbols in it) plus a packet per module with symbols, and one naming the processes of
+    `process_argvs` (that the trace leaves unnamed); returns how many symbol packets were
+    appended."""
     packets = [module_symbols_packet(m) for m in modules if m.lines]
     with open_output(out) as f:
         f.write(raw)
         for packet in packets:
             f.write(packet)
+        if process_argvs:
+            f.write(process_tree_packet(process_argvs))
     return len(packets)
 
 

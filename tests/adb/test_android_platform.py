@@ -1,5 +1,5 @@
 """droidheap's platform mode against Google's own heapprofd (Android 10's), on the Android test
-device: the device's `perfetto` command (Perfetto's tracebox) starts a session on Android 10's
+device (a userdebug build): the device's `perfetto` command (Perfetto's tracebox) starts a session on Android 10's
 traced, which starts heapprofd (traced.lazy.heapprofd); heapprofd signals the targets, bionic loads
 Google's heapprofd_client.so into them, and the trace droidheap pulls is converted like its own.
 
@@ -196,21 +196,30 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(cli, pr
                                   allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
 
 
-def test_the_ndks_api_29_layout_is_named_where_android_10_unwinds_it(adb_server, cli, tmp_path):
-    """lld's layout, as the NDK links an app for minSdk 29+: Android 10's heapprofd writes the
-    leaf frame without the code segment's load bias (0x1000) and unwinds no further (ERROR 2);
-    droidheap adds the file's bias as it symbolizes, so each site is still named, exact at -i 1,
-    in its summary, its pprof files and the trace processor's view of its symbolized trace."""
+def test_spawn_on_userdebug_and_the_ndks_api_29_layout_named_where_android_10_unwinds_it(
+        adb_server, cli, tmp_path):
+    """`-- CMD` (a userdebug build: heapprofd profiles any program by name): the program starts
+    once heapprofd has set heapprofd.enable.<name>, and is named after its command line.
+
+    Built with lld's layout, as the NDK links an app for minSdk 29+: Android 10's heapprofd
+    writes the leaf frame without the code segment's load bias (0x1000) and unwinds no further
+    (ERROR 2); droidheap adds the file's bias as it symbolizes, so each site is still named,
+    exact at -i 1, in its summary, its pprof files and the trace processor's view of its
+    symbolized trace."""
     program = compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
                                       tmp_path / "alloc_sites", "arm64-v8a")
     adb_server.adb("-s", cli.serial, "push", str(program), DEVICE_PROGRAM)
     out = tmp_path / "out"
-    stdout = profile_from_its_start(cli, out, "-i", "1")
-    assert "site_leak_malloc (alloc_sites.c:" in stdout, stdout
+    result = cli.run("--mode", "platform", "-i", "1", "-o", out, "--", DEVICE_PROGRAM,
+                     "--threads", "1", "--linger-freeing", "2000")
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout and CLIENT_READY in result.stderr  # the program's own output
+    assert f"({DEVICE_PROGRAM} --threads 1 --linger-freeing 2000)" in result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
     for stack in single_process(function_frames(out / "raw-trace", program)):
         assert stack[-1] == "/ERROR", stack  # ERROR 2 above the first frame, or ERROR 1
     (pid,) = read_dumps(out / "raw-trace")
     per_function = totals_by_site_in_pprof(last_pprof_of(out, pid), "site_")
     assert_sites_as_android_10_books_them(per_function, 1, threads=1)
-    assert_trace_processor_agrees(out, program, named=False,
-                                  allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
+    assert_trace_processor_agrees(out, program, allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
+    assert cli.shell("getprop heapprofd.enable.alloc_sites").strip() == ""

@@ -74,6 +74,24 @@ def test_symbolized_trace_is_raw_trace_plus_module_symbols(program, tmp_path):
     assert leaf.source_file_name == str(program.source)
 
 
+def test_a_process_the_trace_leaves_unnamed_is_named_by_the_caller(program, tmp_path):
+    """A program started for the platform's heapprofd: its command line comes from the caller,
+    into the summary and a process_tree packet of the symbolized trace; a name the trace has
+    wins."""
+    builder = TraceBuilder()
+    stack = builder.callstack([(LIBC, 0x2a000)])
+    builder.dump({321: [(stack, 4096, 0, 1, 0)], 400: [(stack, 64, 0, 1, 0)]})
+    builder.process(400, "named", "by-the-trace")
+    result = _convert(tmp_path, builder.to_bytes(),
+                      process_argvs={321: ["/data/local/tmp/prog", "-x"], 400: ["other"]})
+    assert {p.pid: p.cmdline for p in result.processes} == {321: "/data/local/tmp/prog -x",
+                                                             400: "named by-the-trace"}
+    packets = pb.Trace.FromString(result.symbolized_trace.read_bytes()).packet
+    trees = [list(p.process_tree.processes) for p in packets if p.HasField("process_tree")]
+    assert [(proc.pid, list(proc.cmdline)) for proc in trees[-1]] == \
+        [(321, ["/data/local/tmp/prog", "-x"])]
+
+
 def test_module_symbols_build_id_round_trips_as_raw_bytes():
     build_id = "ff00fe80" + "c3" * 16  # not UTF-8
     module = ModuleSymbols("/system/lib64/libfoo.so", build_id,
