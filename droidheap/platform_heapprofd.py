@@ -36,7 +36,7 @@ import pathlib
 import re
 import shlex
 import time
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -226,6 +226,35 @@ def _first_line(text: str) -> str:
 
 
 # ---- the session ---------------------------------------------------------------------------
+
+class ProcessNamer:
+    """The `stop_requested` of a session whose targets are named (-n): twice a second at most,
+    notes the command line of each running process of those names, so that the outputs name
+    them where the trace does not (Android 10's linux.process_stats names only the processes
+    running as the session starts, and heapprofd's dumps carry no name). Never asks to stop.
+    Called by the session's thread only."""
+
+    def __init__(self, device: "AdbDevice", names: Sequence[str]):
+        self.device = device
+        self.argvs: Dict[int, List[str]] = {}
+        # One record per process: "@PID", then its arguments, one per line.
+        self._script = (f"for p in $(pidof {' '.join(shlex.quote(n) for n in names)}); do "
+                        "echo @$p; tr '\\0' '\\n' < /proc/$p/cmdline; echo; done")
+        self._next_poll = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next_poll:
+            self._next_poll = now + _POLL_S
+            pid = None
+            for line in self.device.run_script(self._script).stdout.splitlines():
+                if line.startswith("@") and line[1:].isdigit():
+                    pid = int(line[1:])
+                    self.argvs[pid] = []  # this poll's, for a pid that exec'd or was reused
+                elif pid is not None and line:
+                    self.argvs[pid].append(line)
+        return False
+
 
 class ProgramStarter:
     """The `stop_requested` of a session that starts its target (`-- CMD`; not on a user build,

@@ -408,7 +408,7 @@ def _run_attached(device, session, pids, targets, duration_ms):
 
 def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):
     from droidheap import platform_heapprofd as platform
-    names, starter = targets.names, None
+    names, starter, namer = targets.names, None, None
     if argv:
         if device.facts.build_type == "user":
             raise DroidheapError("--mode platform cannot start a program on a user build: there "
@@ -418,6 +418,8 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
         check_start_name(names[0])
         device.check_program(argv)
         starter = platform.ProgramStarter(device, argv, names[0])
+    elif names:
+        namer = platform.ProcessNamer(device, names)
     for name in targets.names:
         if not platform.check_profileable(device, name).verified:
             _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "
@@ -429,7 +431,8 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     try:
         with _sigterm_as_interrupt():
             raw = platform.run_platform_session(device, options, names, targets.pids,
-                                                duration_ms, out, stop_requested=starter,
+                                                duration_ms, out,
+                                                stop_requested=starter or namer,
                                                 note=_note, running=targets.running,
                                                 startup=targets.startup,
                                                 every_process=targets.every_process)
@@ -445,7 +448,10 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     if code:
         _note(f"{argv[0]} exited with status {code}")
     # Android 10's process_stats names only the processes running as the session starts.
-    convert_pulled(raw, out, device, symbol_dirs, {program.pid: argv} if program else None)
+    argvs = {pid: words for pid, words in (namer.argvs if namer else {}).items() if words}
+    if program:
+        argvs[program.pid] = argv
+    convert_pulled(raw, out, device, symbol_dirs, argvs)
 
 
 def _collect(session, out, symbol_dirs):

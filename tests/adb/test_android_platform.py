@@ -155,8 +155,8 @@ def assert_report_and_symbolize_read_it(cli, out):
 
 def profile_from_its_start(cli, out, *flags) -> str:
     """A platform session on programs named alloc_sites; once heapprofd has set
-    heapprofd.enable.alloc_sites, the program is started (one thread), runs to its end and exits;
-    then the session ends. Its summary."""
+    heapprofd.enable.alloc_sites, the program is started (one thread), runs to its end (two
+    seconds of freeing: droidheap sees it run) and exits; then the session ends. Its summary."""
     session = started = None
     try:
         session = cli.start("--mode", "platform", "-n", "alloc_sites", *flags, "-o", out)
@@ -190,10 +190,9 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(cli, pr
     assert heaps == ["libc.malloc.pb.gz"], heaps
     (per_function,) = totals_by_leaf_function(out / "raw-trace", program).values()
     assert_sites_as_android_10_books_them(per_function, 1, threads=1)
-    # Not yet named: linux.process_stats (Android 10's) names the processes running as the
-    # session starts, and heapprofd's dumps carry no name.
-    assert_trace_processor_agrees(out, program, named=False,
-                                  allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
+    # Named by droidheap, which saw it run: Android 10's linux.process_stats names only the
+    # processes running as the session starts, and heapprofd's dumps carry no name.
+    assert_trace_processor_agrees(out, program, allowed=(CONFIG_FINDING, OVERRAN_AT_EXIT))
 
 
 def test_spawn_on_userdebug_and_the_ndks_api_29_layout_named_where_android_10_unwinds_it(

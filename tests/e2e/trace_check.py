@@ -121,12 +121,12 @@ def _execd_pids(packets) -> set:
 
 
 def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_",
-                                  allowed: Tuple[str, ...] = (), named: bool = True):
+                                  allowed: Tuple[str, ...] = ()):
     """Both traces in OUT load in Perfetto's trace processor without an import error or data
     loss (but the stats named in `allowed`), with every dump placed inside the trace; in the
-    symbolized one the process is named (unless not `named`), the program's frames are
-    symbolized, and each site holds what the last pprof file of its process holds. The raw trace
-    books the same bytes (unnamed).
+    symbolized one the process is named, the program's frames are symbolized, and each site
+    holds what the last pprof file of its process holds. The raw trace books the same bytes
+    (unnamed).
 
     A process that exec'd while profiled (a shell running the program) has both programs' stacks
     booked under its pid by the trace processor, the pprof only the last one's: only sites
@@ -154,7 +154,7 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
             assert trace.unsymbolized_frames("/" + program.name) == 0
             execd = _execd_pids(packets)
             for pid, sites in per_site.items():
-                if named and set(sites) != {"?"}:  # the program's (--all profiles others too)
+                if set(sites) != {"?"}:  # the program's (--all profiles others beside it)
                     assert program.name in names.get(pid, ""), names
                 in_pprof = totals_by_site_in_pprof(last_pprof_of(out, pid), prefix)
                 if pid in execd:

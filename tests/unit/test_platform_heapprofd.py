@@ -12,8 +12,8 @@ from droidheap import platform_heapprofd
 from droidheap.convert import convert_trace
 from droidheap.device.adb import DeviceFacts, ShellResult
 from droidheap.errors import DroidheapError
-from droidheap.platform_heapprofd import (Eligibility, build_trace_config, check_profileable,
-                                          package_flags, run_platform_session)
+from droidheap.platform_heapprofd import (Eligibility, ProcessNamer, build_trace_config,
+                                          check_profileable, package_flags, run_platform_session)
 from droidheap.session import ProfileOptions
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -362,6 +362,32 @@ def test_a_trace_without_dumps_names_the_targets_and_keeps_the_trace(tmp_path):
     with pytest.raises(DroidheapError, match=f"no heap dump of {APP}, pid 77 .*raw-trace holds"):
         run_platform_session(device, ProfileOptions(), [APP], [77], 0, tmp_path, _stop_after(1))
     assert (tmp_path / "raw-trace").read_bytes() == trace
+
+
+class ProcessListing:
+    """A device whose shell answers the ProcessNamer's script with `records`, then nothing."""
+
+    def __init__(self, *records: str):
+        self.records = list(records)
+        self.scripts: List[str] = []
+
+    def run_script(self, script, timeout_s=30.0):
+        self.scripts.append(script)
+        return ShellResult(0, self.records.pop(0) if self.records else "", "")
+
+
+def test_process_namer_notes_each_named_process_it_sees_run():
+    device = ProcessListing("@301\n/data/local/tmp/prog\n--flag\n\n@302\ncom.example.app\n\n",
+                            "@303\n\n")
+    namer = ProcessNamer(device, ["prog", "com.example.app"])
+    assert namer() is False  # never asks the session to stop
+    assert namer() is False  # within half a second: the device is not asked again
+    assert len(device.scripts) == 1
+    assert device.scripts[0].startswith("for p in $(pidof prog com.example.app); do")
+    assert namer.argvs == {301: ["/data/local/tmp/prog", "--flag"], 302: ["com.example.app"]}
+    namer._next_poll = 0
+    namer()
+    assert namer.argvs[303] == []  # a kernel thread's or a zombie's: nothing to name it by
 
 
 # ---- the trace the platform writes ---------------------------------------------------------
