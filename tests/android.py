@@ -35,8 +35,11 @@ def android_sysroot(abi: str) -> pathlib.Path:
     return SYSROOT
 
 
-def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str) -> pathlib.Path:
-    """tests/programs' `source` (C or C++) built for Android `abi` as an app's code is."""
+def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str,
+                            rosegment: bool = True) -> pathlib.Path:
+    """tests/programs' `source` (C or C++) built for Android `abi` as an app's code is. Without
+    `rosegment`, as the NDK links an app whose minSdkVersion is below 29 (--no-rosegment: code
+    and read-only data in one segment, the layout unwinders before Android 10's expect)."""
     cxx = source.suffix == ".cc"
     compiler = "/usr/lib/llvm-14/bin/clang++" if cxx else "/usr/lib/llvm-14/bin/clang"
     flags = [f"--target={TARGETS[abi]}{API}", f"--sysroot={android_sysroot(abi)}", *NDK_FLAGS]
@@ -44,7 +47,8 @@ def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str) -
         flags.append("-mthumb")
     if cxx:  # the platform's libc++ (an app would ship its own libc++_shared.so)
         flags += ["-stdlib=libc++", "-fno-exceptions"]
-    result = subprocess.run([compiler, *flags, *NDK_LINK_FLAGS, str(source), "-o", str(out)],
+    link_flags = [*NDK_LINK_FLAGS, *([] if rosegment else ["-Wl,--no-rosegment"])]
+    result = subprocess.run([compiler, *flags, *link_flags, str(source), "-o", str(out)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return out

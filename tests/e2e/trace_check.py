@@ -45,10 +45,12 @@ def read_dumps(trace: pathlib.Path):
     dumps = collections.defaultdict(list)
     current: Dict[int, list] = {}
     for packet in packets:
-        if packet.HasField("interned_data"):
-            data = packet.interned_data
-            for s in data.mapping_paths:
-                strings[s.iid] = s.str.decode()
+        # Android 10's heapprofd writes them in its profile packets; droidheapd and later
+        # heapprofds as interned data.
+        for data, paths in ((packet.interned_data, packet.interned_data.mapping_paths),
+                            (packet.profile_packet, packet.profile_packet.strings)):
+            for s in paths:
+                strings[s.iid] = s.str.decode(errors="replace")  # build ids among them
             for m in data.mappings:
                 # As the trace processor joins them: "/" before each component.
                 path = "".join("/" + strings.get(i, "") for i in m.path_string_ids)

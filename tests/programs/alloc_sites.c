@@ -1,11 +1,14 @@
 /* A program with allocation sites of known sizes, for end-to-end tests and the demo.
  *
- *   alloc_sites [--wait-file PATH] [--threads N] [--linger MS]
+ *   alloc_sites [--wait-file PATH] [--threads N] [--linger MS] [--linger-freeing MS]
  *
  * Each site_* function allocates a known number of bytes, directly through one allocator entry
  * point; the totals are in tests/e2e/expected_sites.py. With --wait-file it first allocates a
  * little every 10 ms (so that an attaching profiler's ephemeral hook fires) until PATH exists.
- * With --linger it keeps running (allocating nothing more) for MS milliseconds before exiting.
+ * With --linger it keeps running (allocating nothing more) for MS milliseconds before exiting;
+ * with --linger-freeing it goes on allocating and freeing 16 bytes every millisecond meanwhile, as
+ * an app's threads do (Android 10's heapprofd commits what a client sent only up to its latest
+ * free, so a program that stops freeing keeps its last allocations out of every dump).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -71,6 +74,7 @@ int main(int argc, char** argv) {
   const char* wait_file = NULL;
   int threads = 4;
   int linger_ms = 0;
+  int linger_freeing_ms = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--wait-file") == 0 && i + 1 < argc) {
       wait_file = argv[++i];
@@ -78,8 +82,12 @@ int main(int argc, char** argv) {
       threads = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--linger") == 0 && i + 1 < argc) {
       linger_ms = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--linger-freeing") == 0 && i + 1 < argc) {
+      linger_freeing_ms = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--wait-file PATH] [--threads N] [--linger MS]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--wait-file PATH] [--threads N] [--linger MS] [--linger-freeing MS]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -103,5 +111,9 @@ int main(int argc, char** argv) {
   printf("done\n");
   fflush(stdout);
   if (linger_ms > 0) usleep((useconds_t)linger_ms * 1000);
+  for (int i = 0; i < linger_freeing_ms; i++) {
+    heartbeat();
+    usleep(1000);
+  }
   return 0;
 }
