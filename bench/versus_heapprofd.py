@@ -464,7 +464,13 @@ def build_programs(work: pathlib.Path) -> Dict[str, pathlib.Path]:
     return built
 
 
+def _terminate(signum, frame):
+    raise SystemExit(f"versus_heapprofd: stopped by signal {signum}")
+
+
 def main() -> int:
+    # So that a kill (or a timeout) still stops the device and the adb server, in `finally`.
+    signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--allocs", type=int, default=10000,
@@ -494,6 +500,9 @@ def main() -> int:
             bench = Bench(device, work, binaries)
             results = [(w, i, measure(bench, w, i, args.runs)) for w in chosen
                        for i in intervals]
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            print(f"versus_heapprofd: {e}", file=sys.stderr)
+            return 1
         finally:
             device.close()
     print(f"droidheap root mode (dh) against Android 10's heapprofd (hp), Android test device "
