@@ -2,7 +2,7 @@
 (Android 10's arm64 userland under qemu-user, scripts/test_adbd): what each costs the profiled
 program, how exact its per-site bytes are, what it loses, and what its daemon takes.
 
-    .venv/bin/python bench/versus_heapprofd.py [--runs 3] [--allocs 10000] [--intervals 4096,1]
+    .venv/bin/python bench/versus_heapprofd.py [--runs 3] [--allocs 40000] [--intervals 4096,1]
                                                [--workloads 'alloc_sites 4t,...'] [--keep DIR]
 
 The same Android builds for both (tests/android.py, linked --no-rosegment: Android 10's heapprofd
@@ -10,7 +10,7 @@ cannot unwind lld's API-29 layout), started the same way: each profiler's sessio
 the program's name (`droidheap -n`, `droidheap --mode platform -n`), and once the device's
 heapprofd.enable.<name> property says so the program is started by `adb shell`, then the session
 is ended (SIGINT) after it exits. The workloads: bench/programs/malloc_churn.c, 1 and 4 threads
-(ALLOCS allocations per thread, half freed by another thread), timing itself; and
+(ALLOCS allocations shared among them, half freed by another thread), timing itself; and
 tests/programs/alloc_sites.c, --threads 1 and 4, whose exact bytes per site are in
 tests/e2e/expected_sites.py, timed on the device from its start to its "done" line (it then goes
 on freeing a little for --linger-freeing: Android 10's heapprofd books nothing past a client's
@@ -84,7 +84,9 @@ class Workload:
 
 
 def workloads(allocs: int) -> List[Workload]:
-    churn = [Workload("malloc_churn", t, ("-t", str(t), "-n", str(allocs), "-x"), None)
+    """`allocs`: malloc_churn's allocations in all, shared among its threads (1 thread alone
+    would be over too soon to time)."""
+    churn = [Workload("malloc_churn", t, ("-t", str(t), "-n", str(allocs // t), "-x"), None)
              for t in (1, 4)]
     return churn + [Workload("alloc_sites", t, ("--threads", str(t), "--linger-freeing",
                                                 str(LINGER_FREEING_MS)), sites(t))
@@ -473,8 +475,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--allocs", type=int, default=10000,
-                        help="malloc_churn's allocations per thread")
+    parser.add_argument("--allocs", type=int, default=40000,
+                        help="malloc_churn's allocations, shared among its threads")
     parser.add_argument("--intervals", default="4096,1")
     parser.add_argument("--workloads", default="",
                         help="only these, e.g. 'malloc_churn 1t,alloc_sites 4t'")
@@ -506,7 +508,8 @@ def main() -> int:
         finally:
             device.close()
     print(f"droidheap root mode (dh) against Android 10's heapprofd (hp), Android test device "
-          f"(qemu-user), medians of {args.runs} runs; malloc_churn -n {args.allocs} -x")
+          f"(qemu-user), medians of {args.runs} runs; malloc_churn's {args.allocs} "
+          f"allocations, -x")
     print("\n".join(format_table(results)))
     return 0
 
