@@ -36,6 +36,7 @@ import dataclasses
 import os
 import pathlib
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -68,6 +69,9 @@ LINGER_FREEING_MS = 200
 THREAD_SITES = {"site_thread_calloc"}
 CLOCK_TICKS_PER_S = 100  # /proc/<pid>/stat's unit on Linux
 SESSION_TIMEOUT_S = 120
+# Now and then (a loaded machine) perfetto's session writes an empty trace before heapprofd is
+# enabled; a session that ends before the program could start is started again.
+SESSION_ATTEMPTS = 3
 PROGRAM_TIMEOUT_S = 300
 
 
@@ -231,6 +235,10 @@ class Device:
         self.server.adb("-s", self.serial, "push", str(local), remote)
 
 
+class SessionNotStarted(RuntimeError):
+    pass
+
+
 class Bench:
     """Runs the workloads on the device in each configuration; each run's files in `work`."""
 
@@ -239,6 +247,7 @@ class Bench:
         self.work = work
         self.binaries = binaries  # device program name: the host copy (for symbols)
         self.count = 0
+        self.restarts: List[str] = []  # "<profiler>, <workload>: the session's last words"
 
     def run_program(self, workload: Workload) -> Run:
         """One run started by adb shell, each line stamped with the device's clock."""
@@ -248,19 +257,34 @@ class Bench:
             f'echo "start_ns=$s"', timeout=PROGRAM_TIMEOUT_S)
         return Run(*parse_program_output(output))
 
+    def start_session(self, workload: Workload, profiler: str, interval: int,
+                      out: pathlib.Path) -> subprocess.Popen:
+        """A session for the program's name, once the device would profile it."""
+        mode = ["--mode", "platform"] if profiler == HEAPPROFD else []
+        log = out.with_name(f"{out.name}.log")
+        for attempt in range(1, SESSION_ATTEMPTS + 1):
+            with log.open("w") as log_file:
+                session = subprocess.Popen(
+                    [sys.executable, "-m", "droidheap.cli", "-s", self.device.serial, *mode,
+                     "-n", workload.program, "-i", str(interval), "-o", str(out)],
+                    stdout=log_file, stderr=subprocess.STDOUT, env=self.device.env, cwd=ROOT,
+                    start_new_session=True)
+            try:
+                self.wait_for_session(workload.program, session, log)
+                return session
+            except SessionNotStarted as e:
+                if attempt == SESSION_ATTEMPTS:
+                    raise
+                self.restarts.append(f"{profiler}, {workload.label}, -i {interval}: "
+                                     f"{str(e).splitlines()[-1]}")
+                shutil.rmtree(out, ignore_errors=True)
+                time.sleep(2)
+
     def profiled(self, workload: Workload, profiler: str, interval: int) -> Run:
         self.count += 1
         out = self.work / f"run{self.count}-{profiler}"
-        mode = ["--mode", "platform"] if profiler == HEAPPROFD else []
-        log = self.work / f"run{self.count}-{profiler}.log"
-        with log.open("w") as log_file:
-            session = subprocess.Popen(
-                [sys.executable, "-m", "droidheap.cli", "-s", self.device.serial, *mode,
-                 "-n", workload.program, "-i", str(interval), "-o", str(out)],
-                stdout=log_file, stderr=subprocess.STDOUT, env=self.device.env, cwd=ROOT,
-                start_new_session=True)
+        session = self.start_session(workload, profiler, interval, out)
         try:
-            self.wait_for_session(workload.program, session, log)
             heapprofd = self.heapprofd_usage_start() if profiler == HEAPPROFD else None
             run = self.run_program(workload)
             if heapprofd is not None:
@@ -287,9 +311,14 @@ class Bench:
         """Until the device's bionic would load a client into a process called `name`."""
         deadline = time.monotonic() + SESSION_TIMEOUT_S
         while self.device.shell(f"getprop heapprofd.enable.{name}").strip() != "1":
-            if session.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the session for {name} did not start:\n"
-                                   f"{log.read_text()[-2000:]}")
+            if session.poll() is not None:
+                raise SessionNotStarted(f"the session for {name} ended before it started:\n"
+                                        f"{log.read_text().strip()[-2000:]}")
+            if time.monotonic() > deadline:
+                session.kill()
+                session.wait()
+                raise RuntimeError(f"the session for {name} did not start in "
+                                   f"{SESSION_TIMEOUT_S} s:\n{log.read_text()[-2000:]}")
             time.sleep(0.2)
 
     def heapprofd_usage_start(self) -> Tuple[str, int]:
@@ -511,6 +540,9 @@ def main() -> int:
           f"(qemu-user), medians of {args.runs} runs; malloc_churn's {args.allocs} "
           f"allocations, -x")
     print("\n".join(format_table(results)))
+    if bench.restarts:
+        print("sessions that ended before the program started, started again:")
+        print("\n".join(f"  {restart}" for restart in bench.restarts))
     return 0
 
 
