@@ -22,7 +22,8 @@ Columns, per workload, threads and interval (the same for both profilers):
   max err %    the largest |error| of a site's allocated bytes against the exact ones (each site's
                median over the runs), over the sites the profiler booked, and how many of them it
                booked (in the run that booked fewest); droidheap's error is held against
-               heapprofd's over the sites both booked
+               heapprofd's over the sites both booked. The notes name the sites off by more
+               than sampling explains (tests/e2e/expected_sites.py sampling_bound, 5 sigma)
   lost         runs whose profile of the program is missing, or that at -i 1 booked fewer samples
                than malloc_churn made allocations
   cpu s        the daemon's CPU time: droidheapd's whole life (from its log), heapprofd's (a
@@ -52,7 +53,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # noqa: E40
 
 from droidheap import native  # noqa: E402
 from overhead import daemon_usage  # noqa: E402
-from tests.e2e.expected_sites import Site, sites  # noqa: E402
+from tests.e2e.expected_sites import Site, sampling_bound, sites  # noqa: E402
 from tests.e2e.trace_check import totals_by_leaf_function  # noqa: E402
 from tests.trace_processor import SiteTotals  # noqa: E402
 
@@ -163,18 +164,22 @@ class SiteAccuracy:
     errors: Dict[str, float]  # booked site: (booked - exact) / exact allocated bytes
     missing: List[str]  # sites with no bytes booked
     unattributed: int  # bytes on stacks through no site function
+    beyond_sampling: List[str]  # booked sites off by more than sampling explains (5 sigma)
 
 
-def site_accuracy(booked: Dict[str, SiteTotals], exact: Dict[str, Site]) -> SiteAccuracy:
-    errors, missing = {}, []
+def site_accuracy(booked: Dict[str, SiteTotals], exact: Dict[str, Site],
+                  interval: int) -> SiteAccuracy:
+    errors, missing, beyond = {}, [], []
     for name, site in exact.items():
         totals = booked.get(name)
         if totals is None or totals.allocated == 0:
             missing.append(name)
-        else:
-            errors[name] = (totals.allocated - site.allocated) / site.allocated
+            continue
+        errors[name] = (totals.allocated - site.allocated) / site.allocated
+        if abs(totals.allocated - site.allocated) > sampling_bound(site, interval):
+            beyond.append(name)
     unattributed = sum(t.allocated for name, t in booked.items() if name not in exact)
-    return SiteAccuracy(errors, missing, unattributed)
+    return SiteAccuracy(errors, missing, unattributed, beyond)
 
 
 # ---- runs ------------------------------------------------------------------------------------
@@ -304,7 +309,7 @@ class Bench:
             run.daemon_cpu_s, run.daemon_rss_kib = daemon_usage(out)
         if workload.exact and run.trace.pid is not None:
             booked = totals_by_leaf_function(trace, self.binaries[workload.program], "site_")
-            run.accuracy = site_accuracy(booked.get(run.trace.pid, {}), workload.exact)
+            run.accuracy = site_accuracy(booked.get(run.trace.pid, {}), workload.exact, interval)
         return run
 
     def wait_for_session(self, name: str, session: subprocess.Popen, log: pathlib.Path) -> None:
@@ -379,6 +384,7 @@ class Figures:
     site_errors: Dict[str, float] = dataclasses.field(default_factory=dict)  # median |error|
     sites_booked: Optional[int] = None  # in the run that booked fewest
     missing: Tuple[str, ...] = ()
+    beyond_sampling: Tuple[str, ...] = ()  # in any run
     lost_runs: int = 0
     losses: Tuple[str, ...] = ()
     unwinding_errors: Optional[Tuple[int, int]] = None  # (errors, samples), the worst run
@@ -399,6 +405,7 @@ def figures(cell: Cell, profiler: str, interval: int) -> Figures:
                      for name in sorted({n for a in accuracies for n in a.errors})},
         sites_booked=min(booked) if booked else None,
         missing=tuple(sorted({m for a in accuracies for m in a.missing})),
+        beyond_sampling=tuple(sorted({b for a in accuracies for b in a.beyond_sampling})),
         lost_runs=sum(1 for r in runs if r.losses(interval)),
         losses=tuple(losses),
         unwinding_errors=max(((r.trace.unwinding_errors, r.trace.heap_samples) for r in runs
@@ -466,6 +473,10 @@ def format_table(results: Results) -> List[str]:
                 why = ("unwound: no (qemu)" if name == HEAPPROFD and site in THREAD_SITES
                        else "not booked")
                 notes.append(f"  {row}, {name}: {site} {why}")
+            if f.site_errors:
+                beyond = ", ".join(f.beyond_sampling) or "none"
+                notes.append(f"  {row}, {name}: sites off by more than sampling explains "
+                             f"(5 sigma): {beyond}")
             if f.losses:
                 notes.append(f"  {row}, {name} lost: {'; '.join(sorted(set(f.losses)))}")
             if f.unwinding_errors:

@@ -88,11 +88,20 @@ def test_site_error_is_relative_to_the_exact_bytes_over_booked_sites_only(vs):
              "site_c": Site(500, 5, 0, 100)}
     booked = {"site_a": SiteTotals(allocated=900), "site_b": SiteTotals(allocated=2000),
               "site_c": SiteTotals(allocated=0), "?": SiteTotals(allocated=4096)}
-    accuracy = vs.site_accuracy(booked, exact)
+    accuracy = vs.site_accuracy(booked, exact, 1)
     assert accuracy.errors == {"site_a": pytest.approx(-0.1), "site_b": 0.0}
     assert accuracy.missing == ["site_c"]
     assert accuracy.unattributed == 4096
-    assert vs.site_accuracy({}, exact).errors == {}
+    assert accuracy.beyond_sampling == ["site_a"]  # every allocation sampled: exact or wrong
+    assert vs.site_accuracy({}, exact, 1).errors == {}
+
+
+def test_a_sampled_sites_error_within_what_sampling_explains_is_not_beyond_it(vs):
+    site = Site(25600, 256, 0, 100)  # 100-byte blocks, some 6 samples at 4096
+    assert vs.site_accuracy({"s": SiteTotals(allocated=16384)}, {"s": site},
+                            4096).beyond_sampling == []
+    assert vs.site_accuracy({"s": SiteTotals(allocated=25600 * 4)}, {"s": site},
+                            4096).beyond_sampling == ["s"]
 
 
 def _cell(vs, base, dh, hp, dh_rss=30000, hp_rss=40000, hp_missing=(), dh_error=0.0):
@@ -102,7 +111,7 @@ def _cell(vs, base, dh, hp, dh_rss=30000, hp_rss=40000, hp_missing=(), dh_error=
 
     def run(ms, rss, booked_sites):
         return vs.Run(int(ms * 1e6), trace=vs.TraceSummary(1, 100),
-                      accuracy=vs.site_accuracy(booked_sites, exact), daemon_cpu_s=0.5,
+                      accuracy=vs.site_accuracy(booked_sites, exact, 4096), daemon_cpu_s=0.5,
                       daemon_rss_kib=rss)
     exact_booked = {name: SiteTotals(allocated=round(site.allocated * (1 + dh_error)))
                     for name, site in exact.items()}
