@@ -3,6 +3,7 @@ are there, and test programs built for them as the NDK builds an app's native co
 clang against bionic's headers (scripts/android_sysroot.sh makes the sysroot, in build/)."""
 import pathlib
 import subprocess
+from typing import Sequence
 
 from tests.requirements import require
 
@@ -36,13 +37,16 @@ def android_sysroot(abi: str) -> pathlib.Path:
 
 
 def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str,
-                            rosegment: bool = True) -> pathlib.Path:
+                            rosegment: bool = True,
+                            include_dirs: Sequence[pathlib.Path] = ()) -> pathlib.Path:
     """tests/programs' `source` (C or C++) built for Android `abi` as an app's code is. Without
     `rosegment`, as the NDK links an app whose minSdkVersion is below 29 (--no-rosegment: code
-    and read-only data in one segment, the layout unwinders before Android 10's expect)."""
+    and read-only data in one segment, the layout unwinders before Android 10's expect). With
+    `include_dirs` searched for headers (bench/programs' need droidheap/heaps.h)."""
     cxx = source.suffix == ".cc"
     compiler = "/usr/lib/llvm-14/bin/clang++" if cxx else "/usr/lib/llvm-14/bin/clang"
-    flags = [f"--target={TARGETS[abi]}{API}", f"--sysroot={android_sysroot(abi)}", *NDK_FLAGS]
+    flags = [f"--target={TARGETS[abi]}{API}", f"--sysroot={android_sysroot(abi)}", *NDK_FLAGS,
+             *(f"-I{directory}" for directory in include_dirs)]
     if abi == "armeabi-v7a":
         flags.append("-mthumb")
     if cxx:  # the platform's libc++ (an app would ship its own libc++_shared.so)

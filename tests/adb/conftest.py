@@ -34,7 +34,7 @@ _MISSING = {"adb29": "Debian's adb is not installed (apt-get install adb)",
             "adb36": "adbutils' wheel ships no adb for this machine"}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -131,7 +131,7 @@ def serve_adb(name: str, tmp_path_factory) -> Iterator[AdbServer]:
     """A started adb server of ADB_BINARIES[name], killed after the tests that use it."""
     binary = ADB_BINARIES[name]
     require(None if binary.is_file() else _MISSING[name])
-    server = AdbServer(binary, _free_port(),
+    server = AdbServer(binary, free_port(),
                        device_bin_dir(tmp_path_factory.mktemp("device-bin")))
     server.adb("start-server")
     yield server

@@ -10,7 +10,7 @@ import pytest
 from droidheap.device.adb import AdbDevice
 from droidheap.errors import DroidheapError
 
-from .conftest import ROOT, AdbServer, _free_port, start_test_adbd
+from .conftest import ROOT, AdbServer, free_port, start_test_adbd
 
 
 def test_no_device(adb_env):
@@ -92,7 +92,7 @@ def test_cli_errors_are_one_line(adb_env, extra_adbds):
 
 
 def test_starts_an_adb_server_when_none_runs(adb_server, monkeypatch):
-    server = AdbServer(adb_server.binary, _free_port(), adb_server.bin_dir)
+    server = AdbServer(adb_server.binary, free_port(), adb_server.bin_dir)
     for key, value in server.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("ANDROID_SERIAL", raising=False)
