@@ -124,6 +124,11 @@ class Session:
     def connected_pids(self) -> Set[int]:
         return self._logged_pids("connected")
 
+    def recording_pids(self) -> Set[int]:
+        """Processes whose client records: every allocation after this is in their profile (the
+        handshake comes a moment before, the client's hooks and heaps are set up after it)."""
+        return self._logged_pids("recording")
+
     def exited_pids(self) -> Set[int]:
         """Processes whose profile is over: exited, or ended by a guardrail."""
         return self._logged_pids("process exited") | self._logged_pids("profile ended")

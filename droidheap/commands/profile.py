@@ -377,8 +377,8 @@ def _run_attached(device, session, pids, targets, duration_ms):
         if targets.from_startup():
             _note(f"profiling {'every process' if every_process else ', '.join(startup_names)} "
                   f"from the start of each new process too; Ctrl-C to stop")
-        session.wait_until(lambda: set(pids) <= session.connected_pids(), _CONNECT_TIMEOUT_S)
-        connected = session.connected_pids()
+        session.wait_until(lambda: set(pids) <= session.recording_pids(), _CONNECT_TIMEOUT_S)
+        connected = session.recording_pids()
         for pid in pids:
             if pid in connected:
                 _note(f"attached to pid {pid}")
@@ -392,7 +392,7 @@ def _run_attached(device, session, pids, targets, duration_ms):
         announced = set(pids)
         deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
         while session.running() and (deadline is None or time.monotonic() < deadline):
-            for pid in sorted(session.connected_pids() - announced):
+            for pid in sorted(session.recording_pids() - announced):
                 _note(f"profiling pid {pid} from its start")
                 announced.add(pid)
             time.sleep(0.05)

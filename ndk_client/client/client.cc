@@ -361,6 +361,12 @@ void Client::DeclareHeap(uint32_t heap, const char* name) {
   Publish(r);
 }
 
+void Client::AnnounceRecording() {
+  if (!identity_.InOriginalProcess()) return;
+  SharedRingBuffer::Reservation r;
+  if (Reserve(kRecordRecording, 0, &r)) Publish(r);
+}
+
 void Client::RecordAllocatorStats(bool now) {
   if (!identity_.InOriginalProcess()) return;
   const uint64_t now_us = NowUs();

@@ -66,6 +66,9 @@ class Client {
   void RecordFree(uint32_t heap, uint64_t address, uint64_t sequence);
   // Tells the daemon the name of custom heap `heap`, before its first record.
   void DeclareHeap(uint32_t heap, const char* name);
+  // Tells the daemon the hooks and heaps record from now on (kRecordRecording): the process it
+  // then reports as profiled misses nothing after that report.
+  void AnnounceRecording();
   // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the
   // sampled path and at exit.
   void RecordAllocatorStats(bool now);

@@ -202,6 +202,7 @@ void Install(Client* client) {
   g_client.store(client, std::memory_order_release);
   Client::NewGeneration();
   CustomHeaps::StartSession(client, ReportCustomHeap);
+  client->AnnounceRecording();
 }
 
 // A forked child's session, the parent's, ends here (its records would be booked against the

@@ -47,6 +47,7 @@ struct ClientConnection {
   bool socket_closed = false;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // ended at the session's memory cap
+  bool recording = false;      // its kRecordRecording was read
   uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
   ProcessMaps maps;
   CallstackTable callstacks;

@@ -4,8 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -17,6 +15,7 @@
 
 #include "daemon/clock.h"
 #include "daemon/handshake.h"
+#include "daemon/log.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
@@ -44,16 +43,6 @@ bool StdinClosed() {
   char buf[256];
   ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
   return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
-}
-
-void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Log(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  fprintf(stderr, "droidheapd: ");
-  vfprintf(stderr, fmt, args);
-  fputc('\n', stderr);
-  va_end(args);
 }
 
 // The heaps the session records, as the client reads them (wire_protocol.h). main.cc made sure
@@ -252,6 +241,9 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
                          signalled_pids_.end();
   Log("connected pid=%d abi=%s cmdline=%s", client->pid, client->layout->name,
       client->cmdline.c_str());
+  // A client of protocol 6 says when it records (kRecordRecording); an older one does so as soon
+  // as it has the reply.
+  if (hello.version < 6) Log("recording pid=%d", client->pid);
   if (client->layout->has_ehabi) {
     Log("pid=%d: %s stacks are unwound with DWARF CFI, ARM EHABI tables (.ARM.exidx) and frame "
         "pointers (r7)", client->pid, client->layout->name);

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "daemon/clock.h"
+#include "daemon/log.h"
 #include "daemon/output_file.h"
 #include "protocol/wire_protocol.h"
 
@@ -226,6 +227,9 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       }
     } else if (record.type == kRecordHeapName) {
       NameCustomHeap(client, record.body, record.body_size);
+    } else if (record.type == kRecordRecording && !client->recording) {
+      client->recording = true;  // said once: a hostile client's repeats are not logged
+      Log("recording pid=%d", client->pid);
     } else if (record.type == kRecordAllocatorStats &&
                record.body_size >= sizeof(AllocatorStatsRecord)) {
       AllocatorStatsRecord stats;

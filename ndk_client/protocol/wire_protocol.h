@@ -32,8 +32,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 2: ClientHello::abi. 3: DaemonReply::block_timeout_us (milliseconds before, as
 // block_timeout_ms; the daemon answers an older client in its unit). 4: DaemonReply::totals_size
 // and the totals fd; AllocatorStatsRecord. 5: custom heaps (DaemonReply::heap_flags and
-// heap_names, the kRecordHeap* records, the totals' slots per heap).
-constexpr uint32_t kProtocolVersion = 5;
+// heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
+constexpr uint32_t kProtocolVersion = 6;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -126,6 +126,10 @@ enum RecordType : uint32_t {
   kRecordHeapAlloc = 4,
   kRecordHeapFree = 5,
   kRecordHeapName = 6,  // HeapNameRecord, before the heap's first record
+  // Version 6, no body: the client's hooks and heaps record from here on. Between the reply and
+  // this record the process runs unrecorded, so the daemon says "recording" only when it reads it
+  // (for an older client, at the handshake).
+  kRecordRecording = 7,
 };
 
 struct alignas(8) HeapTag {

@@ -1,7 +1,10 @@
 """droidheapd's handshake across protocol versions and ABIs (wire_protocol.h), against the host
 build's daemon accepting every process: a version 1 hello (no ABI) and a newer, longer one are both
 read exactly; a hello naming a 32-bit ABI is accepted and logged as such; an ABI the daemon does
-not know is refused with its own status."""
+not know is refused with its own status; the daemon says a client records only once the client
+says so (protocol 6), or at once for an older client."""
+import contextlib
+import mmap
 import os
 import pathlib
 import socket
@@ -15,9 +18,11 @@ HELLO_V1 = struct.Struct("<IIIiQ")  # magic, version, size, pid, flags
 HELLO_V2 = struct.Struct("<IIIiQII")  # ... abi, reserved
 HELLO_MAGIC = 0x50414548
 ACCEPTED, BAD_HELLO, UNSUPPORTED_ABI = 0, 2, 4
-ABI_X86, ABI_ARMEABI_V7A = 3, 4  # registers.h's Abi
+ABI_X86_64, ABI_X86, ABI_ARMEABI_V7A = 1, 3, 4  # registers.h's Abi
 BLOCK_TIMEOUT_US = 2_500_300
 BLOCK_TIMEOUT_OFFSET = 28  # DaemonReply::block_timeout_us
+RECORD_RECORDING = 7  # wire_protocol.h
+WRITE_POS_OFFSET = 72  # RingBufferMetadata::write_pos
 
 
 @pytest.fixture
@@ -42,9 +47,10 @@ def daemon(native_build, tmp_path):
         process.wait(timeout=30)
 
 
-def exchange(socket_path: pathlib.Path, hello: bytes):
-    """Sends `hello` with this process's own maps and mem fds; returns the reply and whether a
-    shared memory fd came with it."""
+@contextlib.contextmanager
+def connected(socket_path: pathlib.Path, hello: bytes):
+    """Sends `hello` with this process's own maps and mem fds; yields the socket (open), the
+    reply's first 56 bytes (a version 3 reply's) and the fds that came with it."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(socket_path))
@@ -55,10 +61,18 @@ def exchange(socket_path: pathlib.Path, hello: bytes):
             for fd in fds:
                 os.close(fd)
         data, received, _, _ = socket.recv_fds(s, 56, 4)
-        for fd in received:
-            os.close(fd)
-    assert len(data) == 56, data
-    return data, len(received) == 1
+        try:
+            assert len(data) == 56, data
+            yield s, data, received
+        finally:
+            for fd in received:
+                os.close(fd)
+
+
+def exchange(socket_path: pathlib.Path, hello: bytes):
+    """The reply to `hello`, and whether a shared memory fd came with it."""
+    with connected(socket_path, hello) as (_, data, fds):
+        return data, len(fds) == 1
 
 
 def handshake(socket_path: pathlib.Path, hello: bytes):
@@ -122,3 +136,37 @@ def test_block_timeout_goes_in_microseconds_from_version_3_and_milliseconds_befo
     socket_path, _ = daemon
     data, _ = exchange(socket_path, hello_v2(ABI_X86, version=version))
     assert struct.unpack_from("<I", data, BLOCK_TIMEOUT_OFFSET)[0] == timeout
+
+
+def write_empty_record(ring_fd: int, record_type: int):
+    """Writes a record without a body into the ring buffer as a client does (ring_buffer.h)."""
+    page = mmap.PAGESIZE
+    with mmap.mmap(ring_fd, os.fstat(ring_fd).st_size) as ring:
+        data_size = struct.unpack_from("<Q", ring, 8)[0]
+        write_pos = struct.unpack_from("<Q", ring, WRITE_POS_OFFSET)[0]
+        at = page + write_pos % data_size
+        struct.pack_into("<I", ring, at + 4, record_type)
+        struct.pack_into("<Q", ring, WRITE_POS_OFFSET, write_pos + 8)
+        struct.pack_into("<I", ring, at, 8)  # committed
+
+
+def test_a_client_records_from_its_recording_record_on(daemon):
+    socket_path, log = daemon
+    with connected(socket_path, hello_v2(ABI_X86_64, version=6)) as (sock, _, fds):
+        assert logged(log, f"connected pid={os.getpid()} abi=")
+        # Set up, not yet recording (its hooks and heaps come after the reply): the user is not
+        # told it is profiled.
+        time.sleep(0.3)
+        assert f"recording pid={os.getpid()}" not in log()
+        write_empty_record(fds[0], RECORD_RECORDING)
+        write_empty_record(fds[0], RECORD_RECORDING)  # said once, whatever the client repeats
+        sock.send(b"w")  # a wake-up byte
+        assert logged(log, f"recording pid={os.getpid()}")
+        time.sleep(0.2)
+        assert log().count(f"recording pid={os.getpid()}") == 1
+
+
+def test_a_client_older_than_protocol_6_records_from_the_reply(daemon):
+    socket_path, log = daemon
+    assert handshake(socket_path, hello_v2(ABI_X86_64, version=5))[0] == ACCEPTED
+    assert logged(log, f"recording pid={os.getpid()}")
