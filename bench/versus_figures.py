@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from tests.e2e.expected_sites import Site, sampling_bound, sites
+from tests.e2e.expected_sites import Site, libc_sites, sampling_bound, sites
 from tests.trace_processor import SiteTotals
 
 DROIDHEAP, HEAPPROFD = "droidheap", "heapprofd"
@@ -44,7 +44,9 @@ def workloads(allocs: int) -> List[Workload]:
              for t in (1, 4)]
     return churn + [Workload("alloc_sites", t, ("--threads", str(t), "--linger-freeing",
                                                 str(LINGER_FREEING_MS)), sites(t))
-                    for t in (1, 4)]
+                    for t in (1, 4)] + [
+        Workload("libc_sites", 1, ("--linger-freeing", str(LINGER_FREEING_MS)),
+                 libc_sites(libcxx=True))]
 
 
 # ---- the pure parts: what the device and the outputs say --------------------------------------

@@ -11,7 +11,8 @@ the program's name (`droidheap -n`, `droidheap --mode platform -n`), and once th
 heapprofd.enable.<name> property says so the program is started by `adb shell`, then the session
 is ended (SIGINT) after it exits. The workloads: bench/programs/malloc_churn.c, 1 and 4 threads
 (ALLOCS allocations shared among them, half freed by another thread), timing itself; and
-tests/programs/alloc_sites.c, --threads 1 and 4, whose exact bytes per site are in
+tests/programs/alloc_sites.c, --threads 1 and 4, and tests/programs/libc_sites.cc (C++ through
+Android's libc++, libc's strdup and qsort, a deep recursion), whose exact bytes per site are in
 tests/e2e/expected_sites.py, timed on the device from its start to its "done" line (it then goes
 on freeing a little for --linger-freeing: Android 10's heapprofd books nothing past a client's
 last free). Each round runs the program unprofiled, under droidheap, under heapprofd; the figures
@@ -58,6 +59,7 @@ ABI = "arm64-v8a"
 DEVICE_DIR = "/data/local/tmp"
 CHURN_SOURCE = ROOT / "bench" / "programs" / "malloc_churn.c"
 SITES_SOURCE = ROOT / "tests" / "programs" / "alloc_sites.c"
+CXX_SITES_SOURCE = ROOT / "tests" / "programs" / "libc_sites.cc"
 SESSION_TIMEOUT_S = 120
 # Now and then (a loaded machine) perfetto's session writes an empty trace before heapprofd is
 # enabled; a session that ends before the program could start is started again.
@@ -235,7 +237,7 @@ def build_programs(work: pathlib.Path) -> Dict[str, pathlib.Path]:
     """The Android builds both profilers run, linked --no-rosegment (see the module's doc)."""
     from tests.android import compile_android_program
     built = {}
-    for source in (CHURN_SOURCE, SITES_SOURCE):
+    for source in (CHURN_SOURCE, SITES_SOURCE, CXX_SITES_SOURCE):
         built[source.stem] = compile_android_program(
             source, work / source.stem, ABI, rosegment=False,
             include_dirs=[ROOT / "ndk_client" / "include"])

@@ -3,10 +3,14 @@
 // -O2 -fomit-frame-pointer by the tests, as distributions and Android build everything: only a
 // CFI unwinder attributes these bytes to the site_* function that caused them.
 //
-//   libc_sites        totals per site in tests/e2e/expected_sites.py (LIBC_SITES)
+//   libc_sites [--linger-freeing MS]   totals per site in tests/e2e/expected_sites.py
+//
+// With --linger-freeing it then goes on allocating and freeing 16 bytes every millisecond for MS
+// milliseconds (as alloc_sites.c: Android 10's heapprofd books nothing past a client's last free).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -63,7 +67,14 @@ NOINLINE int site_deep_recursion(int depth) {  // 100 x 4096 B at depth 80, kept
 
 }  // extern "C"
 
-int main() {
+int main(int argc, char** argv) {
+  int linger_freeing_ms = 0;
+  if (argc == 3 && strcmp(argv[1], "--linger-freeing") == 0) {
+    linger_freeing_ms = atoi(argv[2]);
+  } else if (argc != 1) {
+    fprintf(stderr, "usage: %s [--linger-freeing MS]\n", argv[0]);
+    return 2;
+  }
   site_strdup();
   site_operator_new();
   site_std_string();
@@ -71,5 +82,11 @@ int main() {
   site_qsort_callback();
   site_deep_recursion(80);
   printf("done\n");
+  fflush(stdout);
+  for (int i = 0; i < linger_freeing_ms; i++) {
+    g_sink = malloc(16);
+    free(g_sink);
+    usleep(1000);
+  }
   return 0;
 }
