@@ -3,11 +3,13 @@ elapsed time and peak RSS under droidheap (emulated device, this machine's ABI) 
 peers, beside the same run unprofiled on glibc, all measured side by side in one run (medians of
 --runs runs, taken in rounds that run every configuration once).
 
-    .venv/bin/python bench/overhead.py [--threads 1,4,8] [--runs 3] [--allocs 2000000]
+    .venv/bin/python bench/overhead.py [--threads 1,4] [--runs 3] [--allocs 2000000]
                                        [--no-programs] [--no-depths] [--no-callgrind]
+                                       [--cross-thread-frees]
 
 The workloads: bench/programs/malloc_churn.c (per thread ALLOCS allocations of 16..4096 bytes
-with 1024 kept live, every other one freed by another thread), then real allocation-heavy
+with 1024 kept live, each freed by its own thread; with --cross-thread-frees every other one by
+another thread), then real allocation-heavy
 programs from Debian, each timing its own work and reading its own VmHWM: perl building an
 800k-key hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
 few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
@@ -33,7 +35,9 @@ Figures:
                 the few samples carry the cold start (each library's unwind tables read). Then
                 from droidheapd's log: its whole CPU time per sample ("cpu ns": start-up,
                 unwinding, booking, writing the trace) and its peak RSS in MiB (the shared
-                buffer's pages it touched included)
+                buffer's pages it touched included); last, "client": the CPU time the client
+                adds to the program's threads per sample (malloc_churn's CPU time of all its
+                threads over dh 1e9's, per sample; the sampled block's free included)
   peak RSS      the program's VmHWM in MiB, profiler's memory in the process included
   stack depth   daemon ns per sample for malloc_churn, 1 thread, ALLOCS allocations, dh 4096,
                 allocating from 10, 30 and 60 nested frames (and the deepest stack booked)
@@ -43,12 +47,15 @@ Figures:
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
                 under callgrind, the instructions it adds per pair
+  goals         issue 27's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1
+                (4 threads @-i 1 also below heaptrack), perl, python3 and sqlite3 @4096, the
+                client's CPU ns per sample (1 thread @4096) and the daemon's busy ns per sample
+                at depth 10; each met, MISSED, or not measured in this run
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
 """
 import argparse
-import dataclasses
 import os
 import pathlib
 import re
@@ -59,20 +66,19 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
-from droidheap.trace.heap_dumps import rebuild_dumps
-from droidheap.trace.reader import parse_trace
+from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, Run, daemon_stats,
+                              daemon_usage, goals, parse_run, print_custom_heap,
+                              print_daemon_table, print_depths, print_elapsed_table,
+                              print_fast_path, print_goals, print_rss_table)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
 INCLUDE = ROOT / "ndk_client" / "include"  # droidheap/heaps.h
 JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
-DEPTHS = [10, 30, 60]
-DEPTH_INTERVAL = 4096
 # Instruction counts barely vary from run to run: one short run is enough.
 CALLGRIND_ALLOCS = 200_000
 FAST_PATH_ALLOCS = 10_000_000
-CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
 CUSTOM_HEAP_THREADS = [1, 2]
 
 PERL_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
@@ -98,89 +104,6 @@ PROGRAMS = [("perl hash", ["/usr/bin/perl", "-e", PERL_HASH], None),
             ("python3 dict", ["/usr/bin/python3", "-c", PYTHON_DICT], None),
             ("sqlite3 rows", ["/usr/bin/sqlite3", ":memory:"], SQLITE_ROWS),
             ("jq object", ["/usr/bin/jq", "-nrR", JQ_OBJECT, "/proc/self/status"], None)]
-
-# A dump's flags that say samples were lost, and how to say it.
-LOSS_FLAGS = {"buffer_overran": "buffer overran", "buffer_corrupted": "buffer corrupted",
-              "hit_guardrail": "guardrail hit", "rejected_concurrent": "rejected"}
-
-
-@dataclasses.dataclass
-class DaemonStats:
-    """What droidheap's trace says of the profiled process."""
-    samples: int  # heap_samples of the last dump: every sample since it connected
-    busy_us: int  # total_unwinding_time_us, likewise
-    unwinding_errors: int
-    deepest_stack: int  # frames, in the last dump
-    losses: List[str]
-    cpu_s: float = 0.0  # droidheapd's CPU time, user and system, from its log
-    peak_rss_kib: int = 0  # droidheapd's, likewise
-
-
-@dataclasses.dataclass
-class Run:
-    """One run of a workload under one configuration."""
-    elapsed_ns: int
-    peak_rss_kib: int
-    allocations: Optional[int]  # when the workload counts them (malloc_churn)
-    daemon: Optional[DaemonStats] = None  # droidheap's runs
-
-    @property
-    def samples_per_s(self) -> Optional[float]:
-        if not self.daemon:
-            return None
-        return self.daemon.samples / (self.elapsed_ns / 1e9)
-
-    @property
-    def daemon_ns_per_sample(self) -> Optional[float]:
-        if not self.daemon or not self.daemon.samples:
-            return None
-        return self.daemon.busy_us * 1000 / self.daemon.samples
-
-    @property
-    def daemon_cpu_ns_per_sample(self) -> Optional[float]:
-        if not self.daemon or not self.daemon.samples or not self.daemon.cpu_s:
-            return None
-        return self.daemon.cpu_s * 1e9 / self.daemon.samples
-
-
-def parse_run(output: str) -> Run:
-    """A workload's own account of its run: an `elapsed_ns=N` line or the sum of sqlite3's `.timer`
-    lines, a VmHWM line copied from /proc/self/status and, from malloc_churn, `allocations=N`."""
-    found = re.search(r"elapsed_ns=(\d+)", output)
-    sqlite = re.findall(r"Run Time: real ([0-9.]+)", output)
-    peak = re.search(r"VmHWM:\s*(\d+) kB", output)
-    if (found is None and not sqlite) or peak is None:
-        raise RuntimeError(f"the workload printed no time or no VmHWM:\n{output[-2000:]}")
-    elapsed = int(found.group(1)) if found else int(sum(float(t) for t in sqlite) * 1e9)
-    allocations = re.search(r"allocations=(\d+)", output)
-    return Run(elapsed, int(peak.group(1)), allocations and int(allocations.group(1)))
-
-
-def daemon_stats(out: pathlib.Path) -> DaemonStats:
-    """The profiled process's figures in `out`/raw-trace, read by droidheap's own reader: a dump
-    comes in fragments, any of which may carry the stats or a flag."""
-    dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
-    if not dumps:
-        raise RuntimeError(f"{out}/raw-trace holds no dump: the client never connected")
-    # Each workload is one process; should a helper connect too, the program is the busiest.
-    pid = max(dumps, key=lambda p: dumps[p][-1].stats.heap_samples)
-    last = dumps[pid][-1]
-    losses = sorted({text for dump in dumps[pid] for flag, text in LOSS_FLAGS.items()
-                     if getattr(dump, flag)})
-    return DaemonStats(last.stats.heap_samples, last.stats.total_unwinding_time_us,
-                       last.stats.unwinding_errors,
-                       max((len(s.frames) for s in last.samples), default=0), losses)
-
-
-def daemon_usage(out: pathlib.Path) -> Tuple[float, int]:
-    """(CPU seconds, peak RSS KiB) droidheapd logged as it stopped, from the log in `out`."""
-    log = out / "droidheapd.log"
-    found = log.exists() and re.search(r"stopped: cpu user ([0-9.]+) s system ([0-9.]+) s, "
-                                       r"peak RSS (\d+) KiB", log.read_text())
-    if not found:
-        raise RuntimeError(f"no droidheapd log with its usage in {out}")
-    return float(found.group(1)) + float(found.group(2)), int(found.group(3))
-
 
 class Runner:
     """Runs one configuration of the workload, in a scratch directory of its own."""
@@ -279,49 +202,6 @@ def measure(runner: Runner, label: str, workload, runs: int, stdin=None,
     return done
 
 
-def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optional[float]:
-    values = [v for v in map(figure, runs) if v is not None]
-    return statistics.median(values) if values else None
-
-
-Rows = List[Tuple[str, Dict[str, List[Run]]]]  # (workload, {column: runs})
-
-
-def print_elapsed_table(title: str, rows: Rows) -> None:
-    columns = list(rows[0][1])
-    print(f"{title:>14} {'glibc ms':>9} " + " ".join(f"{c:>10}" for c in columns[1:]))
-    for label, by_column in rows:
-        ms = {c: median(runs, lambda r: r.elapsed_ns / 1e6) for c, runs in by_column.items()}
-        print(f"{label:>14} {ms['glibc']:>9.0f} "
-              + " ".join(f"{ms[c] / ms['glibc']:>9.2f}x" for c in columns[1:]))
-
-
-def print_daemon_table(rows: Rows) -> None:
-    columns = [c for c in rows[0][1] if rows[0][1][c][0].daemon]
-    print(f"{'daemon':>14} " + " ".join(f"{c:>30}" for c in columns))
-    print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>6} {'cpu ns':>6} {'MiB':>5}"
-                                  for _ in columns))
-    for label, by_column in rows:
-        cells = []
-        for c in columns:
-            runs = by_column[c]
-            rate = median(runs, lambda r: r.samples_per_s)
-            figures = [median(runs, lambda r: r.daemon_ns_per_sample),
-                       median(runs, lambda r: r.daemon_cpu_ns_per_sample)]
-            rss = median(runs, lambda r: r.daemon.peak_rss_kib / 1024)
-            cells.append(f"{rate:>10.0f} " + " ".join(f"{f:>6.0f}" if f is not None else f"{'-':>6}"
-                                                      for f in figures) + f" {rss:>5.1f}")
-        print(f"{label:>14} " + " ".join(cells))
-
-
-def print_rss_table(rows: Rows) -> None:
-    columns = list(rows[0][1])
-    print(f"{'peak RSS MiB':>14} " + " ".join(f"{c:>10}" for c in columns))
-    for label, by_column in rows:
-        print(f"{label:>14} " + " ".join(
-            f"{median(by_column[c], lambda r: r.peak_rss_kib / 1024):>10.1f}" for c in columns))
-
-
 def measure_depths(runner: Runner, program: pathlib.Path, allocs: int,
                    runs: int) -> Dict[int, List[Run]]:
     """{depth: runs} of malloc_churn, 1 thread, under droidheap, at each stack depth."""
@@ -389,15 +269,6 @@ def measure_fast_path(runner: Runner, program: pathlib.Path,
     return measure(runner, "fast path", workload, runs * 2, columns=["layer", "dh 1e9"]), allocs
 
 
-def print_fast_path(runs: Dict[str, List[Run]], allocs: int) -> None:
-    layer = [r.elapsed_ns / allocs for r in runs["layer"]]
-    client = [r.elapsed_ns / allocs for r in runs["dh 1e9"]]
-    print(f"unsampled fast path, wall (32-byte malloc+free pairs, 1 thread, {len(layer)} runs "
-          f"each): the layer alone {statistics.median(layer):.1f} ns per pair, dh 1e9 adds "
-          f"{statistics.median(client) - statistics.median(layer):.1f} ns (medians), "
-          f"{min(client) - min(layer):.1f} ns (fastest runs)")
-
-
 def measure_custom_heap(runner: Runner, program: pathlib.Path,
                         runs: int) -> Tuple[Dict[int, Dict[str, List[Run]]], int]:
     """{threads: {"alone" | "dh 1e9": runs}} of malloc_churn -c, the report pairs alone, unprofiled
@@ -418,31 +289,16 @@ def measure_custom_heap(runner: Runner, program: pathlib.Path,
     return by_threads, allocs
 
 
-def print_custom_heap(by_threads: Dict[int, Dict[str, List[Run]]], allocs: int) -> None:
-    print(f"custom heap reports, wall (alloc+free report pairs, malloc_churn -c, "
-          f"dh 1e9 --heaps {CUSTOM_HEAP}):")
-    for threads, runs in by_threads.items():
-        alone = statistics.median(r.elapsed_ns / allocs for r in runs["alone"])
-        recorded = statistics.median(r.elapsed_ns / allocs for r in runs["dh 1e9"])
-        print(f"  {threads} thread{'s' if threads > 1 else ''}: {alone:.1f} ns per pair "
-              f"unprofiled, recording adds {recorded - alone:.1f} ns (medians)")
-
-
-def print_depths(by_depth: Dict[int, List[Run]]) -> None:
-    print(f"daemon ns per sample by stack depth (malloc_churn, 1 thread, dh {DEPTH_INTERVAL}):")
-    for depth, runs in by_depth.items():
-        print(f"  depth {depth:>3}: {median(runs, lambda r: r.daemon_ns_per_sample):>6.0f} ns "
-              f"(deepest stack {max(r.daemon.deepest_stack for r in runs)} frames)")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", default="1,4,8")
+    parser.add_argument("--threads", default="1,4")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--allocs", type=int, default=2_000_000, help="per thread")
     parser.add_argument("--no-programs", action="store_true", help="malloc_churn only")
     parser.add_argument("--no-depths", action="store_true", help="skip the stack depth runs")
     parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
+    parser.add_argument("--cross-thread-frees", action="store_true",
+                        help="malloc_churn -x: half the frees on another thread")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="droidheap-overhead-") as tmp:
         work = pathlib.Path(tmp)
@@ -450,11 +306,11 @@ def main() -> int:
         subprocess.run(["cc", "-O2", "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o", str(program)],
                        check=True)
         runner = Runner(work)
-        churn = []
+        churn = {}
         for threads in [int(t) for t in args.threads.split(",")]:
-            workload = [str(program), "-t", str(threads), "-n", str(args.allocs), "-x"]
-            churn.append((f"{threads} threads", measure(runner, f"{threads} threads", workload,
-                                                        args.runs)))
+            workload = [str(program), "-t", str(threads), "-n", str(args.allocs),
+                        *(["-x"] if args.cross_thread_frees else [])]
+            churn[threads] = measure(runner, f"{threads} threads", workload, args.runs)
         programs = []
         if not args.no_programs:
             for name, argv, stdin in PROGRAMS:
@@ -471,16 +327,17 @@ def main() -> int:
                 runner, program, ["-s", "32:32", "-w", "64", "-c", CUSTOM_HEAP],
                 ["--heaps", CUSTOM_HEAP])
 
-    print_elapsed_table("malloc_churn", churn)
+    churn_rows = [(f"{threads} threads", runs) for threads, runs in churn.items()]
+    print_elapsed_table("malloc_churn", churn_rows)
     print_fast_path(*fast_path)
     print_custom_heap(*custom_heap)
     if programs:
         print()
         print_elapsed_table("program", programs)
     print()
-    print_daemon_table(churn + programs)
+    print_daemon_table(churn_rows + programs)
     print()
-    print_rss_table(churn + programs)
+    print_rss_table(churn_rows + programs)
     if by_depth:
         print()
         print_depths(by_depth)
@@ -492,6 +349,9 @@ def main() -> int:
         alone, added, _ = custom_callgrind
         print(f"custom heap reports under callgrind (1 thread, dh 1e9 --heaps {CUSTOM_HEAP}): "
               f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
+    print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live, "
+          f"{'half' if args.cross_thread_frees else 'none'} freed on another thread")
+    print_goals(goals(churn, dict(programs), by_depth))
     print()
     print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
     print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))

@@ -8,10 +8,10 @@
 // heap HEAP (droidheap/heaps.h) of a window slot's address, what a program's own allocator adds
 // to tell a profiler (-x and -r do not apply then).
 //
-// Prints its own elapsed time, from the moment every thread is ready to the last one's end, so
-// that start-up, attaching and tearing down the profiler are not counted, then its peak resident
-// set size as the kernel's VmHWM line of /proc/self/status:
-//   elapsed_ns=N allocations=N
+// Prints its own elapsed time and the CPU time of all its threads, from the moment every thread is
+// ready to the last one's end, so that start-up, attaching and tearing down the profiler are not
+// counted, then its peak resident set size as the kernel's VmHWM line of /proc/self/status:
+//   elapsed_ns=N allocations=N cpu_ns=N
 //   VmHWM:   N kB
 //
 // usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-d DEPTH]
@@ -46,6 +46,14 @@ static uint64_t next_random(uint64_t* state) {  // xorshift64*
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// CPU time of every thread of this process: the profiler's client works on the program's threads,
+// droidheapd in a process of its own.
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -150,13 +158,15 @@ int main(int argc, char** argv) {
   for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, thread_main, (void*)i);
   pthread_barrier_wait(&g_start);
   uint64_t begin = now_ns();
+  uint64_t cpu_begin = cpu_ns();
   for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
   uint64_t elapsed = now_ns() - begin;
+  uint64_t cpu = cpu_ns() - cpu_begin;
   for (size_t i = 0; g_heap == NULL && i < (size_t)g_threads * (size_t)g_window; ++i) {
     free(g_windows[i]);
   }
-  printf("elapsed_ns=%llu allocations=%lld\n", (unsigned long long)elapsed,
-         (long long)g_allocs * g_threads);
+  printf("elapsed_ns=%llu allocations=%lld cpu_ns=%llu\n", (unsigned long long)elapsed,
+         (long long)g_allocs * g_threads, (unsigned long long)cpu);
   print_peak_rss();
   return 0;
 }

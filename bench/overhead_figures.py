@@ -1,0 +1,249 @@
+"""bench/overhead.py's figures: what a workload and droidheap's outputs say of a run, the medians,
+the tables and the goals. Pure functions, but for reading a run's output directory."""
+import dataclasses
+import pathlib
+import re
+import statistics
+from typing import Callable, Dict, List, Optional, Tuple
+
+from droidheap.trace.heap_dumps import rebuild_dumps
+from droidheap.trace.reader import parse_trace
+
+DEPTHS = [10, 30, 60]
+DEPTH_INTERVAL = 4096
+CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
+# The programs the goals name, by their label in bench/overhead.py.
+GOAL_PROGRAMS = ["perl hash", "python3 dict", "sqlite3 rows"]
+
+# A dump's flags that say samples were lost, and how to say it.
+LOSS_FLAGS = {"buffer_overran": "buffer overran", "buffer_corrupted": "buffer corrupted",
+              "hit_guardrail": "guardrail hit", "rejected_concurrent": "rejected"}
+
+
+@dataclasses.dataclass
+class DaemonStats:
+    """What droidheap's trace says of the profiled process."""
+    samples: int  # heap_samples of the last dump: every sample since it connected
+    busy_us: int  # total_unwinding_time_us, likewise
+    unwinding_errors: int
+    deepest_stack: int  # frames, in the last dump
+    losses: List[str]
+    cpu_s: float = 0.0  # droidheapd's CPU time, user and system, from its log
+    peak_rss_kib: int = 0  # droidheapd's, likewise
+
+
+@dataclasses.dataclass
+class Run:
+    """One run of a workload under one configuration."""
+    elapsed_ns: int
+    peak_rss_kib: int
+    allocations: Optional[int]  # when the workload counts them (malloc_churn)
+    cpu_ns: Optional[int] = None  # every thread's CPU time meanwhile, when it says (malloc_churn)
+    daemon: Optional[DaemonStats] = None  # droidheap's runs
+
+    @property
+    def samples_per_s(self) -> Optional[float]:
+        if not self.daemon:
+            return None
+        return self.daemon.samples / (self.elapsed_ns / 1e9)
+
+    @property
+    def daemon_ns_per_sample(self) -> Optional[float]:
+        if not self.daemon or not self.daemon.samples:
+            return None
+        return self.daemon.busy_us * 1000 / self.daemon.samples
+
+    @property
+    def daemon_cpu_ns_per_sample(self) -> Optional[float]:
+        if not self.daemon or not self.daemon.samples or not self.daemon.cpu_s:
+            return None
+        return self.daemon.cpu_s * 1e9 / self.daemon.samples
+
+
+def parse_run(output: str) -> Run:
+    """A workload's own account of its run: an `elapsed_ns=N` line or the sum of sqlite3's `.timer`
+    lines, a VmHWM line copied from /proc/self/status and, from malloc_churn, `allocations=N` and
+    `cpu_ns=N`."""
+    found = re.search(r"elapsed_ns=(\d+)", output)
+    sqlite = re.findall(r"Run Time: real ([0-9.]+)", output)
+    peak = re.search(r"VmHWM:\s*(\d+) kB", output)
+    if (found is None and not sqlite) or peak is None:
+        raise RuntimeError(f"the workload printed no time or no VmHWM:\n{output[-2000:]}")
+    elapsed = int(found.group(1)) if found else int(sum(float(t) for t in sqlite) * 1e9)
+    allocations = re.search(r"allocations=(\d+)", output)
+    cpu = re.search(r"cpu_ns=(\d+)", output)
+    return Run(elapsed, int(peak.group(1)), allocations and int(allocations.group(1)),
+               cpu and int(cpu.group(1)))
+
+
+def daemon_stats(out: pathlib.Path) -> DaemonStats:
+    """The profiled process's figures in `out`/raw-trace, read by droidheap's own reader: a dump
+    comes in fragments, any of which may carry the stats or a flag."""
+    dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
+    if not dumps:
+        raise RuntimeError(f"{out}/raw-trace holds no dump: the client never connected")
+    # Each workload is one process; should a helper connect too, the program is the busiest.
+    pid = max(dumps, key=lambda p: dumps[p][-1].stats.heap_samples)
+    last = dumps[pid][-1]
+    losses = sorted({text for dump in dumps[pid] for flag, text in LOSS_FLAGS.items()
+                     if getattr(dump, flag)})
+    return DaemonStats(last.stats.heap_samples, last.stats.total_unwinding_time_us,
+                       last.stats.unwinding_errors,
+                       max((len(s.frames) for s in last.samples), default=0), losses)
+
+
+def daemon_usage(out: pathlib.Path) -> Tuple[float, int]:
+    """(CPU seconds, peak RSS KiB) droidheapd logged as it stopped, from the log in `out`."""
+    log = out / "droidheapd.log"
+    found = log.exists() and re.search(r"stopped: cpu user ([0-9.]+) s system ([0-9.]+) s, "
+                                       r"peak RSS (\d+) KiB", log.read_text())
+    if not found:
+        raise RuntimeError(f"no droidheapd log with its usage in {out}")
+    return float(found.group(1)) + float(found.group(2)), int(found.group(3))
+
+
+def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optional[float]:
+    values = [v for v in map(figure, runs) if v is not None]
+    return statistics.median(values) if values else None
+
+
+Rows = List[Tuple[str, Dict[str, List[Run]]]]  # (workload, {column: runs})
+
+
+def print_elapsed_table(title: str, rows: Rows) -> None:
+    columns = list(rows[0][1])
+    print(f"{title:>14} {'glibc ms':>9} " + " ".join(f"{c:>10}" for c in columns[1:]))
+    for label, by_column in rows:
+        ms = {c: median(runs, lambda r: r.elapsed_ns / 1e6) for c, runs in by_column.items()}
+        print(f"{label:>14} {ms['glibc']:>9.0f} "
+              + " ".join(f"{ms[c] / ms['glibc']:>9.2f}x" for c in columns[1:]))
+
+
+def print_daemon_table(rows: Rows) -> None:
+    """Per droidheap column: samples per second reaching the daemon, the daemon's busy ns and CPU
+    ns per sample, its peak RSS, and the CPU ns the client adds to the program per sample (over
+    dh 1e9; for workloads that say their CPU time)."""
+    columns = [c for c in rows[0][1] if rows[0][1][c][0].daemon]
+    print(f"{'daemon':>14} " + " ".join(f"{c:>37}" for c in columns))
+    print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>6} {'cpu ns':>6} {'MiB':>5} "
+                                  f"{'client':>6}" for _ in columns))
+    for label, by_column in rows:
+        cells = []
+        for c in columns:
+            runs = by_column[c]
+            rate = median(runs, lambda r: r.samples_per_s)
+            figures = [median(runs, lambda r: r.daemon_ns_per_sample),
+                       median(runs, lambda r: r.daemon_cpu_ns_per_sample)]
+            rss = median(runs, lambda r: r.daemon.peak_rss_kib / 1024)
+            client = (client_ns_per_sample(runs, by_column["dh 1e9"])
+                      if c != "dh 1e9" and "dh 1e9" in by_column else None)
+            cells.append(f"{rate:>10.0f} " + " ".join(f"{f:>6.0f}" if f is not None else f"{'-':>6}"
+                                                      for f in figures) + f" {rss:>5.1f} "
+                         + (f"{client:>6.0f}" if client is not None else f"{'-':>6}"))
+        print(f"{label:>14} " + " ".join(cells))
+
+
+def print_rss_table(rows: Rows) -> None:
+    columns = list(rows[0][1])
+    print(f"{'peak RSS MiB':>14} " + " ".join(f"{c:>10}" for c in columns))
+    for label, by_column in rows:
+        print(f"{label:>14} " + " ".join(
+            f"{median(by_column[c], lambda r: r.peak_rss_kib / 1024):>10.1f}" for c in columns))
+
+
+def print_fast_path(runs: Dict[str, List[Run]], allocs: int) -> None:
+    layer = [r.elapsed_ns / allocs for r in runs["layer"]]
+    client = [r.elapsed_ns / allocs for r in runs["dh 1e9"]]
+    print(f"unsampled fast path, wall (32-byte malloc+free pairs, 1 thread, {len(layer)} runs "
+          f"each): the layer alone {statistics.median(layer):.1f} ns per pair, dh 1e9 adds "
+          f"{statistics.median(client) - statistics.median(layer):.1f} ns (medians), "
+          f"{min(client) - min(layer):.1f} ns (fastest runs)")
+
+
+def print_custom_heap(by_threads: Dict[int, Dict[str, List[Run]]], allocs: int) -> None:
+    print(f"custom heap reports, wall (alloc+free report pairs, malloc_churn -c, "
+          f"dh 1e9 --heaps {CUSTOM_HEAP}):")
+    for threads, runs in by_threads.items():
+        alone = statistics.median(r.elapsed_ns / allocs for r in runs["alone"])
+        recorded = statistics.median(r.elapsed_ns / allocs for r in runs["dh 1e9"])
+        print(f"  {threads} thread{'s' if threads > 1 else ''}: {alone:.1f} ns per pair "
+              f"unprofiled, recording adds {recorded - alone:.1f} ns (medians)")
+
+
+def print_depths(by_depth: Dict[int, List[Run]]) -> None:
+    print(f"daemon ns per sample by stack depth (malloc_churn, 1 thread, dh {DEPTH_INTERVAL}):")
+    for depth, runs in by_depth.items():
+        print(f"  depth {depth:>3}: {median(runs, lambda r: r.daemon_ns_per_sample):>6.0f} ns "
+              f"(deepest stack {max(r.daemon.deepest_stack for r in runs)} frames)")
+
+
+
+
+def client_ns_per_sample(sampled: List[Run], unsampled: List[Run]) -> Optional[float]:
+    """The CPU time the client adds to the program's threads per sample: the program's CPU time
+    at a sampling interval over that at dh 1e9 (the same hooks, almost nothing sampled), per
+    sample, from the medians. The sample's free is part of it."""
+    cpu, base = median(sampled, lambda r: r.cpu_ns), median(unsampled, lambda r: r.cpu_ns)
+    samples = median(sampled, lambda r: r.daemon and r.daemon.samples)
+    if cpu is None or base is None or not samples:
+        return None
+    return (cpu - base) / samples
+
+
+@dataclasses.dataclass
+class Goal:
+    what: str
+    goal: str
+    now: Optional[str]  # None: not measured in this run
+    met: bool = False
+
+
+def multiple(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
+    """A column's median elapsed time as a multiple of glibc's."""
+    if column not in by_column or "glibc" not in by_column:
+        return None
+    return (median(by_column[column], lambda r: r.elapsed_ns) /
+            median(by_column["glibc"], lambda r: r.elapsed_ns))
+
+
+def goals(churn: Dict[int, Dict[str, List[Run]]], programs: Dict[str, Dict[str, List[Run]]],
+          by_depth: Dict[int, List[Run]]) -> List[Goal]:
+    """Issue 27's goals against this run: `churn` by thread count, `programs` by label, the
+    stack-depth runs by depth."""
+    found: List[Goal] = []
+
+    def elapsed_goal(what: str, by_column, column: str, limit: float, peer: Optional[str] = None):
+        now = multiple(by_column, column) if by_column else None
+        peer_now = multiple(by_column, peer) if by_column and peer else None
+        goal = f"<= {limit:g}x" + (f" and below {peer}" if peer else "")
+        if now is None:
+            found.append(Goal(what, goal, None))
+            return
+        text = f"{now:.2f}x" + (f" ({peer} {peer_now:.2f}x)" if peer_now is not None else "")
+        found.append(Goal(what, goal, text, now <= limit and (
+            peer is None or peer_now is None or now < peer_now)))
+
+    for threads, limits in ((1, (3, 4)), (4, (4, 12))):
+        label = f"{threads} thread{'s' if threads > 1 else ''}"
+        elapsed_goal(f"{label} @4096", churn.get(threads), "dh 4096", limits[0])
+        elapsed_goal(f"{label} @-i 1", churn.get(threads), "dh 1", limits[1],
+                     "heaptrack" if threads == 4 else None)
+    for name in GOAL_PROGRAMS:
+        elapsed_goal(f"{name} @4096", programs.get(name), "dh 4096", 1.10)
+    one = churn.get(1)
+    client = one and client_ns_per_sample(one.get("dh 4096", []), one.get("dh 1e9", []))
+    found.append(Goal("client ns per sample", "<= 150 (1 thread @4096)",
+                      None if client is None else f"{client:.0f}",
+                      client is not None and client <= 150))
+    daemon = median(by_depth[10], lambda r: r.daemon_ns_per_sample) if 10 in by_depth else None
+    found.append(Goal("daemon ns per sample", f"<= 200 (depth 10 @{DEPTH_INTERVAL})",
+                      None if daemon is None else f"{daemon:.0f}",
+                      daemon is not None and daemon <= 200))
+    return found
+
+
+def print_goals(found: List[Goal]) -> None:
+    print(f"{'goals':<24} {'goal':<28} {'now':<22}")
+    for g in found:
+        verdict = "not measured" if g.now is None else "met" if g.met else "MISSED"
+        print(f"{g.what:<24} {g.goal:<28} {g.now or '-':<22} {verdict}")

@@ -1,0 +1,83 @@
+"""bench/overhead.py's pure parts (bench/overhead_figures.py): reading a workload's account of its
+run, the client's CPU per sample, and issue 27's goals judged from a run's figures."""
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def figures():
+    spec = importlib.util.spec_from_file_location("overhead_figures",
+                                                  BENCH / "overhead_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_command_loads_and_explains_itself():
+    result = subprocess.run([sys.executable, str(BENCH / "overhead.py"), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--threads" in result.stdout and "--cross-thread-frees" in result.stdout
+
+
+def test_reads_malloc_churns_time_allocations_and_cpu(figures):
+    run = figures.parse_run("elapsed_ns=350000000 allocations=2000000 cpu_ns=340000000\n"
+                            "VmHWM:\t    4240 kB\n")
+    assert (run.elapsed_ns, run.allocations, run.cpu_ns, run.peak_rss_kib) == (
+        350_000_000, 2_000_000, 340_000_000, 4240)
+
+
+def test_a_program_without_cpu_time_reads_as_unknown(figures):
+    run = figures.parse_run("elapsed_ns=5\nVmHWM: 10 kB\n")
+    assert run.cpu_ns is None and run.allocations is None
+
+
+def churn_run(figures, elapsed_ms, cpu_ms=None, samples=None, busy_us=0):
+    run = figures.Run(int(elapsed_ms * 1e6), 4000, 2_000_000,
+                      None if cpu_ms is None else int(cpu_ms * 1e6))
+    if samples is not None:
+        run.daemon = figures.DaemonStats(samples, busy_us, 0, 12, [])
+    return run
+
+
+def test_the_clients_cpu_per_sample_is_over_the_unsampled_runs(figures):
+    sampled = [churn_run(figures, 900, 700, 800_000), churn_run(figures, 950, 720, 800_000),
+               churn_run(figures, 990, 740, 800_000)]
+    unsampled = [churn_run(figures, 360, 340, 10), churn_run(figures, 370, 350, 10)]
+    # (720 - 345) ms over 800k samples
+    assert figures.client_ns_per_sample(sampled, unsampled) == pytest.approx(468.75)
+    assert figures.client_ns_per_sample(sampled, [churn_run(figures, 360)]) is None
+
+
+def test_goals_are_met_missed_or_not_measured(figures):
+    def column(ms, cpu=None, samples=None, busy_us=0):
+        return [churn_run(figures, ms, cpu, samples, busy_us)]
+    one = {"glibc": column(100), "dh 1e9": column(105, 100, 10),
+           "dh 4096": column(290, 200, 1000_000), "dh 1": column(450, 400, 2_000_000)}
+    four = {"glibc": column(100), "dh 4096": column(500, 1, 10), "dh 1": column(1100, 1, 10),
+            "heaptrack": column(1000)}
+    programs = {"perl hash": {"glibc": column(100), "dh 4096": column(109)}}
+    depth = {10: column(100, None, 1000, busy_us=150)}
+    found = {g.what: g for g in figures.goals({1: one, 4: four}, programs, depth)}
+    assert (found["1 thread @4096"].now, found["1 thread @4096"].met) == ("2.90x", True)
+    assert found["1 thread @-i 1"].met is False  # 4.5x against <= 4x
+    assert found["4 threads @4096"].met is False  # 5x
+    # Within 12x but not below heaptrack's 10x.
+    assert (found["4 threads @-i 1"].now, found["4 threads @-i 1"].met) == (
+        "11.00x (heaptrack 10.00x)", False)
+    assert found["perl hash @4096"].met is True
+    assert found["python3 dict @4096"].now is None  # not installed, not measured
+    assert (found["client ns per sample"].now, found["client ns per sample"].met) == ("100", True)
+    assert (found["daemon ns per sample"].now, found["daemon ns per sample"].met) == ("150", True)
+
+
+def test_goals_without_the_four_thread_or_depth_runs_say_so(figures):
+    found = {g.what: g for g in figures.goals({}, {}, {})}
+    assert all(g.now is None for g in found.values())
+    assert len(found) == 9
