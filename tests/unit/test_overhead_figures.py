@@ -1,29 +1,18 @@
 """bench/overhead.py's pure parts (bench/overhead_figures.py): reading a workload's account of its
 run, the client's CPU per sample, and issue 27's goals judged from a run's figures."""
-import importlib.util
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+from tests import bench_scripts
 
 
 @pytest.fixture(scope="module")
 def figures():
-    spec = importlib.util.spec_from_file_location("overhead_figures",
-                                                  BENCH / "overhead_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("overhead_figures")
 
 
 def test_the_benchmark_command_loads_and_explains_itself():
-    result = subprocess.run([sys.executable, str(BENCH / "overhead.py"), "--help"],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "--threads" in result.stdout and "--cross-thread-frees" in result.stdout
+    text = bench_scripts.help_text("overhead.py")
+    assert "--threads" in text and "--cross-thread-frees" in text
 
 
 def test_reads_malloc_churns_time_allocations_and_cpu(figures):

@@ -1,32 +1,21 @@
 """bench/versus_heapprofd.py's parts that need no device (bench/versus_figures.py): reading the
 programs' output, /proc and traces, the per-site error, the losses, the goals and the table."""
-import importlib.util
-import pathlib
-import subprocess
-import sys
-
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from tests import bench_scripts
 from tests.e2e.expected_sites import Site, sites
 from tests.trace_processor import SiteTotals
-
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture(scope="module")
 def vs():
-    spec = importlib.util.spec_from_file_location("versus_figures", BENCH / "versus_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("versus_figures")
 
 
 def test_the_benchmark_command_loads_and_explains_itself():
-    result = subprocess.run([sys.executable, str(BENCH / "versus_heapprofd.py"), "--help"],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "--runs" in result.stdout and "heapprofd" in result.stdout
+    text = bench_scripts.help_text("versus_heapprofd.py")
+    assert "--runs" in text and "heapprofd" in text
 
 
 def test_reads_malloc_churns_own_time_and_allocations(vs):
