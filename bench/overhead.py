@@ -37,7 +37,8 @@ Figures:
                 unwinding, booking, writing the trace) and its peak RSS in MiB (the shared
                 buffer's pages it touched included); last, "client": the CPU time the client
                 adds to the program's threads per sample (malloc_churn's CPU time of all its
-                threads over dh 1e9's, per sample; the sampled block's free included)
+                threads over dh 1e9's, per sample; the sampled block's free included), and
+                "wait": the ms its threads waited for room in the full shared buffer
   peak RSS      the program's VmHWM in MiB, profiler's memory in the process included
   stack depth   daemon ns per sample for malloc_churn, 1 thread, ALLOCS allocations, dh 4096,
                 allocating from 10, 30 and 60 nested frames (and the deepest stack booked)

@@ -28,6 +28,7 @@ class DaemonStats:
     unwinding_errors: int
     deepest_stack: int  # frames, in the last dump
     losses: List[str]
+    blocked_us: int = 0  # the client's time waiting for room in the full buffer
     cpu_s: float = 0.0  # droidheapd's CPU time, user and system, from its log
     peak_rss_kib: int = 0  # droidheapd's, likewise
 
@@ -89,7 +90,8 @@ def daemon_stats(out: pathlib.Path) -> DaemonStats:
                      if getattr(dump, flag)})
     return DaemonStats(last.stats.heap_samples, last.stats.total_unwinding_time_us,
                        last.stats.unwinding_errors,
-                       max((len(s.frames) for s in last.samples), default=0), losses)
+                       max((len(s.frames) for s in last.samples), default=0), losses,
+                       last.stats.client_spinlock_blocked_us)
 
 
 def daemon_usage(out: pathlib.Path) -> Tuple[float, int]:
@@ -121,12 +123,13 @@ def print_elapsed_table(title: str, rows: Rows) -> None:
 
 def print_daemon_table(rows: Rows) -> None:
     """Per droidheap column: samples per second reaching the daemon, the daemon's busy ns and CPU
-    ns per sample, its peak RSS, and the CPU ns the client adds to the program per sample (over
-    dh 1e9; for workloads that say their CPU time)."""
+    ns per sample, its peak RSS, the CPU ns the client adds to the program per sample (over
+    dh 1e9; for workloads that say their CPU time) and the ms its threads waited for room in the
+    full buffer."""
     columns = [c for c in rows[0][1] if rows[0][1][c][0].daemon]
-    print(f"{'daemon':>14} " + " ".join(f"{c:>37}" for c in columns))
+    print(f"{'daemon':>14} " + " ".join(f"{c:>44}" for c in columns))
     print(f"{'':>14} " + " ".join(f"{'samples/s':>10} {'ns':>6} {'cpu ns':>6} {'MiB':>5} "
-                                  f"{'client':>6}" for _ in columns))
+                                  f"{'client':>6} {'wait':>6}" for _ in columns))
     for label, by_column in rows:
         cells = []
         for c in columns:
@@ -137,9 +140,11 @@ def print_daemon_table(rows: Rows) -> None:
             rss = median(runs, lambda r: r.daemon.peak_rss_kib / 1024)
             client = (client_ns_per_sample(runs, by_column["dh 1e9"])
                       if c != "dh 1e9" and "dh 1e9" in by_column else None)
+            waited_ms = median(runs, lambda r: r.daemon.blocked_us / 1000)
             cells.append(f"{rate:>10.0f} " + " ".join(f"{f:>6.0f}" if f is not None else f"{'-':>6}"
                                                       for f in figures) + f" {rss:>5.1f} "
-                         + (f"{client:>6.0f}" if client is not None else f"{'-':>6}"))
+                         + (f"{client:>6.0f}" if client is not None else f"{'-':>6}")
+                         + f" {waited_ms:>6.0f}")
         print(f"{label:>14} " + " ".join(cells))
 
 

@@ -39,7 +39,8 @@ TOOLCHAINS = {
                   "addr2line": "aarch64-linux-gnu-addr2line",
                   "cmake": [f"-DCMAKE_TOOLCHAIN_FILE={ROOT}/ndk_client/cmake/aarch64-linux-gnu.cmake"]},
 }
-PROGRAM_FLAGS = ["-O2", "-fomit-frame-pointer", "-g", "-pthread"]
+# ndk_client/include: droidheap/heaps.h, which malloc_churn reports its custom heap through.
+PROGRAM_FLAGS = ["-O2", "-fomit-frame-pointer", "-g", "-pthread", f"-I{ROOT}/ndk_client/include"]
 UNWIND_ERRORS = {1: "memory invalid", 2: "max frames", 3: "bad frame chain", 4: "no unwind info",
                  5: "invalid CFI", 6: "invalid pc"}
 

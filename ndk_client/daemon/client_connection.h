@@ -15,6 +15,7 @@
 #include "daemon/callstack_table.h"
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
+#include "daemon/unwound_stack_cache.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
 #include "protocol/wire_protocol.h"
@@ -51,6 +52,7 @@ struct ClientConnection {
   uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
   ProcessMaps maps;
   CallstackTable callstacks;
+  UnwoundStackCache stack_cache;
   // Its heaps: libc's, and the custom heaps it named (HeapNameRecord) by number.
   HeapTracker malloc_heap;
   struct CustomHeap {

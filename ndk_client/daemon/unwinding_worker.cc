@@ -246,7 +246,8 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
 
 bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
   if (config_.max_memory_bytes == 0) return false;
-  uint64_t bytes = client->callstacks.memory_bytes() + client->malloc_heap.memory_bytes();
+  uint64_t bytes = client->callstacks.memory_bytes() + client->malloc_heap.memory_bytes() +
+                   client->stack_cache.memory_bytes();
   for (const auto& [number, custom] : client->custom_heaps) bytes += custom.tracker.memory_bytes();
   const uint64_t session = session_bytes_->fetch_add(bytes - client->booked_bytes,
                                                      std::memory_order_relaxed) +
@@ -314,14 +315,44 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
                            ? record.stack_pointer + record.stack_size
                            : 0;
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
+  const uint64_t maps_generation = client->maps.generation();
+  const UnwoundStackCache::Entry* seen =
+      client->stack_cache.Find(*client->layout, record.regs, stack_top, memory, maps_generation);
+  uint32_t callstack;
+  if (seen != nullptr) {
+    callstack = seen->callstack;
+    if (seen->error != UnwindError::kNone) ++client->unwinding_errors;
+    if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, seen->logged_pcs, seen->error);
+  } else {
+    callstack = UnwindAndIntern(client, record, stack_top, &memory);
+  }
+
+  // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
+  // same way, so that counts stay unbiased too.
+  uint64_t count = record.sample_size > record.alloc_size
+                       ? (record.sample_size + record.alloc_size / 2) / record.alloc_size
+                       : 1;
+  heap->RecordAlloc(record.address, record.sequence, callstack, record.sample_size, count);
+  ++client->heap_samples;
+}
+
+// Unwinds a sample's stack, books its frames as a call stack and keeps the result for the samples
+// whose stacks repeat it (UnwoundStackCache).
+uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, const AllocRecord& record,
+                                          uint64_t stack_top, StackMemory* memory) {
   UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
-  unwinder_.Unwind(*client->layout, record.regs, stack_top, memory, &client->maps,
-                   client->maps_fd, kMaxFrames, &unwound);
+  const uint64_t maps_generation = client->maps.generation();
+  UnwindInputs& inputs = unwind_inputs_;
+  memory->RecordReads(&inputs.words);
+  unwinder_.Unwind(*client->layout, record.regs, stack_top, *memory, &client->maps,
+                   client->maps_fd, kMaxFrames, &unwound, &inputs);
+  memory->RecordReads(nullptr);
   if (unwound.maps_reloaded) ++client->map_reparses;
 
   std::vector<FrameInfo>& frames = frames_;  // innermost first while building
   frames.clear();
-  std::vector<uint64_t> booked_pcs;
+  std::vector<uint64_t>& booked_pcs = booked_pcs_;
+  booked_pcs.clear();
   bool in_profiler = true;  // leading frames are the client's own (and the emulated libc's)
   for (size_t i = 0; i < unwound.pcs.size(); ++i) {
     const uint64_t pc = unwound.pcs[i];
@@ -353,15 +384,15 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   }
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);
   std::reverse(frames.begin(), frames.end());
-  uint32_t callstack = client->callstacks.InternCallstack(frames);
-
-  // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
-  // same way, so that counts stay unbiased too.
-  uint64_t count = record.sample_size > record.alloc_size
-                       ? (record.sample_size + record.alloc_size / 2) / record.alloc_size
-                       : 1;
-  heap->RecordAlloc(record.address, record.sequence, callstack, record.sample_size, count);
-  ++client->heap_samples;
+  const uint32_t callstack = client->callstacks.InternCallstack(frames);
+  UnwoundStackCache::Entry* kept = client->stack_cache.Keep(
+      *client->layout, record.regs, stack_top, *memory, maps_generation, inputs);
+  if (kept != nullptr) {
+    kept->callstack = callstack;
+    kept->error = unwound.error;
+    kept->logged_pcs = booked_pcs;
+  }
+  return callstack;
 }
 
 // Frames of one mapping are booked by the thousand: the mapping's identity is worked out (strings

@@ -59,6 +59,8 @@ class UnwindingWorker {
   // Ends a client's profile: it sees its socket close and stops recording.
   void CutOff(ClientConnection* client);
   void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
+  uint32_t UnwindAndIntern(ClientConnection* client, const AllocRecord& record, uint64_t stack_top,
+                           StackMemory* memory);
   // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
   // client never named it.
   HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);
@@ -89,6 +91,8 @@ class UnwindingWorker {
   // HandleAlloc's scratch, kept across samples to keep their capacity.
   UnwindResult unwound_;
   std::vector<FrameInfo> frames_;
+  UnwindInputs unwind_inputs_;
+  std::vector<uint64_t> booked_pcs_;
   bool stopping_ = false;
 };
 

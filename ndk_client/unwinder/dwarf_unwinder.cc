@@ -335,9 +335,44 @@ DwarfUnwinder::Step DwarfUnwinder::StepWithFramePointer(const RegisterLayout& la
   return Step::kNext;
 }
 
+void DwarfUnwinder::NoteStep(const RegisterLayout& layout, const CachedRow* row,
+                            bool frame_pointer, UnwindInputs* inputs) const {
+  const uint32_t sp = static_cast<uint32_t>(layout.sp);
+  const uint32_t pc = static_cast<uint32_t>(layout.pc);
+  // The words this step reads from the copy get the next indices, in the order it reads them.
+  int32_t word = static_cast<int32_t>(inputs->words.size());
+  if (row != nullptr && row->in_place && !row->cfa.is_expression) {
+    // StepWithCfi's CFA, then StepInPlace: the callee's sp, sp := CFA, each rule in order (an
+    // offset rule reads a word at the CFA), the return address.
+    inputs->Use(row->cfa.reg);
+    inputs->Use(sp);
+    inputs->Set(sp, UnwindInputs::kComputed);
+    for (uint32_t i = row->first_rule; i < row->first_rule + row->rule_count; ++i) {
+      const RuleKind kind = rule_pool_[i].rule.kind;
+      if (kind == RuleKind::kOffset) inputs->Set(rule_pool_[i].reg, word++);
+      if (kind == RuleKind::kValOffset) inputs->Set(rule_pool_[i].reg, UnwindInputs::kComputed);
+    }
+    inputs->Use(row->return_address_register);
+    inputs->Set(pc, UnwindInputs::kComputed);
+  } else if (row == nullptr && frame_pointer) {
+    // StepWithFramePointer: the frame record at fp, the caller's fp then the return address.
+    const uint32_t fp = static_cast<uint32_t>(layout.fp);
+    inputs->Use(fp);
+    inputs->Use(sp);
+    inputs->Set(fp, word);
+    inputs->Set(pc, word + 1);
+    inputs->Use(pc);
+    inputs->Set(pc, UnwindInputs::kComputed);
+    inputs->Set(sp, UnwindInputs::kComputed);
+  } else {
+    inputs->complete = false;
+  }
+}
+
 void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial_regs,
                            uint64_t stack_top, const StackMemory& memory, ProcessMaps* maps,
-                           int maps_fd, size_t max_frames, UnwindResult* result) {
+                           int maps_fd, size_t max_frames, UnwindResult* result,
+                           UnwindInputs* inputs) {
   result->pcs.clear();
   result->maps.clear();
   result->error = UnwindError::kNone;
@@ -351,6 +386,10 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
   }
   regs[layout.pc] = NormalizePc(layout, regs[layout.pc]);
   result->pcs.push_back(regs[layout.pc]);
+  if (inputs != nullptr) {
+    inputs->Begin();
+    inputs->Use(static_cast<uint32_t>(layout.pc));
+  }
 
   // The sampled pc is exact; every later one is a return address, looked up one byte back so that
   // a call at the very end of a function finds that function's row. Across a signal frame the
@@ -370,6 +409,7 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
     if (!located && !result->maps_reloaded && maps_fd >= 0) {
       // A library loaded since the maps were read. The entries found so far are gone with them.
       result->maps_reloaded = true;
+      if (inputs != nullptr) inputs->complete = false;
       maps->Reload(maps_fd);
       std::fill(result->maps.begin(), result->maps.end(), nullptr);
       located = Locate(maps, lookup_pc, &map, &row, &ehabi);
@@ -379,10 +419,14 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
       return;
     }
     result->maps.push_back(map);
+    const bool with_ehabi = layout.has_ehabi && ehabi.status != ArmExidxStatus::kNotCovered;
+    if (inputs != nullptr && inputs->complete) {
+      NoteStep(layout, row, !with_ehabi, inputs);
+    }
     Step step;
     if (row != nullptr) {
       step = StepWithCfi(layout, *row, memory, regs, &result->error);
-    } else if (layout.has_ehabi && ehabi.status != ArmExidxStatus::kNotCovered) {
+    } else if (with_ehabi) {
       step = StepWithEhabi(layout, ehabi, stack_top, memory, regs, &result->error);
     } else {
       step = StepWithFramePointer(layout, stack_top, memory, regs, &result->error);

@@ -49,6 +49,43 @@ struct UnwindResult {
   bool maps_reloaded = false;  // a pc was outside the known maps, so they were read again
 };
 
+// What an unwind's result depended on besides the maps, for UnwoundStackCache: the initial
+// registers it used (bit r: register r) and the words of the stack copy it used, as indices into
+// `words` (every word it read there, in order: StackMemory::RecordReads). A word restored into a
+// register that no later step reads (a callee-saved register of the program's) was read but not
+// used. Another stack that holds the same there unwinds alike. `complete` is false where the
+// unwind took a path this does not follow (CFI rules beyond offsets, expressions, EHABI, the maps
+// reloaded): it may then have used more.
+struct UnwindInputs {
+  bool complete = true;
+  uint64_t registers = 0;
+  std::vector<WordRead> words;
+  std::vector<uint32_t> used_words;
+
+  // While unwinding: where each register's current value came from.
+  static constexpr int32_t kInitial = -1;
+  static constexpr int32_t kComputed = -2;  // from registers already used (the CFA)
+  int32_t sources[kMaxRegisters];
+
+  void Begin() {
+    complete = true;
+    registers = 0;
+    words.clear();
+    used_words.clear();
+    for (int32_t& source : sources) source = kInitial;
+  }
+  // The step about to be taken uses register `reg`'s value.
+  void Use(uint32_t reg) {
+    if (reg >= static_cast<uint32_t>(kMaxRegisters)) return;  // the step fails on the row alone
+    const int32_t source = sources[reg];
+    if (source == kInitial) registers |= uint64_t{1} << reg;
+    if (source >= 0) used_words.push_back(static_cast<uint32_t>(source));
+  }
+  void Set(uint32_t reg, int32_t source) {
+    if (reg < static_cast<uint32_t>(kMaxRegisters)) sources[reg] = source;
+  }
+};
+
 class DwarfUnwinder {
  public:
   struct Stats {
@@ -67,10 +104,10 @@ class DwarfUnwinder {
   // callee-saved registers must hold the values at the sampled point). `stack_top` (0 = unknown)
   // is the end of the thread's stack when the copy reached it. `maps_fd` (-1 = none) is re-read
   // when a pc is outside every known mapping. On failure the frames found so far are kept and
-  // `error` says why.
+  // `error` says why. With `inputs` (whose words `memory` records), notes what the result used.
   void Unwind(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
               const StackMemory& memory, ProcessMaps* maps, int maps_fd, size_t max_frames,
-              UnwindResult* result);
+              UnwindResult* result, UnwindInputs* inputs = nullptr);
 
   const Stats& stats() const { return stats_; }
 
@@ -106,6 +143,11 @@ class DwarfUnwinder {
     }
   };
   enum class Step { kNext, kEnd, kFailed };
+  // Notes in `inputs` what the step about to be taken uses and where the registers it sets come
+  // from. Follows StepInPlace and StepWithFramePointer; any other step leaves the inputs
+  // incomplete.
+  void NoteStep(const RegisterLayout& layout, const CachedRow* row, bool frame_pointer,
+                UnwindInputs* inputs) const;
   // Where the frames of a pc were last found: its map entry and its row, or no row (no CFI) and
   // its EHABI entry (kNotCovered unless the file has an EHABI table).
   // Direct-mapped by pc, so that the pcs every sample repeats (the profiler's own frames, the

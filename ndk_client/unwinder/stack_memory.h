@@ -7,9 +7,17 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <vector>
+
 #include "unwinder/registers.h"
 
 namespace droidheap {
+
+// A word an unwind read from the stack copy, and what it held.
+struct WordRead {
+  uint64_t address;
+  uint64_t value;
+};
 
 class StackMemory {
  public:
@@ -18,6 +26,16 @@ class StackMemory {
   // One word of the target: `size` bytes (its word size, 4 or 8), zero-extended. Inline: the
   // unwinder reads a few words per frame, nearly all from the copy.
   bool ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
+    if (ReadCopiedWord(address, size, value)) {
+      if (reads_ != nullptr) reads_->push_back({address, *value});
+      return true;
+    }
+    read_process_ = true;
+    return ReadWordFromProcess(address, size, value);
+  }
+
+  // A word of the copy alone: false where the copy does not cover it.
+  bool ReadCopiedWord(uint64_t address, uint32_t size, uint64_t* value) const {
     const uint64_t offset = address - copy_start_;
     if (address >= copy_start_ && offset <= copy_size_ && copy_size_ - offset >= size) {
       // Each size its own constant-size copy: one load, where a copy of `size` bytes cost a
@@ -33,8 +51,13 @@ class StackMemory {
         return true;
       }
     }
-    return ReadWordFromProcess(address, size, value);
+    return false;
   }
+
+  // From now on every word read from the copy is appended to `reads` (nullptr: none is).
+  void RecordReads(std::vector<WordRead>* reads) { reads_ = reads; }
+  // Whether a read went past the copy, to the process's memory (which changes under us).
+  bool read_process() const { return read_process_; }
 
  private:
   bool ReadWordFromProcess(uint64_t address, uint32_t size, uint64_t* value) const;
@@ -43,6 +66,8 @@ class StackMemory {
   const uint8_t* copy_;
   size_t copy_size_;
   int mem_fd_;
+  std::vector<WordRead>* reads_ = nullptr;
+  mutable bool read_process_ = false;
 };
 
 // A code address as found in a register or a frame, made a plain address: pointer-authentication

@@ -1,0 +1,97 @@
+#include "daemon/unwound_stack_cache.h"
+
+namespace droidheap {
+
+size_t UnwoundStackCache::SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top) {
+  const uint64_t mixed = (pc * 0x9e3779b97f4a7c15ull) ^ (sp * 0xc2b2ae3d27d4eb4full) ^ stack_top;
+  return static_cast<size_t>((mixed ^ (mixed >> 29)) % kSets);
+}
+
+const UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
+                                                        const uint64_t* regs, uint64_t stack_top,
+                                                        const StackMemory& memory,
+                                                        uint64_t maps_generation) {
+  if (entries_.empty()) return nullptr;
+  const uint64_t pc = regs[layout.pc];
+  const uint64_t sp = regs[layout.sp];
+  Entry* set = &entries_[SetOf(pc, sp, stack_top) * kWays];
+  for (size_t way = 0; way < kWays; ++way) {
+    Entry& entry = set[way];
+    if (!entry.used || entry.maps_generation != maps_generation || entry.pc != pc ||
+        entry.sp != sp || entry.stack_top != stack_top) {
+      continue;
+    }
+    bool same = true;
+    for (size_t i = 0; same && i < entry.register_count; ++i) {
+      same = regs[entry.register_numbers[i]] == entry.register_values[i];
+    }
+    for (size_t i = 0; same && i < entry.words.size(); ++i) {
+      uint64_t value;
+      same = memory.ReadCopiedWord(entry.words[i].address, layout.word_size, &value) &&
+             value == entry.words[i].value;
+    }
+    if (same) {
+      entry.last_used = ++clock_;
+      ++hits_;
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
+                                                  const uint64_t* regs, uint64_t stack_top,
+                                                  const StackMemory& memory,
+                                                  uint64_t maps_generation,
+                                                  const UnwindInputs& inputs) {
+  if (!inputs.complete || memory.read_process()) return nullptr;
+  uint8_t numbers[kMaxInputRegisters];
+  size_t count = 0;
+  for (uint32_t reg = 0; reg < static_cast<uint32_t>(kMaxRegisters); ++reg) {
+    if ((inputs.registers >> reg & 1) == 0) continue;
+    if (count == kMaxInputRegisters) return nullptr;
+    numbers[count++] = static_cast<uint8_t>(reg);
+  }
+  if (entries_.empty()) entries_.resize(kSets * kWays);
+  const uint64_t pc = regs[layout.pc];
+  const uint64_t sp = regs[layout.sp];
+  Entry* set = &entries_[SetOf(pc, sp, stack_top) * kWays];
+  // An entry of older maps is as good as empty; else the least recently used one goes.
+  Entry* victim = &set[0];
+  for (size_t way = 0; way < kWays; ++way) {
+    Entry& entry = set[way];
+    if (!entry.used || entry.maps_generation != maps_generation) {
+      victim = &entry;
+      break;
+    }
+    if (entry.last_used < victim->last_used) victim = &entry;
+  }
+  victim->used = true;
+  victim->maps_generation = maps_generation;
+  victim->pc = pc;
+  victim->sp = sp;
+  victim->stack_top = stack_top;
+  victim->register_count = static_cast<uint8_t>(count);
+  for (size_t i = 0; i < count; ++i) {
+    victim->register_numbers[i] = numbers[i];
+    victim->register_values[i] = regs[numbers[i]];
+  }
+  victim->words.clear();
+  for (uint32_t index : inputs.used_words) victim->words.push_back(inputs.words[index]);
+  victim->last_used = ++clock_;
+  victim->callstack = 0;
+  victim->error = UnwindError::kNone;
+  victim->logged_pcs.clear();
+  return victim;
+}
+
+size_t UnwoundStackCache::memory_bytes() const {
+  size_t bytes = entries_.capacity() * sizeof(Entry);
+  for (const Entry& entry : entries_) {
+    bytes += entry.words.capacity() * sizeof(WordRead) +
+             entry.logged_pcs.capacity() * sizeof(uint64_t);
+  }
+  return bytes;
+}
+
+}  // namespace droidheap

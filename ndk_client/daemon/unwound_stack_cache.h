@@ -1,0 +1,78 @@
+// The stacks a process's samples were already unwound to, so that a sample whose stack unwinds
+// alike costs a lookup and a few compared words instead of an unwind: the same call path sampled
+// again (a loop allocating) is most samples of most programs.
+//
+// Exact, not a guess: an unwind's result is a function of the maps and of what it used -- the
+// initial registers, the words of the stack copy its return addresses and frame addresses came
+// from (UnwindInputs). An entry keeps those with the result; a new sample with the same pc, sp and
+// stack top whose registers and copy hold the same values there would be unwound to the same
+// frames, so it is booked to the entry's call stack. The words it read and did not use (the
+// program's callee-saved registers, restored on the way) may differ. Unwinds that took a path the
+// inputs do not follow, or read the process's memory past the copy, are not kept.
+//
+// One per client, used by its unwinding worker alone. Sets of kWays entries by (pc, sp, stack
+// top), the least recently used one replaced; entries of older maps are never found. Allocated at
+// the first entry kept: a process that is never sampled costs nothing.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vector>
+
+#include "unwinder/dwarf_unwinder.h"
+#include "unwinder/registers.h"
+#include "unwinder/stack_memory.h"
+
+namespace droidheap {
+
+class UnwoundStackCache {
+ public:
+  // Unwinds that read more initial registers than this are not kept (they read a few: pc, sp, the
+  // frame pointer, arm's link register).
+  static constexpr size_t kMaxInputRegisters = 8;
+
+  struct Entry {
+    bool used = false;
+    uint64_t maps_generation = 0;
+    uint64_t pc = 0;
+    uint64_t sp = 0;
+    uint64_t stack_top = 0;
+    uint8_t register_count = 0;
+    uint8_t register_numbers[kMaxInputRegisters];
+    uint64_t register_values[kMaxInputRegisters];
+    std::vector<WordRead> words;
+    uint64_t last_used = 0;
+    // The result.
+    uint32_t callstack = 0;
+    UnwindError error = UnwindError::kNone;
+    std::vector<uint64_t> logged_pcs;  // the booked pcs, when the worker logs stacks
+  };
+
+  // The entry `regs` (the record's, by DWARF number), `stack_top` and `memory` repeat the inputs
+  // of, unwound with the maps of `maps_generation`; nullptr when there is none.
+  const Entry* Find(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
+                    const StackMemory& memory, uint64_t maps_generation);
+
+  // Keeps the result of unwinding `regs` with the maps of `maps_generation`, when `inputs` and
+  // `memory` say what it used in full. Returns the entry to fill in with the result (callstack,
+  // error, logged_pcs), or nullptr when it is not kept.
+  Entry* Keep(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
+              const StackMemory& memory, uint64_t maps_generation, const UnwindInputs& inputs);
+
+  uint64_t hits() const { return hits_; }
+  // What the entries take, for the session's memory cap.
+  size_t memory_bytes() const;
+
+ private:
+  static constexpr size_t kSets = 128;
+  static constexpr size_t kWays = 4;
+
+  static size_t SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top);
+
+  std::vector<Entry> entries_;  // kSets * kWays once anything is kept
+  uint64_t clock_ = 0;
+  uint64_t hits_ = 0;
+};
+
+}  // namespace droidheap
