@@ -2,9 +2,10 @@
 
 namespace droidheap {
 
-size_t UnwoundStackCache::SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top) {
+UnwoundStackCache::Entry* UnwoundStackCache::SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top) {
   const uint64_t mixed = (pc * 0x9e3779b97f4a7c15ull) ^ (sp * 0xc2b2ae3d27d4eb4full) ^ stack_top;
-  return static_cast<size_t>((mixed ^ (mixed >> 29)) % kSets);
+  const size_t sets = entries_.size() / kWays;  // a power of two
+  return &entries_[static_cast<size_t>((mixed ^ (mixed >> 29)) & (sets - 1)) * kWays];
 }
 
 const UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
@@ -14,7 +15,7 @@ const UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& la
   if (entries_.empty()) return nullptr;
   const uint64_t pc = regs[layout.pc];
   const uint64_t sp = regs[layout.sp];
-  Entry* set = &entries_[SetOf(pc, sp, stack_top) * kWays];
+  Entry* set = SetOf(pc, sp, stack_top);
   for (size_t way = 0; way < kWays; ++way) {
     Entry& entry = set[way];
     if (!entry.used || entry.maps_generation != maps_generation || entry.pc != pc ||
@@ -52,19 +53,24 @@ UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
     if (count == kMaxInputRegisters) return nullptr;
     numbers[count++] = static_cast<uint8_t>(reg);
   }
-  if (entries_.empty()) entries_.resize(kSets * kWays);
+  if (entries_.empty()) entries_.resize(kMinSets * kWays);
   const uint64_t pc = regs[layout.pc];
   const uint64_t sp = regs[layout.sp];
-  Entry* set = &entries_[SetOf(pc, sp, stack_top) * kWays];
-  // An entry of older maps is as good as empty; else the least recently used one goes.
-  Entry* victim = &set[0];
-  for (size_t way = 0; way < kWays; ++way) {
-    Entry& entry = set[way];
-    if (!entry.used || entry.maps_generation != maps_generation) {
-      victim = &entry;
-      break;
+  Entry* victim = FreeEntry(SetOf(pc, sp, stack_top), maps_generation);
+  if (victim == nullptr && entries_.size() < kMaxSets * kWays) {
+    // A set full of current entries: more call paths than room. Grown, the cache starts over.
+    const size_t grown = entries_.size() * 4;
+    entries_.clear();
+    entries_.resize(grown);
+    victim = FreeEntry(SetOf(pc, sp, stack_top), maps_generation);
+  }
+  if (victim == nullptr) {
+    // At its largest: the least recently used entry goes.
+    Entry* set = SetOf(pc, sp, stack_top);
+    victim = set;
+    for (size_t way = 1; way < kWays; ++way) {
+      if (set[way].last_used < victim->last_used) victim = &set[way];
     }
-    if (entry.last_used < victim->last_used) victim = &entry;
   }
   victim->used = true;
   victim->maps_generation = maps_generation;
@@ -77,12 +83,24 @@ UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
     victim->register_values[i] = regs[numbers[i]];
   }
   victim->words.clear();
-  for (uint32_t index : inputs.used_words) victim->words.push_back(inputs.words[index]);
+  for (uint32_t index : inputs.used_words) {
+    // An index past the words read is one the last step was to read and never did: it ended
+    // before (a frame pointer off the stack, an undefined return address), on what it had used.
+    if (index < inputs.words.size()) victim->words.push_back(inputs.words[index]);
+  }
   victim->last_used = ++clock_;
   victim->callstack = 0;
   victim->error = UnwindError::kNone;
   victim->logged_pcs.clear();
   return victim;
+}
+
+UnwoundStackCache::Entry* UnwoundStackCache::FreeEntry(Entry* set, uint64_t maps_generation) {
+  // An entry of older maps is as good as empty.
+  for (size_t way = 0; way < kWays; ++way) {
+    if (!set[way].used || set[way].maps_generation != maps_generation) return &set[way];
+  }
+  return nullptr;
 }
 
 size_t UnwoundStackCache::memory_bytes() const {

@@ -12,7 +12,9 @@
 //
 // One per client, used by its unwinding worker alone. Sets of kWays entries by (pc, sp, stack
 // top), the least recently used one replaced; entries of older maps are never found. Allocated at
-// the first entry kept: a process that is never sampled costs nothing.
+// the first entry kept, kMinSets sets, and grown (emptied, four times the sets) each time a set
+// full of current entries has to give one up, up to kMaxSets: most processes repeat a few call
+// paths, and a phone's every-process session has hundreds of them.
 #pragma once
 
 #include <stddef.h>
@@ -65,12 +67,15 @@ class UnwoundStackCache {
   size_t memory_bytes() const;
 
  private:
-  static constexpr size_t kSets = 128;
+  static constexpr size_t kMinSets = 16;
+  static constexpr size_t kMaxSets = 256;
   static constexpr size_t kWays = 4;
 
-  static size_t SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top);
+  Entry* SetOf(uint64_t pc, uint64_t sp, uint64_t stack_top);
+  // An entry of `set` that holds nothing current; nullptr when all do.
+  static Entry* FreeEntry(Entry* set, uint64_t maps_generation);
 
-  std::vector<Entry> entries_;  // kSets * kWays once anything is kept
+  std::vector<Entry> entries_;  // sets * kWays once anything is kept
   uint64_t clock_ = 0;
   uint64_t hits_ = 0;
 };

@@ -151,12 +151,59 @@ void TestTwoCallersAtOneDepthAreToldApart() {
   CHECK(cache.memory_bytes() > 0);
 }
 
+// Many call paths: the cache grows to its largest, then replaces its least recently used entries;
+// what it takes stays bounded, and what was kept last is found.
+void TestManyCallPathsStayBounded() {
+  UnwoundStackCache cache;
+  const std::vector<uint8_t> no_stack(64);
+  UnwindInputs inputs;
+  inputs.Begin();
+  inputs.Use(static_cast<uint32_t>(kNativeLayout.pc));
+  inputs.Use(static_cast<uint32_t>(kRegSp));
+  uint64_t regs[kMaxRegisters] = {};
+  regs[kRegSp] = 0x7fff0000;
+  StackMemory memory(regs[kRegSp], no_stack.data(), no_stack.size(), -1);
+  size_t first_bytes = 0;
+  for (uint32_t path = 1; path <= 20000; ++path) {
+    regs[kNativeLayout.pc] = 0x400000 + 16 * uint64_t{path};
+    UnwoundStackCache::Entry* kept = cache.Keep(kNativeLayout, regs, 0, memory, 1, inputs);
+    CHECK(kept != nullptr);
+    kept->callstack = path;
+    if (path == 1) first_bytes = cache.memory_bytes();
+    CHECK(cache.Find(kNativeLayout, regs, 0, memory, 1)->callstack == path);
+  }
+  CHECK(first_bytes < 16 * 1024);  // a process with a few call paths takes little
+  CHECK(cache.memory_bytes() < 512 * 1024);
+}
+
+// A step that ends before it reads the words it was to read (a frame pointer off the stack, an
+// undefined return address) leaves their indices in the inputs with no word behind them: the
+// result did not depend on them (found by the records fuzzer: an index past the words read).
+void TestAWordNeverReadIsNoInput() {
+  UnwoundStackCache cache;
+  const std::vector<uint8_t> no_stack(64);
+  UnwindInputs inputs;
+  inputs.Begin();
+  inputs.Use(static_cast<uint32_t>(kNativeLayout.pc));
+  inputs.Set(static_cast<uint32_t>(kRegFp), 0);  // to come from the first word read
+  inputs.Use(static_cast<uint32_t>(kRegFp));
+  uint64_t regs[kMaxRegisters] = {};
+  regs[kRegSp] = 0x7fff0000;
+  regs[kNativeLayout.pc] = 0x400000;
+  StackMemory memory(regs[kRegSp], no_stack.data(), no_stack.size(), -1);
+  UnwoundStackCache::Entry* kept = cache.Keep(kNativeLayout, regs, 0, memory, 1, inputs);
+  CHECK(kept != nullptr && kept->words.empty());
+  CHECK(cache.Find(kNativeLayout, regs, 0, memory, 1) == kept);
+}
+
 }  // namespace
 
 int main() {
   TestARepeatedStackIsFound();
   TestNoChangedStackIsFoundThatUnwindsDifferently();
   TestTwoCallersAtOneDepthAreToldApart();
+  TestManyCallPathsStayBounded();
+  TestAWordNeverReadIsNoInput();
   printf("unwound_stack_cache_test: ok\n");
   return 0;
 }
