@@ -56,17 +56,18 @@ UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
   if (entries_.empty()) entries_.resize(kMinSets * kWays);
   const uint64_t pc = regs[layout.pc];
   const uint64_t sp = regs[layout.sp];
-  Entry* victim = FreeEntry(SetOf(pc, sp, stack_top), maps_generation);
+  Entry* set = SetOf(pc, sp, stack_top);
+  Entry* victim = FreeEntry(set, maps_generation);
   if (victim == nullptr && entries_.size() < kMaxSets * kWays) {
     // A set full of current entries: more call paths than room. Grown, the cache starts over.
     const size_t grown = entries_.size() * 4;
     entries_.clear();
     entries_.resize(grown);
-    victim = FreeEntry(SetOf(pc, sp, stack_top), maps_generation);
+    set = SetOf(pc, sp, stack_top);
+    victim = set;
   }
   if (victim == nullptr) {
     // At its largest: the least recently used entry goes.
-    Entry* set = SetOf(pc, sp, stack_top);
     victim = set;
     for (size_t way = 1; way < kWays; ++way) {
       if (set[way].last_used < victim->last_used) victim = &set[way];

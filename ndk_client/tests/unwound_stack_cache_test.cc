@@ -151,26 +151,36 @@ void TestTwoCallersAtOneDepthAreToldApart() {
   CHECK(cache.memory_bytes() > 0);
 }
 
+// Registers and an empty stack copy for entries kept without an unwind: the inputs say what was
+// used, the cache keeps them as they are.
+struct FakeStack {
+  FakeStack() {
+    regs[kRegSp] = 0x7fff0000;
+    regs[kNativeLayout.pc] = 0x400000;
+    inputs.Begin();
+    inputs.Use(static_cast<uint32_t>(kNativeLayout.pc));
+  }
+  uint64_t regs[kMaxRegisters] = {};
+  std::vector<uint8_t> copy = std::vector<uint8_t>(64);
+  StackMemory memory{0x7fff0000, copy.data(), copy.size(), -1};
+  UnwindInputs inputs;
+};
+
 // Many call paths: the cache grows to its largest, then replaces its least recently used entries;
 // what it takes stays bounded, and what was kept last is found.
 void TestManyCallPathsStayBounded() {
   UnwoundStackCache cache;
-  const std::vector<uint8_t> no_stack(64);
-  UnwindInputs inputs;
-  inputs.Begin();
-  inputs.Use(static_cast<uint32_t>(kNativeLayout.pc));
-  inputs.Use(static_cast<uint32_t>(kRegSp));
-  uint64_t regs[kMaxRegisters] = {};
-  regs[kRegSp] = 0x7fff0000;
-  StackMemory memory(regs[kRegSp], no_stack.data(), no_stack.size(), -1);
+  FakeStack stack;
+  stack.inputs.Use(static_cast<uint32_t>(kRegSp));
   size_t first_bytes = 0;
   for (uint32_t path = 1; path <= 20000; ++path) {
-    regs[kNativeLayout.pc] = 0x400000 + 16 * uint64_t{path};
-    UnwoundStackCache::Entry* kept = cache.Keep(kNativeLayout, regs, 0, memory, 1, inputs);
+    stack.regs[kNativeLayout.pc] = 0x400000 + 16 * uint64_t{path};
+    UnwoundStackCache::Entry* kept =
+        cache.Keep(kNativeLayout, stack.regs, 0, stack.memory, 1, stack.inputs);
     CHECK(kept != nullptr);
     kept->callstack = path;
     if (path == 1) first_bytes = cache.memory_bytes();
-    CHECK(cache.Find(kNativeLayout, regs, 0, memory, 1)->callstack == path);
+    CHECK(cache.Find(kNativeLayout, stack.regs, 0, stack.memory, 1)->callstack == path);
   }
   CHECK(first_bytes < 16 * 1024);  // a process with a few call paths takes little
   CHECK(cache.memory_bytes() < 512 * 1024);
@@ -181,19 +191,13 @@ void TestManyCallPathsStayBounded() {
 // result did not depend on them (found by the records fuzzer: an index past the words read).
 void TestAWordNeverReadIsNoInput() {
   UnwoundStackCache cache;
-  const std::vector<uint8_t> no_stack(64);
-  UnwindInputs inputs;
-  inputs.Begin();
-  inputs.Use(static_cast<uint32_t>(kNativeLayout.pc));
-  inputs.Set(static_cast<uint32_t>(kRegFp), 0);  // to come from the first word read
-  inputs.Use(static_cast<uint32_t>(kRegFp));
-  uint64_t regs[kMaxRegisters] = {};
-  regs[kRegSp] = 0x7fff0000;
-  regs[kNativeLayout.pc] = 0x400000;
-  StackMemory memory(regs[kRegSp], no_stack.data(), no_stack.size(), -1);
-  UnwoundStackCache::Entry* kept = cache.Keep(kNativeLayout, regs, 0, memory, 1, inputs);
+  FakeStack stack;
+  stack.inputs.Set(static_cast<uint32_t>(kRegFp), 0);  // to come from the first word read
+  stack.inputs.Use(static_cast<uint32_t>(kRegFp));
+  UnwoundStackCache::Entry* kept =
+      cache.Keep(kNativeLayout, stack.regs, 0, stack.memory, 1, stack.inputs);
   CHECK(kept != nullptr && kept->words.empty());
-  CHECK(cache.Find(kNativeLayout, regs, 0, memory, 1) == kept);
+  CHECK(cache.Find(kNativeLayout, stack.regs, 0, stack.memory, 1) == kept);
 }
 
 }  // namespace
