@@ -74,8 +74,9 @@ __attribute__((noinline)) void Capture(void* arg) {
   auto* samples = static_cast<std::vector<Sample>*>(arg);
   samples->emplace_back();
   Sample& s = samples->back();
-  memset(s.regs, 0, sizeof(s.regs));
-  DroidheapCaptureRegisters(s.regs);
+  uint64_t captured[droidheap::kNativeCaptured];
+  DroidheapCaptureRegisters(captured);
+  droidheap::ExpandCapturedRegisters(droidheap::kNativeLayout, captured, s.regs);
   s.sp = s.regs[droidheap::kRegSp];
   uint64_t high = StackHigh();
   size_t size = high > s.sp ? std::min<uint64_t>(high - s.sp, kMaxStackCopy) : 0;

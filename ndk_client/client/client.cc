@@ -303,13 +303,17 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   // A child still running our hooks (client/process_identity.h) is not the process the daemon
   // knows.
   if (!identity_.InOriginalProcess()) return;
-  SampledOf(heap)->Insert(SampledKey(heap, address));
+  // The table's line for this address is nearly always cold: asked for now, it comes while the
+  // record is written.
+  SampledAddresses* sampled = SampledOf(heap);
+  const uint64_t key = SampledKey(heap, address);
+  sampled->Prefetch(key);
   const uint64_t sequence = NextSequence();
   // The stack copy starts at this frame, so whatever lives on it is copied too: the registers
-  // take no more room than this ABI has, and the record is written in place, not built here.
-  uint64_t regs[kNativeRegisters] = {};
+  // take no more room than this ABI captures, and the record is written in place, not built here.
+  uint64_t regs[kNativeCaptured];
   DroidheapCaptureRegisters(regs);
-  uint64_t sp = regs[kRegSp];
+  uint64_t sp = regs[kCapturedSpSlot];
   uint64_t top = 0;
   uint64_t stack_size = 0;
   if (StackBounds(sp, &top)) {
@@ -317,7 +321,9 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
     if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
   }
   SharedRingBuffer::Reservation r;
-  uint8_t* body = ReserveRecord(heap, kRecordAlloc, sizeof(AllocRecord) + stack_size, &r);
+  uint8_t* body = ReserveRecord(heap, kRecordAlloc,
+                                sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
+  // Unrecorded, the block is none of the daemon's business, nor is its free.
   if (body == nullptr) return;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
@@ -330,11 +336,11 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   record->stack_pointer = sp;
   record->tid = t_tid;
   record->stack_size = static_cast<uint32_t>(stack_size);
-  memcpy(record->regs, regs, sizeof(regs));
-  memset(record->regs + kNativeRegisters, 0, sizeof(record->regs) - sizeof(regs));
-  memcpy(body + sizeof(AllocRecord),
+  memcpy(body + sizeof(AllocRecord), regs, sizeof(regs));
+  memcpy(body + sizeof(AllocRecord) + sizeof(regs),
          reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
          static_cast<size_t>(stack_size));
+  sampled->Insert(key);
   Publish(r);
   RecordAllocatorStats(false);
 #ifdef DROIDHEAP_REFERENCE_UNWIND

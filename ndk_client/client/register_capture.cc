@@ -1,7 +1,8 @@
 #include "client/register_capture.h"
 
-// Written in assembly so that the compiler cannot spill or reuse any of the captured registers.
-// Each architecture's body sits between the directives all of them share; TYPE is how its
+// Each body stores the registers of its ABI's RegisterLayout::captured in ascending DWARF number,
+// slot after slot (unwinder/registers.h). Written in assembly so that the compiler cannot spill or
+// reuse any of the captured registers. Each architecture's body sits between the directives all of them share; TYPE is how its
 // assembler spells a function symbol.
 #define DROIDHEAP_CAPTURE_SYMBOL(TYPE)     \
   ".text\n"                                \
@@ -14,16 +15,16 @@
 asm(DROIDHEAP_CAPTURE_SYMBOL("@function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
-  movq %rbx, 3*8(%rdi)
-  movq %rbp, 6*8(%rdi)
+  movq %rbx, 0*8(%rdi)
+  movq %rbp, 1*8(%rdi)
   leaq 8(%rsp), %rax
-  movq %rax, 7*8(%rdi)
-  movq %r12, 12*8(%rdi)
-  movq %r13, 13*8(%rdi)
-  movq %r14, 14*8(%rdi)
-  movq %r15, 15*8(%rdi)
+  movq %rax, 2*8(%rdi)
+  movq %r12, 3*8(%rdi)
+  movq %r13, 4*8(%rdi)
+  movq %r14, 5*8(%rdi)
+  movq %r15, 6*8(%rdi)
   movq (%rsp), %rax
-  movq %rax, 16*8(%rdi)
+  movq %rax, 7*8(%rdi)
   ret
   .cfi_endproc
 )" DROIDHEAP_CAPTURE_SIZE);
@@ -31,15 +32,15 @@ DroidheapCaptureRegisters:
 asm(DROIDHEAP_CAPTURE_SYMBOL("%function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
-  stp x19, x20, [x0, #19*8]
-  stp x21, x22, [x0, #21*8]
-  stp x23, x24, [x0, #23*8]
-  stp x25, x26, [x0, #25*8]
-  stp x27, x28, [x0, #27*8]
-  stp x29, x30, [x0, #29*8]
+  stp x19, x20, [x0, #0*8]
+  stp x21, x22, [x0, #2*8]
+  stp x23, x24, [x0, #4*8]
+  stp x25, x26, [x0, #6*8]
+  stp x27, x28, [x0, #8*8]
+  stp x29, x30, [x0, #10*8]
   mov x1, sp
-  str x1, [x0, #31*8]
-  str x30, [x0, #32*8]
+  str x1, [x0, #12*8]
+  str x30, [x0, #13*8]
   ret
   .cfi_endproc
 )" DROIDHEAP_CAPTURE_SIZE);
@@ -50,20 +51,20 @@ asm(DROIDHEAP_CAPTURE_SYMBOL("@function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
   movl 4(%esp), %eax
-  movl %ebx, 3*8(%eax)
-  movl $0, 3*8+4(%eax)
+  movl %ebx, 0*8(%eax)
+  movl $0, 0*8+4(%eax)
   leal 4(%esp), %ecx
-  movl %ecx, 4*8(%eax)
+  movl %ecx, 1*8(%eax)
+  movl $0, 1*8+4(%eax)
+  movl %ebp, 2*8(%eax)
+  movl $0, 2*8+4(%eax)
+  movl %esi, 3*8(%eax)
+  movl $0, 3*8+4(%eax)
+  movl %edi, 4*8(%eax)
   movl $0, 4*8+4(%eax)
-  movl %ebp, 5*8(%eax)
-  movl $0, 5*8+4(%eax)
-  movl %esi, 6*8(%eax)
-  movl $0, 6*8+4(%eax)
-  movl %edi, 7*8(%eax)
-  movl $0, 7*8+4(%eax)
   movl (%esp), %ecx
-  movl %ecx, 8*8(%eax)
-  movl $0, 8*8+4(%eax)
+  movl %ecx, 5*8(%eax)
+  movl $0, 5*8+4(%eax)
   ret
   .cfi_endproc
 )" DROIDHEAP_CAPTURE_SIZE);
@@ -83,17 +84,17 @@ asm(DROIDHEAP_CAPTURE_SYMBOL("%function") R"(
 DroidheapCaptureRegisters:
   .cfi_startproc
   mov r1, #0
-  droidheap_save r4, 4
-  droidheap_save r5, 5
-  droidheap_save r6, 6
-  droidheap_save r7, 7
-  droidheap_save r8, 8
-  droidheap_save r9, 9
-  droidheap_save r10, 10
-  droidheap_save r11, 11
-  droidheap_save sp, 13
-  droidheap_save lr, 14
-  droidheap_save lr, 15
+  droidheap_save r4, 0
+  droidheap_save r5, 1
+  droidheap_save r6, 2
+  droidheap_save r7, 3
+  droidheap_save r8, 4
+  droidheap_save r9, 5
+  droidheap_save r10, 6
+  droidheap_save r11, 7
+  droidheap_save sp, 8
+  droidheap_save lr, 9
+  droidheap_save lr, 10
   bx lr
   .cfi_endproc
   .purgem droidheap_save

@@ -35,6 +35,8 @@ struct ClientConnection {
   std::string cmdline;
   // The ABI the process runs (its ClientHello's): how to read its records' registers and stack.
   const RegisterLayout* layout = &kNativeLayout;
+  // The protocol version of its ClientHello: how its records are laid out (wire_protocol.h).
+  uint32_t version = kProtocolVersion;
   int sock = -1;
   int maps_fd = -1;
   int mem_fd = -1;

@@ -197,6 +197,7 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
         kNativeLayout.name, hello.abi);
   } else {
     client->layout = layout;
+    client->version = hello.version;
     client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
     // Protocol 5 made the totals larger (a slot per custom heap): an older client would refuse
     // them and leave them at zero.

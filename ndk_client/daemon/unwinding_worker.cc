@@ -305,11 +305,21 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   }
   AllocRecord record;
   memcpy(&record, body, sizeof(record));
-  if (record.stack_size > size - sizeof(AllocRecord) || record.alloc_size == 0 ||
+  const size_t register_bytes = AllocRecordRegisterBytes(client->version, *client->layout);
+  if (size < sizeof(AllocRecord) + register_bytes ||
+      record.stack_size > size - sizeof(AllocRecord) - register_bytes || record.alloc_size == 0 ||
       record.sample_size == 0) {
     return;
   }
-  const uint8_t* stack = body + sizeof(AllocRecord);
+  uint64_t regs[kMaxRegisters];
+  if (client->version >= 7) {
+    uint64_t captured[kMaxRegisters];
+    memcpy(captured, body + sizeof(AllocRecord), register_bytes);
+    ExpandCapturedRegisters(*client->layout, captured, regs);
+  } else {
+    memcpy(regs, body + sizeof(AllocRecord), register_bytes);
+  }
+  const uint8_t* stack = body + sizeof(AllocRecord) + register_bytes;
   // A copy shorter than the limit reached the top of the thread's stack.
   uint64_t stack_top = (record.stack_size > 0 && record.stack_size < config_.max_stack_bytes)
                            ? record.stack_pointer + record.stack_size
@@ -317,14 +327,14 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
   const uint64_t maps_generation = client->maps.generation();
   const UnwoundStackCache::Entry* seen =
-      client->stack_cache.Find(*client->layout, record.regs, stack_top, memory, maps_generation);
+      client->stack_cache.Find(*client->layout, regs, stack_top, memory, maps_generation);
   uint32_t callstack;
   if (seen != nullptr) {
     callstack = seen->callstack;
     if (seen->error != UnwindError::kNone) ++client->unwinding_errors;
     if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, seen->logged_pcs, seen->error);
   } else {
-    callstack = UnwindAndIntern(client, record, stack_top, &memory);
+    callstack = UnwindAndIntern(client, record.sequence, regs, stack_top, &memory);
   }
 
   // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
@@ -338,13 +348,14 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
 
 // Unwinds a sample's stack, books its frames as a call stack and keeps the result for the samples
 // whose stacks repeat it (UnwoundStackCache).
-uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, const AllocRecord& record,
-                                          uint64_t stack_top, StackMemory* memory) {
+uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t sequence,
+                                          const uint64_t* regs, uint64_t stack_top,
+                                          StackMemory* memory) {
   UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
   const uint64_t maps_generation = client->maps.generation();
   UnwindInputs& inputs = unwind_inputs_;
   memory->RecordReads(&inputs.words);
-  unwinder_.Unwind(*client->layout, record.regs, stack_top, *memory, &client->maps,
+  unwinder_.Unwind(*client->layout, regs, stack_top, *memory, &client->maps,
                    client->maps_fd, kMaxFrames, &unwound, &inputs);
   memory->RecordReads(nullptr);
   if (unwound.maps_reloaded) ++client->map_reparses;
@@ -382,11 +393,11 @@ uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, const AllocR
     frames.push_back({client->callstacks.InternMapping(PseudoMapping("[droidheap: unwind error]")),
                       static_cast<uint64_t>(unwound.error)});
   }
-  if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, booked_pcs, unwound.error);
+  if (stack_log_fd_ >= 0) LogStack(*client, sequence, booked_pcs, unwound.error);
   std::reverse(frames.begin(), frames.end());
   const uint32_t callstack = client->callstacks.InternCallstack(frames);
   UnwoundStackCache::Entry* kept = client->stack_cache.Keep(
-      *client->layout, record.regs, stack_top, *memory, maps_generation, inputs);
+      *client->layout, regs, stack_top, *memory, maps_generation, inputs);
   if (kept != nullptr) {
     kept->callstack = callstack;
     kept->error = unwound.error;

@@ -59,8 +59,9 @@ class UnwindingWorker {
   // Ends a client's profile: it sees its socket close and stops recording.
   void CutOff(ClientConnection* client);
   void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
-  uint32_t UnwindAndIntern(ClientConnection* client, const AllocRecord& record, uint64_t stack_top,
-                           StackMemory* memory);
+  // `regs` indexed by register number; `sequence` the sample's, for the stack log.
+  uint32_t UnwindAndIntern(ClientConnection* client, uint64_t sequence, const uint64_t* regs,
+                           uint64_t stack_top, StackMemory* memory);
   // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
   // client never named it.
   HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);

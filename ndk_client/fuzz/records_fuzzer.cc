@@ -1,6 +1,6 @@
 // What a hostile client can put in its shared ring buffer (protocol/ring_buffer.h), read by a real
 // UnwindingWorker through its public interface: records of every type with any body (sizes that
-// lie, registers and stacks that point anywhere, heaps never named), then raw bytes written over
+// lie, registers and stacks that point anywhere, heaps never named; AllocRecords of either layout), then raw bytes written over
 // the metadata and the data (positions, headers and committed sizes that lie). The worker must
 // book or drop each record, cut the client off on corruption, and give its final snapshot.
 //
@@ -127,6 +127,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   client->sock = pair[0];
   const uint8_t mode = input.Take<uint8_t>();
   const uint64_t seed = input.Take<uint64_t>();
+  // The records of a client of today and of one from before version 7 (registers unpacked).
+  client->version = mode & 2 ? 6 : kProtocolVersion;
   // The scribbler's own mapping, made while the buffer's metadata is still intact; it stays
   // mapped until the scribbler has stopped, whenever the worker unmaps its own.
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> own_view;

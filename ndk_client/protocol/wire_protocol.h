@@ -17,7 +17,7 @@
 // to 4 inside structs) agrees too. The offsetof checks below hold in every build, and
 // wire_layout_test prints the layouts so that the tests compare a 32-bit build's with a 64-bit
 // one's. Pointers and sizes from the client travel as uint64_t; a 32-bit client's registers sit
-// zero-extended in AllocRecord::regs, numbered for the ABI its ClientHello names.
+// zero-extended after its AllocRecord, numbered for the ABI its ClientHello names.
 #pragma once
 
 #include <stddef.h>
@@ -33,11 +33,10 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // block_timeout_ms; the daemon answers an older client in its unit). 4: DaemonReply::totals_size
 // and the totals fd; AllocatorStatsRecord. 5: custom heaps (DaemonReply::heap_flags and
 // heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
-constexpr uint32_t kProtocolVersion = 6;
+// 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes).
+constexpr uint32_t kProtocolVersion = 7;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
-
-// AllocRecord::regs is indexed by DWARF register number: unwinder/registers.h.
 
 struct alignas(8) ClientHello {
   uint32_t magic;
@@ -152,14 +151,21 @@ struct alignas(8) AllocRecord {
   uint64_t alloc_size;   // bytes the program asked for
   uint64_t stack_pointer;  // address of the first copied stack byte
   uint32_t tid;
-  uint32_t stack_size;   // bytes of raw stack copy following this struct
-  uint64_t regs[kMaxRegisters];
-  // uint8_t stack[stack_size] follows.
+  uint32_t stack_size;   // bytes of raw stack copy after the registers
+  // The registers follow (AllocRecordRegisterBytes), then uint8_t stack[stack_size].
 };
-static_assert(sizeof(AllocRecord) == 48 + 8 * kMaxRegisters, "wire layout");
-static_assert(offsetof(AllocRecord, stack_pointer) == 32 && offsetof(AllocRecord, tid) == 40 &&
-                  offsetof(AllocRecord, regs) == 48,
+static_assert(sizeof(AllocRecord) == 48, "wire layout");
+static_assert(offsetof(AllocRecord, stack_pointer) == 32 && offsetof(AllocRecord, tid) == 40,
               "wire layout");
+
+// The registers after an AllocRecord. From version 7, those the ABI's client captures, packed in
+// ascending DWARF number (RegisterLayout::captured: 64 bytes on x86_64, 112 on arm64-v8a); before,
+// uint64_t[kMaxRegisters] indexed by number, the rest zero: on every ABI 264 bytes, most of them
+// zero, that each sample wrote and the daemon read.
+constexpr size_t kAllocRecordV6RegisterBytes = 8 * kMaxRegisters;
+constexpr size_t AllocRecordRegisterBytes(uint32_t version, const RegisterLayout& layout) {
+  return version >= 7 ? 8 * size_t{layout.captured_count()} : kAllocRecordV6RegisterBytes;
+}
 
 struct alignas(8) FreeRecord {
   uint64_t sequence;  // taken before the real free

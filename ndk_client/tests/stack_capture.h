@@ -100,7 +100,9 @@ __attribute__((no_sanitize("address"))) inline void CopyStack(uint64_t sp, uint6
 }
 
 inline NOINLINE void CaptureHere(Capture* out) {
-  DroidheapCaptureRegisters(out->regs);
+  uint64_t captured[kNativeCaptured];
+  DroidheapCaptureRegisters(captured);
+  ExpandCapturedRegisters(kNativeLayout, captured, out->regs);
   uint64_t sp = out->regs[kRegSp];
   uint64_t top = ThreadStackTop();
   uint64_t size = std::min<uint64_t>(top - sp, kMaxStackCopy);

@@ -54,7 +54,6 @@ int main() {
   FIELD(AllocRecord, stack_pointer);
   FIELD(AllocRecord, tid);
   FIELD(AllocRecord, stack_size);
-  FIELD(AllocRecord, regs);
 
   STRUCT(FreeRecord);
   FIELD(FreeRecord, sequence);

@@ -11,11 +11,17 @@
 //   x86          0..7 eax ecx edx ebx esp ebp esi edi, 8 eip                  4   5   8   4
 //   armeabi-v7a  0..15 r0..r15 (r13 sp, r14 lr, r15 pc)                       13   7  15   4
 //
+// The client captures only what unwinding its caller needs: the callee-saved registers, sp and the
+// return address (as pc; on armeabi-v7a as lr too), and sends them packed in ascending register
+// number (AllocRecord): `captured` below. The daemon expands them into the register file, the
+// others zero.
+//
 // The return address is CFI's return-address column (rip/x30/eip/lr); pc is where the unwinder
 // keeps each frame's pc. armeabi-v7a's frame pointer is r7, as clang uses it in Thumb-2 code (the
 // NDK's default): ARM-mode code chains r11, which the frame-pointer fallback does not follow.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 namespace droidheap {
@@ -40,6 +46,11 @@ struct RegisterLayout {
   uint32_t word_size;    // bytes in a pointer and a stack slot
   uint16_t elf_machine;  // e_machine of the ELF files the ABI runs (elf.h's EM_*)
   bool has_ehabi;        // code is described by ARM EHABI tables (.ARM.exidx), besides CFI
+  uint64_t captured;     // bit n: the client captures register n (see above)
+
+  constexpr uint32_t captured_count() const {
+    return static_cast<uint32_t>(__builtin_popcountll(captured));
+  }
 
   // Addresses wrap at the word size: a 32-bit CFA computation must too.
   uint64_t Wrap(uint64_t address) const {
@@ -48,11 +59,25 @@ struct RegisterLayout {
 };
 
 inline constexpr RegisterLayout kLayouts[] = {
-    {Abi::kX86_64, "x86_64", 7, 6, 16, 8, 62 /* EM_X86_64 */, false},
-    {Abi::kArm64, "arm64-v8a", 31, 29, 32, 8, 183 /* EM_AARCH64 */, false},
-    {Abi::kX86, "x86", 4, 5, 8, 4, 3 /* EM_386 */, false},
-    {Abi::kArm, "armeabi-v7a", 13, 7, 15, 4, 40 /* EM_ARM */, true},
+    // rbx rbp rsp r12..r15 rip
+    {Abi::kX86_64, "x86_64", 7, 6, 16, 8, 62 /* EM_X86_64 */, false, 0x1f0c8},
+    // x19..x30 sp pc
+    {Abi::kArm64, "arm64-v8a", 31, 29, 32, 8, 183 /* EM_AARCH64 */, false, 0x1fff80000},
+    // ebx esp ebp esi edi eip
+    {Abi::kX86, "x86", 4, 5, 8, 4, 3 /* EM_386 */, false, 0x1f8},
+    // r4..r11 sp lr pc
+    {Abi::kArm, "armeabi-v7a", 13, 7, 15, 4, 40 /* EM_ARM */, true, 0xeff0},
 };
+
+// Spreads `packed` (layout.captured_count() words, as the client sends them) over `regs`, indexed
+// by register number; the registers not captured are zero.
+inline void ExpandCapturedRegisters(const RegisterLayout& layout, const uint64_t* packed,
+                                    uint64_t regs[kMaxRegisters]) {
+  size_t next = 0;
+  for (int n = 0; n < kMaxRegisters; ++n) {
+    regs[n] = (layout.captured >> n) & 1 ? packed[next++] : 0;
+  }
+}
 
 // nullptr for kUnknown and for numbers this build does not know (a newer client's).
 constexpr const RegisterLayout* LayoutOf(Abi abi) {
@@ -76,8 +101,11 @@ constexpr Abi kNativeAbi = Abi::kArm;
 #endif
 inline constexpr const RegisterLayout& kNativeLayout = *LayoutOf(kNativeAbi);
 static_assert(kNativeLayout.word_size == sizeof(void*), "the native layout's word is a pointer");
-// Registers this build captures: its layout's, up to pc, the highest number.
-constexpr int kNativeRegisters = kNativeLayout.pc + 1;
+// The registers this build's client captures (DroidheapCaptureRegisters), and where sp is among
+// them.
+constexpr uint32_t kNativeCaptured = kNativeLayout.captured_count();
+constexpr uint32_t kCapturedSpSlot = static_cast<uint32_t>(
+    __builtin_popcountll(kNativeLayout.captured & ((uint64_t{1} << kNativeLayout.sp) - 1)));
 constexpr int kRegSp = kNativeLayout.sp;
 constexpr int kRegFp = kNativeLayout.fp;
 constexpr int kRegPc = kNativeLayout.pc;

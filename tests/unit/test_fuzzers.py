@@ -78,13 +78,18 @@ def _ehabi_seeds():
 
 
 def _records_seeds():
-    alloc = struct.pack("<QQQQQII", 1, 0x1000, 16, 16, 0, 1, 64) + bytes(8 * 33) + bytes(64)
-    free = struct.pack("<QQ", 2, 0x1000)
-    stats = struct.pack("<QQQ", 100, 200, 300)
-    records = b"".join(struct.pack("<BH", kind, len(body)) + body
-                       for kind, body in ((1, alloc), (2, free), (3, stats)))
-    yield struct.pack("<BQB", 0, 0, 3) + records + b"\0"
-    yield struct.pack("<BQB", 1, 42, 3) + records + b"\0"  # with a thread scribbling meanwhile
+    # Mode bit 1: a client of protocol 6, whose AllocRecords carry all 33 registers; else the
+    # x86_64 client's 8, packed.
+    for mode, registers in ((0, 8), (2, 33)):
+        alloc = struct.pack("<QQQQQII", 1, 0x1000, 16, 16, 0, 1, 64) + bytes(8 * registers)
+        alloc += bytes(64)
+        free = struct.pack("<QQ", 2, 0x1000)
+        stats = struct.pack("<QQQ", 100, 200, 300)
+        records = b"".join(struct.pack("<BH", kind, len(body)) + body
+                           for kind, body in ((1, alloc), (2, free), (3, stats)))
+        yield struct.pack("<BQB", mode, 0, 3) + records + b"\0"
+        # With a thread scribbling meanwhile.
+        yield struct.pack("<BQB", mode | 1, 42, 3) + records + b"\0"
 
 
 SEEDS = {"handshake": _hello_seeds, "expression": _expression_seeds, "cfi": _cfi_seeds,

@@ -2,8 +2,10 @@
 build's daemon accepting every process: a version 1 hello (no ABI) and a newer, longer one are both
 read exactly; a hello naming a 32-bit ABI is accepted and logged as such; an ABI the daemon does
 not know is refused with its own status; the daemon says a client records only once the client
-says so (protocol 6), or at once for an older client."""
+says so (protocol 6), or at once for an older client; it reads an AllocRecord's registers packed
+from protocol 7 and all 33 before."""
 import contextlib
+import ctypes
 import mmap
 import os
 import pathlib
@@ -21,7 +23,8 @@ ACCEPTED, BAD_HELLO, UNSUPPORTED_ABI = 0, 2, 4
 ABI_X86_64, ABI_X86, ABI_ARMEABI_V7A = 1, 3, 4  # registers.h's Abi
 BLOCK_TIMEOUT_US = 2_500_300
 BLOCK_TIMEOUT_OFFSET = 28  # DaemonReply::block_timeout_us
-RECORD_RECORDING = 7  # wire_protocol.h
+RECORD_ALLOC, RECORD_RECORDING = 1, 7  # wire_protocol.h
+ALLOC_RECORD = struct.Struct("<QQQQQII")  # sequence, address, sizes, stack_pointer, tid, stack_size
 WRITE_POS_OFFSET = 72  # RingBufferMetadata::write_pos
 
 
@@ -35,7 +38,7 @@ def daemon(native_build, tmp_path):
             [str(native_build / "droidheapd"), "--socket", str(socket_path),
              "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(1 << 20),
              "--block-timeout-us", str(BLOCK_TIMEOUT_US)],
-            stderr=log_file)
+            stderr=log_file, env=dict(os.environ, DROIDHEAP_STACK_LOG=str(tmp_path / "stacks")))
     try:
         deadline = time.monotonic() + 10
         while "droidheapd: listening" not in log.read_text():
@@ -138,16 +141,18 @@ def test_block_timeout_goes_in_microseconds_from_version_3_and_milliseconds_befo
     assert struct.unpack_from("<I", data, BLOCK_TIMEOUT_OFFSET)[0] == timeout
 
 
-def write_empty_record(ring_fd: int, record_type: int):
-    """Writes a record without a body into the ring buffer as a client does (ring_buffer.h)."""
+def write_record(ring_fd: int, record_type: int, body: bytes = b""):
+    """Writes a record into the ring buffer as a client does (ring_buffer.h); `body` a multiple of
+    8 bytes."""
     page = mmap.PAGESIZE
     with mmap.mmap(ring_fd, os.fstat(ring_fd).st_size) as ring:
         data_size = struct.unpack_from("<Q", ring, 8)[0]
         write_pos = struct.unpack_from("<Q", ring, WRITE_POS_OFFSET)[0]
         at = page + write_pos % data_size
         struct.pack_into("<I", ring, at + 4, record_type)
-        struct.pack_into("<Q", ring, WRITE_POS_OFFSET, write_pos + 8)
-        struct.pack_into("<I", ring, at, 8)  # committed
+        ring[at + 8:at + 8 + len(body)] = body
+        struct.pack_into("<Q", ring, WRITE_POS_OFFSET, write_pos + 8 + len(body))
+        struct.pack_into("<I", ring, at, 8 + len(body))  # committed
 
 
 def test_a_client_records_from_its_recording_record_on(daemon):
@@ -158,8 +163,8 @@ def test_a_client_records_from_its_recording_record_on(daemon):
         # told it is profiled.
         time.sleep(0.3)
         assert f"recording pid={os.getpid()}" not in log()
-        write_empty_record(fds[0], RECORD_RECORDING)
-        write_empty_record(fds[0], RECORD_RECORDING)  # said once, whatever the client repeats
+        write_record(fds[0], RECORD_RECORDING)
+        write_record(fds[0], RECORD_RECORDING)  # said once, whatever the client repeats
         sock.send(b"w")  # a wake-up byte
         assert logged(log, f"recording pid={os.getpid()}")
         time.sleep(0.2)
@@ -170,3 +175,29 @@ def test_a_client_older_than_protocol_6_records_from_the_reply(daemon):
     socket_path, log = daemon
     assert handshake(socket_path, hello_v2(ABI_X86_64, version=5))[0] == ACCEPTED
     assert logged(log, f"recording pid={os.getpid()}")
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_reads_the_registers_of_an_alloc_record_as_the_clients_version_lays_them_out(
+        daemon, tmp_path, version):
+    """x86_64: version 7 sends rbx rbp rsp r12..r15 rip packed, version 6 all 33 by number. The
+    sample's first frame is its pc, wherever the rest of this made-up stack leads."""
+    socket_path, log = daemon
+    pc = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
+    sp = 0x1000
+    if version == 7:
+        registers = [0, 0, sp, 0, 0, 0, 0, pc]
+    else:
+        registers = [0] * 33
+        registers[7], registers[16] = sp, pc
+    record = ALLOC_RECORD.pack(1, 0x5000, 16, 16, sp, 1, 0)
+    record += struct.pack(f"<{len(registers)}Q", *registers)
+    with connected(socket_path, hello_v2(ABI_X86_64, version=version)) as (sock, _, fds):
+        assert logged(log, f"connected pid={os.getpid()} abi=")
+        write_record(fds[0], RECORD_ALLOC, record)
+        sock.send(b"w")
+        deadline = time.monotonic() + 5
+        stacks = tmp_path / "stacks"
+        while not (stacks.exists() and stacks.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert stacks.read_text().startswith(f"{os.getpid()} 1 {pc:x}"), stacks.read_text()
