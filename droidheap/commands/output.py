@@ -33,7 +33,7 @@ def echo_conversion(result, out: pathlib.Path) -> None:
 
 
 def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
-                   process_argvs=None) -> None:
+                   process_argvs=None, exit_statuses=None) -> None:
     """Symbolizes and converts a trace pulled from `device` into `out` (see convert_trace)."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     from droidheap.device_files import fetch_device_files
@@ -42,5 +42,5 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda modules: fetch_device_files(
                                device, modules, out / "device-files"),
-                           process_argvs=process_argvs)
+                           process_argvs=process_argvs, exit_statuses=exit_statuses)
     echo_conversion(result, out)
