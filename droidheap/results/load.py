@@ -54,7 +54,7 @@ def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = No
     status = "" if exit_status is None else f"the process exited with status {exit_status}"
     if ending == EXITED:
         return status or "the process exited"
-    if ending == GUARDRAIL:  # samples_lost says which
+    if ending == GUARDRAIL:  # samples_lost says which, before this
         return "its profile ended early" + (f"; {status}" if status else "")
     if ending == CONNECTION_LOST:
         return ("its connection was lost before the process exited normally (" +

@@ -138,9 +138,10 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         if s.pid not in shown:
             shown.add(s.pid)
             lines += _process_lines(s)
+        # Why samples were lost first: a guardrail's reason, before "its profile ended early".
         notes = [text for flag, text in (
-            (s.disconnected, ending_note(s.disconnected, s.ending, s.exit_status)),
             (s.samples_lost, f"samples were lost ({', '.join(s.samples_lost)})"),
+            (s.disconnected, ending_note(s.disconnected, s.ending, s.exit_status)),
             (s.unwinding_errors, f"{s.unwinding_errors} unwinding error"
                                  + ("" if s.unwinding_errors == 1 else "s"))) if flag]
         if notes:

@@ -105,7 +105,7 @@ def test_the_note_says_how_the_profile_ended():
         "  note: its connection was lost before the process exited normally (the process exited "
         "with status 137)")
     assert _ending_note("profile ended", buffer_overran=True) == (
-        "  note: its profile ended early; samples were lost (the buffer overran)")
+        "  note: samples were lost (the buffer overran); its profile ended early")
     # A trace of an older droidheapd, or of heapprofd, says only that it disconnected.
     assert _ending_note("") == "  note: the process exited or its connection was lost"
     assert _ending_note("", {7: 1}) == "  note: the process exited with status 1"
