@@ -219,8 +219,9 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
     } else if (record.type == kRecordRecording && !client->recording) {
       client->recording = true;  // said once: a hostile client's repeats are not logged
       Log("recording pid=%d", client->pid);
-    } else if (record.type == kRecordExiting) {
-      // Before Consume: the process waits in its exit path until this record is consumed.
+    } else if (record.type == kRecordExiting && !client->exiting) {
+      // Before Consume: the process waits in its exit path until this record is consumed. Read
+      // once: a hostile client's repeats cost nothing.
       client->exiting = true;
       client->memory_at_exit = ReadProcessMemory(client->pid);
     } else if (record.type == kRecordAllocatorStats &&
