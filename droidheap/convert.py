@@ -42,13 +42,14 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   search_dirs: Sequence[pathlib.Path] = (),
                   fetch_files: Optional[Callable[[List[Tuple[str, str]]],
                                                  Optional[pathlib.Path]]] = None,
-                  process_argvs: Optional[Dict[int, Sequence[str]]] = None
-                  ) -> ConversionResult:
+                  process_argvs: Optional[Dict[int, Sequence[str]]] = None,
+                  exit_statuses: Optional[Dict[int, int]] = None) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
     the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)])`,
     when given, is asked for the files found nowhere here (the device's, pulled) and returns a
     directory that mirrors the device's paths. `process_argvs` ({pid: argv}) names processes
-    the trace leaves unnamed, in the outputs and the symbolized trace. Raises DroidheapError
+    the trace leaves unnamed, in the outputs and the symbolized trace; `exit_statuses`
+    ({pid: status}) says how the programs the caller started ended. Raises DroidheapError
     when the trace cannot be read at all;
     damage after the first good packet only adds warnings."""
     try:
@@ -117,7 +118,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     profiles = profiles_from_dumps(dumps, symbols, str(symbolized))
     html = out_dir / REPORT_HTML
     write_html(page_data(profiles, page_title(profiles, str(raw_trace))), html)
-    processes = summarize(dumps, profiles)
+    processes = summarize(dumps, profiles, exit_statuses)
     summary = format_summary(processes, leak_suspects(profiles, limit=5))
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)

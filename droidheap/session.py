@@ -5,7 +5,7 @@ import pathlib
 import re
 import signal
 import time
-from typing import Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from droidheap.device.base import TRACE_PREFIX, TRACE_SUFFIX, DaemonProcess, Device
 from droidheap.errors import DroidheapError
@@ -97,6 +97,7 @@ class Session:
         self.daemon: Optional[DaemonProcess] = None
         self.failure: Optional[str] = None  # why the daemon ended badly, once it has
         self.stopped = False
+        self.exit_statuses: Dict[int, int] = {}  # of the programs started for it, as they exited
         self.trace_path = f"{device.layout.trace_dir}/{TRACE_PREFIX}{time.time_ns()}{TRACE_SUFFIX}"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
@@ -130,8 +131,10 @@ class Session:
         return self._logged_pids("recording")
 
     def exited_pids(self) -> Set[int]:
-        """Processes whose profile is over: exited, or ended by a guardrail."""
-        return self._logged_pids("process exited") | self._logged_pids("profile ended")
+        """Processes whose profile is over: exited, ended by a guardrail, or whose connection
+        was lost."""
+        return (self._logged_pids("process exited") | self._logged_pids("profile ended")
+                | self._logged_pids("connection lost"))
 
     def warnings(self) -> List[str]:
         """What droidheapd warned of (a guardrail reached), for the user."""

@@ -332,6 +332,7 @@ def _run_spawned(device, session, argv, duration_ms):
             device.disable_at_start(name)
     if code != 0:
         _note(f"{argv[0]} exited with status {code}")
+    session.exit_statuses[process.pid] = code
     if not profiling:
         raise DroidheapError(f"{argv[0]} ran without profiling")
     if process.pid not in session.connected_pids():
@@ -449,9 +450,12 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
         _note(f"{argv[0]} exited with status {code}")
     # Android 10's process_stats names only the processes running as the session starts.
     argvs = {pid: words for pid, words in (namer.argvs if namer else {}).items() if words}
+    statuses = {}
     if program:
         argvs[program.pid] = argv
-    convert_pulled(raw, out, device, symbol_dirs, argvs)
+        if code is not None:
+            statuses[program.pid] = code
+    convert_pulled(raw, out, device, symbol_dirs, argvs, statuses)
 
 
 def _collect(session, out, symbol_dirs):
@@ -459,7 +463,8 @@ def _collect(session, out, symbol_dirs):
         _note(f"warning: {warning}")
     try:
         raw = session.pull_trace(out)
-        convert_pulled(raw, out, session.device, symbol_dirs)
+        convert_pulled(raw, out, session.device, symbol_dirs,
+                       exit_statuses=session.exit_statuses)
     except DroidheapError as e:
         if session.failure:
             raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None

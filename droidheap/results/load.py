@@ -7,7 +7,7 @@ import gzip
 import pathlib
 import re
 import zlib
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
 
@@ -15,6 +15,7 @@ from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, StackSample
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
+from droidheap.trace.counter_tracks import CONNECTION_LOST, EXITED, GUARDRAIL
 from droidheap.trace.heap_dumps import Frame, HeapDump, TraceDumps, rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import read_module_symbols
@@ -45,6 +46,23 @@ def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
         (dump.rejected_concurrent, "another profiler held the process")) if flag)
 
 
+def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = None) -> str:
+    """What became of a process gone by its last dump (`ending`: HeapDump.ending), for a note; ""
+    for one still connected. `exit_status`: what the host saw of a program it started."""
+    if not disconnected:
+        return ""
+    status = "" if exit_status is None else f"the process exited with status {exit_status}"
+    if ending == EXITED:
+        return status or "the process exited"
+    if ending == GUARDRAIL:  # samples_lost says which, before this
+        return "its profile ended early" + (f"; {status}" if status else "")
+    if ending == CONNECTION_LOST:
+        return ("its connection was lost before the process exited normally (" +
+                (status or "a crash, a kill, _exit or a closed socket") + ")")
+    # An older daemon's trace, or heapprofd's: either.
+    return status or "the process exited or its connection was lost"
+
+
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
     profiles = []
     for pid in sorted(dumps.dumps):
@@ -60,6 +78,7 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
                 at_peak=dump.at_peak, totals=dump.totals,
                 unwinding_errors=dump.stats.unwinding_errors,
                 samples_lost=samples_lost(dump), disconnected=dump.disconnected,
+                ending=dump.ending,
                 source=source))
     return profiles
 

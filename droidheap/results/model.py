@@ -57,6 +57,7 @@ class Profile:
     unwinding_errors: int = 0
     samples_lost: Tuple[str, ...] = ()  # why samples were lost ("the buffer overran", ...)
     disconnected: bool = False
+    ending: str = ""  # how a disconnected process's profile ended (HeapDump.ending)
     source: str = ""  # the file it was read from
 
     @property

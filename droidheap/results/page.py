@@ -6,6 +6,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from droidheap.results.diff import SiteGrowth
 from droidheap.results.leaks import dump_series, leak_suspects
+from droidheap.results.load import ending_note
 from droidheap.results.model import Location, Profile
 from droidheap.results.sites import call_site
 
@@ -35,7 +36,7 @@ def _notes(profile: Profile) -> List[str]:
     if profile.unwinding_errors:
         notes.append(f"{profile.unwinding_errors} unwinding errors")
     if profile.disconnected:
-        notes.append("the process disconnected")
+        notes.append(ending_note(profile.disconnected, profile.ending))
     return notes
 
 

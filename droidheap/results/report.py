@@ -95,6 +95,7 @@ def report_json(report: Report) -> dict:
                         "in_use_bytes": p.in_use_bytes},
             "exact": totals, "samples_lost": list(p.samples_lost),
             "unwinding_errors": p.unwinding_errors, "disconnected": p.disconnected,
+            "ending": p.ending,
             "top_sites_by_in_use": [_site_json(s) for s in r.by_in_use],
             "top_sites_by_allocated": [_site_json(s) for s in r.by_allocated],
             "bottom_up": [_tree_json(n) for n in r.tree],

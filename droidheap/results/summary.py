@@ -5,11 +5,11 @@ and, over continuous dumps, the leak suspects (leaks.py)."""
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from droidheap.results.load import samples_lost
+from droidheap.results.load import ending_note, samples_lost
 from droidheap.results.model import LeakSuspect, Profile
 from droidheap.results.sites import SiteFigures, top_sites
 from droidheap.results.text import exact_line, format_suspects, human_bytes, sampled_line
-from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
+from droidheap.trace.counter_tracks import EXITED, AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
@@ -28,12 +28,16 @@ class ProcessSummary:
     alloc_count: int
     free_count: int
     disconnected: bool
+    ending: str  # HeapDump.ending
     samples_lost: Tuple[str, ...]  # why, when samples were lost
     unwinding_errors: int
     top_sites: List[SiteFigures]  # by bytes in use, at the last dump
     at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
-    # What the kernel said at the last dump that had the process alive.
+    # What the kernel said at the last dump that read it, and when that was if not at the last
+    # dump: "as it exited", "at dump 2, 1.5 s before the last".
     memory: Optional[ProcessMemory] = None
+    memory_when: str = ""
+    exit_status: Optional[int] = None  # of a program the host started and saw exit
     # The exact totals and the allocator's figures at the last dump that had them.
     totals: Optional[HeapTotals] = None
     allocator: Optional[AllocatorStats] = None
@@ -52,8 +56,18 @@ def _last_known(figures: Sequence[Optional[_T]]) -> Optional[_T]:
     return next((f for f in reversed(figures) if f is not None), None)
 
 
-def summarize(dumps: TraceDumps, profiles: Sequence[Profile]) -> List[ProcessSummary]:
-    """`profiles`: the dumps' call stacks, symbolized (results.load.profiles_from_dumps)."""
+def _memory_when(read: HeapDump, last: HeapDump) -> str:
+    """When the process figures of dump `read` were read, said unless at `last`, the dump shown."""
+    if read is not last:
+        return (f"at dump {read.index}, {(last.timestamp - read.timestamp) / 1e9:.1f} s before "
+                "the last")
+    return "as it exited" if last.disconnected and last.ending == EXITED else ""
+
+
+def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
+              exit_statuses: Optional[Dict[int, int]] = None) -> List[ProcessSummary]:
+    """`profiles`: the dumps' call stacks, symbolized (results.load.profiles_from_dumps).
+    `exit_statuses`: {pid: status} of the programs the host started and saw exit."""
     stacks = {(p.pid, p.dump_index, p.heap): p.samples for p in profiles}
     summaries = []
     for pid in sorted(dumps.dumps):
@@ -64,6 +78,7 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile]) -> List[ProcessSum
         for heap, heap_dumps in sorted(by_heap.items(), key=lambda h: (h[0] != MALLOC_HEAP, h[0])):
             last = heap_dumps[-1]
             samples = last.samples
+            read = _last_known([d if d.memory else None for d in heap_dumps])  # the kernel's
             summaries.append(ProcessSummary(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap_name=heap,
                 dumps=len(heap_dumps), sampling_interval_bytes=last.sampling_interval_bytes,
@@ -71,10 +86,13 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile]) -> List[ProcessSum
                 freed=sum(s.self_freed for s in samples),
                 alloc_count=sum(s.alloc_count for s in samples),
                 free_count=sum(s.free_count for s in samples),
-                disconnected=last.disconnected, samples_lost=samples_lost(last),
+                disconnected=last.disconnected, ending=last.ending,
+                samples_lost=samples_lost(last),
                 unwinding_errors=last.stats.unwinding_errors,
                 top_sites=top_sites(stacks.get((pid, last.index, heap), []), limit=TOP_SITES), at_peak=last.at_peak,
-                memory=_last_known([d.memory for d in heap_dumps]),
+                memory=read.memory if read else None,
+                memory_when=_memory_when(read, last) if read else "",
+                exit_status=(exit_statuses or {}).get(pid),
                 totals=_last_known([d.totals for d in heap_dumps]),
                 allocator=_last_known([d.allocator for d in heap_dumps])))
     return summaries
@@ -85,12 +103,15 @@ def _process_lines(s: ProcessSummary) -> List[str]:
     lines = []
     if s.allocator:
         a = s.allocator
-        lines.append(f"  the allocator (mallinfo): {human_bytes(a.in_use_bytes)} in use, "
+        # The process reports it at most every 100 ms while it samples, and on its exit path.
+        when = "as it exited" if s.disconnected and s.ending == EXITED else "as last reported"
+        lines.append(f"  the allocator (mallinfo) {when}: {human_bytes(a.in_use_bytes)} in use, "
                      f"{human_bytes(a.free_bytes)} free, {human_bytes(a.system_bytes)} taken "
                      "from the system")
     if s.memory:
         m = s.memory
-        lines.append(f"  the process: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "
+        when = f" {s.memory_when}" if s.memory_when else ""
+        lines.append(f"  the process{when}: RSS {human_bytes(m.rss_kb * 1024)} (anonymous "
                      f"{human_bytes(m.rss_anon_kb * 1024)}, files "
                      f"{human_bytes(m.rss_file_kb * 1024)}, shared "
                      f"{human_bytes(m.rss_shmem_kb * 1024)}: droidheap's buffer among it), "
@@ -117,9 +138,10 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         if s.pid not in shown:
             shown.add(s.pid)
             lines += _process_lines(s)
+        # Why samples were lost first: a guardrail's reason, before "its profile ended early".
         notes = [text for flag, text in (
-            (s.disconnected, "process disconnected"),
             (s.samples_lost, f"samples were lost ({', '.join(s.samples_lost)})"),
+            (s.disconnected, ending_note(s.disconnected, s.ending, s.exit_status)),
             (s.unwinding_errors, f"{s.unwinding_errors} unwinding error"
                                  + ("" if s.unwinding_errors == 1 else "s"))) if flag]
         if notes:

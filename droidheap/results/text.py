@@ -4,6 +4,7 @@ import pathlib
 from typing import List, Sequence
 
 from droidheap.results.diff import SiteGrowth
+from droidheap.results.load import ending_note
 from droidheap.results.model import LeakSuspect
 from droidheap.results.report import ProfileReport, Report
 from droidheap.results.sites import SiteFigures, TreeNode
@@ -76,7 +77,7 @@ def _profile_block(r: ProfileReport) -> List[str]:
         lines.append(exact_line(p.totals))
     lost = ", ".join(p.samples_lost) if p.samples_lost else "none"
     lines.append(f"  samples lost: {lost}; unwinding errors: {p.unwinding_errors}"
-                 + ("; the process disconnected" if p.disconnected else ""))
+                 + (f"; {ending_note(p.disconnected, p.ending)}" if p.disconnected else ""))
     if r.by_in_use:
         lines += ["  top call sites by bytes in use:"] + _site_rows(r.by_in_use)
     if r.by_allocated:

@@ -7,6 +7,9 @@ On a sequence, a process track (`process.pid`) and its counter tracks (children 
 are described before the dump that uses them (droidheapd describes them at every dump; a
 descriptor seen twice is one track). Each dump's values, one TYPE_COUNTER event per counter, come
 before its profile packets. A counter that did not arrive is unknown, not 0.
+
+A process's last dump also says how its profile ended, as an instant event on the process track
+named "process exited", "profile ended" (a guardrail) or "connection lost" (ENDINGS).
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -17,6 +20,8 @@ from droidheap.trace.reader import as_text
 
 _TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
 _MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
+EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
+ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +61,7 @@ class CounterTracks:
         self._pids: Dict[int, int] = {}  # process track uuid -> pid
         self._counters: Dict[int, Tuple[int, str]] = {}  # counter track uuid -> (parent, name)
         self._values: Dict[int, Dict[str, int]] = {}  # pid -> counter name -> value
+        self._endings: Dict[int, str] = {}  # pid -> one of ENDINGS
 
     def add_descriptor(self, track: pb.TrackDescriptor) -> None:
         if track.HasField("process"):
@@ -64,6 +70,9 @@ class CounterTracks:
             self._counters[track.uuid] = (track.parent_uuid, as_text(track.name))
 
     def add_event(self, event: pb.TrackEvent) -> None:
+        if event.type == pb.TrackEvent.TYPE_INSTANT and event.track_uuid in self._pids \
+                and event.name in ENDINGS:
+            self._endings[self._pids[event.track_uuid]] = event.name
         if event.type != pb.TrackEvent.TYPE_COUNTER or not event.HasField("counter_value"):
             return
         parent, name = self._counters.get(event.track_uuid, (0, ""))
@@ -80,8 +89,13 @@ class CounterTracks:
         figures = self._figures(pid, _MALLINFO)
         return AllocatorStats(*figures) if figures else None
 
+    def ending(self, pid: int) -> str:
+        """How the process's profile ended, said by its last dump; "" in any other dump."""
+        return self._endings.get(pid, "")
+
     def dump_finished(self) -> None:
         self._values.clear()
+        self._endings.clear()
 
     def _figures(self, pid: int, names: Sequence[str]) -> Optional[List[int]]:
         """The values of all `names`, or None unless every one arrived."""

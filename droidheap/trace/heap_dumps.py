@@ -79,7 +79,8 @@ class Sample:
 
 @dataclasses.dataclass
 class ProcessMemory:
-    """What the kernel said the process held at the dump (a process_stats packet), in KiB."""
+    """What the kernel said the process held at the dump (a process_stats packet), in KiB; for a
+    process gone by then, droidheapd's reading as it exited."""
     rss_kb: int = 0
     rss_anon_kb: int = 0
     rss_file_kb: int = 0
@@ -107,6 +108,7 @@ class HeapDump:
     sampling_interval_bytes: int
     from_startup: bool = False
     disconnected: bool = False
+    ending: str = ""  # how a disconnected process's profile ended (counter_tracks.ENDINGS), if said
     buffer_overran: bool = False
     buffer_corrupted: bool = False
     hit_guardrail: bool = False
@@ -316,6 +318,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             dump.memory = memory.get(seq_id, {}).get(src.pid, dump.memory)
             dump.totals = tracks.totals(src.pid, dump.heap_name)
             dump.allocator = tracks.allocator(src.pid)
+            dump.ending = tracks.ending(src.pid)
             _merge_header(dump, src)
             for s in src.samples:
                 frames = seq.callstack(s.callstack_id)

@@ -375,6 +375,12 @@ void Client::AnnounceRecording() {
   if (Reserve(kRecordRecording, 0, &r)) Publish(r);
 }
 
+void Client::AnnounceExit() {
+  if (!identity_.InOriginalProcess()) return;
+  SharedRingBuffer::Reservation r;
+  if (Reserve(kRecordExiting, 0, &r)) Publish(r);
+}
+
 void Client::RecordAllocatorStats(bool now) {
   if (!identity_.InOriginalProcess()) return;
   // Asked on every sample: the coarse clock (a tick of a few ms, plenty for a 100 ms period) is

@@ -72,6 +72,8 @@ class Client {
   // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the
   // sampled path and at exit.
   void RecordAllocatorStats(bool now);
+  // Tells the daemon the process is exiting (kRecordExiting); then WaitUntilDrained.
+  void AnnounceExit();
 
   // Waits, at most timeout_ms, until the daemon has read every record written so far: at exit,
   // while it can still read this process's maps (they name the libraries the records' stacks

@@ -172,6 +172,7 @@ __attribute__((destructor)) void DrainAtExit() {
   Client* client = ActiveClient();
   if (client == nullptr) return;
   client->RecordAllocatorStats(true);
+  client->AnnounceExit();
   client->WaitUntilDrained(kExitDrainTimeoutMs);
 }
 

@@ -73,10 +73,11 @@ struct ClientConnection {
   uint64_t heap_samples = 0;
   uint64_t map_reparses = 0;
   uint64_t unwinding_time_us = 0;  // draining its records: unwinding, mostly, and booking
-  // Its memory as last read (process_memory.h), at most every 100 ms while it
-  // sends records: a process's exit dump comes after its memory is gone.
-  ProcessMemory memory;
-  uint64_t memory_read_us = 0;
+  // Its kRecordExiting was read: it exited, rather than lost its connection. Its memory was read
+  // then, while it waited in its exit path (process_memory.h): its exit dump comes after the
+  // process, and its memory, are gone.
+  bool exiting = false;
+  ProcessMemory memory_at_exit;
   // What its allocator last said it holds (its AllocatorStatsRecords).
   std::optional<AllocatorStatsRecord> allocator;
 };

@@ -53,12 +53,23 @@ std::vector<Counter> CountersOf(const DumpSnapshot& process) {
   return counters;
 }
 
+// How the profile of a process gone by `process`'s dump ended; nullptr while it is connected.
+const char* EndingOf(const DumpSnapshot& process) {
+  if (!process.disconnected) return nullptr;
+  if (process.exited) return "process exited";
+  if (process.buffer_overran || process.buffer_corrupted || process.hit_guardrail) {
+    return "profile ended";
+  }
+  return "connection lost";
+}
+
 }  // namespace
 
 CounterPackets DumpCounters(const DumpSnapshot& process) {
   CounterPackets out;
   const std::vector<Counter> counters = CountersOf(process);
-  if (counters.empty()) return out;
+  const char* ending = EndingOf(process);
+  if (counters.empty() && ending == nullptr) return out;
   const uint64_t process_uuid = ProcessTrackUuid(process.pid);
   ProtoEncoder pid;
   pid.Int32(pb::ProcessDescriptor::kPid, process.pid);
@@ -81,6 +92,13 @@ CounterPackets DumpCounters(const DumpSnapshot& process) {
     event.Varint(pb::TrackEvent::kTrackUuid, uuid);
     // int64 on the wire; no figure here comes near 2^63.
     event.Varint(pb::TrackEvent::kCounterValue, c.value);
+    out.events.push_back(event);
+  }
+  if (ending != nullptr) {
+    ProtoEncoder event;
+    event.Varint(pb::TrackEvent::kType, pb::TrackEvent::kTypeInstant);
+    event.Varint(pb::TrackEvent::kTrackUuid, process_uuid);
+    event.Bytes(pb::TrackEvent::kName, ending);
     out.events.push_back(event);
   }
   return out;

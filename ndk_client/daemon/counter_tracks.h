@@ -8,6 +8,10 @@
 // "mallinfo: system bytes". Track uuids are derived from the pid, so every dump can describe its
 // tracks again (the same descriptor twice is one track) and a restarted sequence needs nothing
 // remembered.
+//
+// A process's last dump also says, as an instant event on the process's track, how its profile
+// ended: "process exited" (through its exit path, kRecordExiting), "profile ended" (a guardrail:
+// the dump's flags say which) or "connection lost" (a crash, _exit, a kill, a closed socket).
 #pragma once
 
 #include <vector>
@@ -19,10 +23,11 @@ namespace droidheap {
 
 struct CounterPackets {
   std::vector<ProtoEncoder> descriptors;  // TracePacket.track_descriptor bodies
-  std::vector<ProtoEncoder> events;       // TracePacket.track_event bodies, one per value
+  std::vector<ProtoEncoder> events;  // TracePacket.track_event bodies: one per value, the ending
 };
 
-// The tracks and values of `process`'s dump; nothing for figures it does not have.
+// The tracks and values of `process`'s dump, and how it ended; nothing for figures it does not
+// have.
 CounterPackets DumpCounters(const DumpSnapshot& process);
 
 }  // namespace droidheap

@@ -301,8 +301,13 @@ void Daemon::HandleInbox() {
               "(%llu bytes): this process's profile ends here", s.pid,
               static_cast<unsigned long long>(config_.max_memory_bytes));
           Log("profile ended pid=%d", s.pid);
-        } else {
+        } else if (s.buffer_overran || s.buffer_corrupted) {
+          Log("profile ended pid=%d: the buffer %s", s.pid,
+              s.buffer_overran ? "overran" : "was corrupted");
+        } else if (s.exited) {
           Log("process exited pid=%d", s.pid);
+        } else {
+          Log("connection lost pid=%d", s.pid);
         }
       }
       clients_gone_ += snapshots.size();

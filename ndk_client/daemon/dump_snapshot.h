@@ -61,6 +61,7 @@ struct DumpSnapshot {
   bool from_startup = false;
   bool at_peak = false;  // the samples say what was in use at the peak (--dump-at-max)
   bool disconnected = false;   // the process exited or closed the connection
+  bool exited = false;         // disconnected through its exit path (kRecordExiting): not lost
   bool buffer_overran = false;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // its profile ended at the session's memory cap
@@ -69,7 +70,7 @@ struct DumpSnapshot {
   uint64_t map_reparses = 0;
   uint64_t total_unwinding_time_us = 0;
   uint64_t client_blocked_us = 0;
-  ProcessMemory memory;  // at the dump
+  ProcessMemory memory;  // at the dump; for a process gone by then, at its exit, if it said so
   std::optional<AllocatorStatsRecord> allocator;  // as the process last reported it
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first

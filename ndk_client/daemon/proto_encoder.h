@@ -102,8 +102,8 @@ struct CounterDescriptor {
   enum : uint64_t { kUnitCount = 2, kUnitSizeBytes = 3 };  // Unit
 };
 struct TrackEvent {
-  enum : uint32_t { kType = 9, kTrackUuid = 11, kCounterValue = 30 };
-  enum : uint64_t { kTypeCounter = 4 };  // Type
+  enum : uint32_t { kType = 9, kTrackUuid = 11, kName = 23, kCounterValue = 30 };
+  enum : uint64_t { kTypeInstant = 3, kTypeCounter = 4 };  // Type
 };
 struct InternedData {
   enum : uint32_t {

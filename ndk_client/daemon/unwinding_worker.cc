@@ -25,7 +25,6 @@ constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from star
 // How often a drain counts the client's bookkeeping against the session's memory cap.
 constexpr size_t kRecordsPerMemoryCheck = 1024;
 constexpr size_t kMaxFrames = 256;
-constexpr uint64_t kMemoryReadIntervalUs = 100 * 1000;
 // How much of a sample to ask the memory system for before reading it (see HandleAlloc).
 constexpr size_t kPrefetchBytes = 16 * 1024;
 constexpr size_t kCacheLine = 64;
@@ -153,7 +152,6 @@ void UnwindingWorker::Run() {
       if (client->socket_closed && Drain(client, SIZE_MAX)) {
         std::vector<DumpSnapshot> last;
         last.push_back(TakeSnapshot(client, MonotonicCoarseNs()));
-        last.back().disconnected = true;
         sink_->PostSnapshots(0, std::move(last));
         session_bytes_->fetch_sub(client->booked_bytes, std::memory_order_relaxed);
         it = clients_.erase(it);
@@ -184,16 +182,7 @@ bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
   if (OverMemoryCap(client)) empty = true;  // cut off: nothing more is read
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
-  if (end_us - client->memory_read_us > kMemoryReadIntervalUs && !client->socket_closed) {
-    ReadMemory(client, end_us);
-  }
   return empty;
-}
-
-void UnwindingWorker::ReadMemory(ClientConnection* client, uint64_t now_us) {
-  client->memory_read_us = now_us;
-  ProcessMemory memory = ReadProcessMemory(client->pid);
-  if (memory.known) client->memory = memory;  // a process exiting keeps its last figures
 }
 
 bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records) {
@@ -230,6 +219,11 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
     } else if (record.type == kRecordRecording && !client->recording) {
       client->recording = true;  // said once: a hostile client's repeats are not logged
       Log("recording pid=%d", client->pid);
+    } else if (record.type == kRecordExiting && !client->exiting) {
+      // Before Consume: the process waits in its exit path until this record is consumed. Read
+      // once: a hostile client's repeats cost nothing.
+      client->exiting = true;
+      client->memory_at_exit = ReadProcessMemory(client->pid);
     } else if (record.type == kRecordAllocatorStats &&
                record.body_size >= sizeof(AllocatorStatsRecord)) {
       AllocatorStatsRecord stats;
@@ -457,8 +451,10 @@ DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t ti
   s.map_reparses = client->map_reparses;
   s.total_unwinding_time_us = client->unwinding_time_us;
   s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
-  if (!client->socket_closed) ReadMemory(client, MonotonicUs());
-  s.memory = client->memory;
+  // A process still connected is there to be read; one gone is known only as it exited.
+  s.disconnected = client->socket_closed;
+  s.exited = client->socket_closed && client->exiting;
+  s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
   s.allocator = client->allocator;
   s.mappings = client->callstacks.mappings();
   s.callstacks = client->callstacks.callstacks();
@@ -483,7 +479,6 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   for (auto& client : clients_) {
     Drain(client.get(), SIZE_MAX);
     snapshots.push_back(TakeSnapshot(client.get(), timestamp_ns));
-    snapshots.back().disconnected = client->socket_closed;
   }
   sink_->PostSnapshots(request_id, std::move(snapshots));
 }

@@ -71,7 +71,6 @@ class UnwindingWorker {
   uint32_t MappingId(ClientConnection* client, const MapEntry& map);
   void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
                 UnwindError error);
-  void ReadMemory(ClientConnection* client, uint64_t now_us);
   DumpSnapshot TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns);
   void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
 

@@ -33,7 +33,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // block_timeout_ms; the daemon answers an older client in its unit). 4: DaemonReply::totals_size
 // and the totals fd; AllocatorStatsRecord. 5: custom heaps (DaemonReply::heap_flags and
 // heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
-// 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes).
+// 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes);
+// kRecordExiting.
 constexpr uint32_t kProtocolVersion = 7;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
@@ -129,6 +130,10 @@ enum RecordType : uint32_t {
   // this record the process runs unrecorded, so the daemon says "recording" only when it reads it
   // (for an older client, at the handshake).
   kRecordRecording = 7,
+  // Version 7, no body: the process is exiting (exit() or the end of main), and waits until the
+  // daemon has read this, so the daemon can still see it: its memory at exit is read then. An
+  // older daemon skips it; a connection that closes without it was lost (a crash, _exit, a kill).
+  kRecordExiting = 8,
 };
 
 struct alignas(8) HeapTag {

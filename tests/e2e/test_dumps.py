@@ -60,11 +60,12 @@ def test_each_dump_carries_the_processs_memory(cli, alloc_program, tmp_path):
     result = cli.run("--local", "-i", "1", "-c", "200", "-o", out, "--", alloc_program,
                      "--linger", "600")
     assert result.returncode == 0, result.stderr
-    assert "the process: RSS " in result.stdout, result.stdout
+    assert "the process as it exited: RSS " in result.stdout, result.stdout
     dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
     (pid, process_dumps), = dumps.items()
-    # The periodic dumps read it while the process lives; its exit dump keeps the last reading.
+    # The periodic dumps read it while the process lives; its exit dump, in its exit path.
     assert all(d.memory and d.memory.rss_kb > 0 for d in process_dumps), process_dumps
+    assert process_dumps[-1].ending == "process exited", process_dumps[-1]
     # As Perfetto's process_stats data source writes it: the process's mem.rss counter.
     with LoadedTrace(out / "symbolized-trace") as trace:
         assert trace.problems() == []

@@ -49,7 +49,7 @@ def test_exact_totals_count_every_call_of_every_thread(cli, programs, tmp_path):
     assert allocator.in_use_bytes >= totals.alloc_bytes - totals.free_bytes
     assert allocator.system_bytes >= allocator.in_use_bytes
     assert "exact since profiling began: " in result.stdout, result.stdout
-    assert "the allocator (mallinfo): " in result.stdout, result.stdout
+    assert "the allocator (mallinfo) as it exited: " in result.stdout, result.stdout
     with LoadedTrace(out / "symbolized-trace") as trace:
         assert trace.problems() == []
         counters = {r["name"]: r["value"] for r in trace.rows(

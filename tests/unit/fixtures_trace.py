@@ -137,6 +137,17 @@ class TraceBuilder:
             event.counter_value = value
         return self
 
+    def ending(self, pid: int, name: str, timestamp: int = BOOTTIME_NS + 10**9):
+        """How `pid`'s profile ended ("process exited", ...), said before its last dump, as
+        droidheapd says it: an instant event on the process track."""
+        uuid = self._track_uuid(pid)
+        packet = self._packet()
+        packet.timestamp = timestamp
+        packet.track_event.type = pb.TrackEvent.TYPE_INSTANT
+        packet.track_event.track_uuid = uuid
+        packet.track_event.name = name
+        return self
+
     def _path_id(self, component: str) -> int:
         if component not in self._strings:
             self._strings[component] = len(self._strings) + 1

@@ -1,5 +1,6 @@
 """convert_trace end to end on synthetic traces whose frames are real return addresses of a
 program compiled here: symbolized trace, pprof files, summary, and bad input."""
+import pathlib
 import shutil
 
 import pytest
@@ -202,6 +203,18 @@ def test_progress_bars_are_drawn_on_a_terminal_only(program, tmp_path):
     piped = _symbolize_output(tmp_path, data, tty=False)
     assert "symbolizing" not in piped and "writing pprof" not in piped and "\r" not in piped
     assert "Wrote profiles to" in piped
+
+
+def test_the_outputs_are_listed_last_report_html_first(program, tmp_path):
+    printed = _symbolize_output(tmp_path, _trace(program).to_bytes(), tty=False)
+    written = printed.splitlines()
+    start = next(i for i, line in enumerate(written) if line.startswith("Wrote profiles to"))
+    report, trace, pprof = written[start + 1:]
+    assert report.strip().startswith(str(tmp_path)) and "report.html" in report, printed
+    assert "symbolized-trace" in trace and "ui.perfetto.dev" in trace, printed
+    # The last dump of the first process, a file that exists.
+    command = pprof.split("go tool pprof -top ")[1]
+    assert pathlib.Path(command).is_file() and ".pb.gz" in command, printed
 
 
 def test_a_partly_symbolized_mapping_is_named_once_with_its_count(program, tmp_path):

@@ -125,5 +125,5 @@ def test_the_process_figures_print_once_in_libc_mallocs_section(tmp_path):
     sections = result.summary_text.split("\n\n")
     assert [section.split(", ")[1] for section in sections] == [
         "heap libc.malloc", "heap arena", "heap pool"]
-    for line in ("  the allocator (mallinfo): ", "  the process: RSS "):
+    for line in ("  the allocator (mallinfo) ", "  the process: RSS "):
         assert result.summary_text.count(line) == 1 and line in sections[0], line

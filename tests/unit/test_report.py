@@ -7,7 +7,7 @@ from droidheap.results.summary import format_summary, summarize
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from fixtures_trace import APP, TraceBuilder, heap_counters, mallinfo_counters
+from fixtures_trace import APP, COARSE_NS, TraceBuilder, heap_counters, mallinfo_counters
 
 MIB = 2**20
 
@@ -32,7 +32,8 @@ def test_exact_totals_and_mallinfo_come_between_the_sampled_line_and_rss():
         "  sampled: allocated 8.0 KiB in 2 objects, in use at the last dump 4.0 KiB in 1 objects",
         "  exact since profiling began: 100000 allocations (12.0 MiB), 99000 frees (11.0 MiB); "
         "1000 blocks, 1.0 MiB in use",
-        "  the allocator (mallinfo): 1.2 MiB in use, 300.0 KiB free, 2.0 MiB taken from the system",
+        "  the allocator (mallinfo) as last reported: 1.2 MiB in use, 300.0 KiB free, 2.0 MiB "
+        "taken from the system",
     ]
     assert lines[4].startswith("  the process: RSS 4.0 MiB")
 
@@ -54,3 +55,57 @@ def test_exact_line_prints_beside_a_peak_too():
     lines = format_summary([dataclasses.replace(summary, at_peak=True)]).splitlines()
     assert lines[1] == "  sampled: in use at the peak of the sampled heap 4.0 KiB in 1 objects"
     assert lines[2].startswith("  exact since profiling began: 100000 allocations")
+
+
+def _note(text: str) -> str:
+    """The note line, without the unwinding error every dump of TraceBuilder has."""
+    line = next(line for line in text.splitlines() if line.startswith("  note: "))
+    return line.replace("; 1 unwinding error", "")
+
+
+def test_figures_read_as_the_process_exited_say_so():
+    b = _trace(counters=True).ending(7, "process exited")
+    b.process_stats(7, rss_kb=20480).dump({7: []}, timestamp=COARSE_NS + 2 * 10**9,
+                                             disconnected=True)
+    text = format_summary(_summaries(b))
+    assert "  the allocator (mallinfo) as it exited: 1.2 MiB in use" in text, text
+    assert "  the process as it exited: RSS 20.0 MiB" in text, text
+    assert _note(text) == "  note: the process exited"
+
+
+def test_rss_of_an_earlier_dump_says_which_and_how_long_before_the_last():
+    # The process's connection closed without its exit path: its last dump has no RSS.
+    b = _trace(counters=False).ending(7, "connection lost")
+    b.dump({7: []}, timestamp=COARSE_NS + 2_500_000_000, disconnected=True)
+    text = format_summary(_summaries(b))
+    assert "  the process at dump 0, 1.5 s before the last: RSS 4.0 MiB" in text, text
+    assert _note(text) == ("  note: its connection was lost before the process exited normally "
+                           "(a crash, a kill, _exit or a closed socket)")
+
+
+def test_a_process_still_connected_at_the_last_dump_has_no_ending_and_current_rss():
+    text = format_summary(_summaries(_trace(counters=False)))
+    assert _note(text) == "  note: 1 unwinding error"
+    assert "  the process: RSS 4.0 MiB" in text, text
+
+
+def _ending_note(ending: str, exit_statuses=None, **flags) -> str:
+    b = TraceBuilder().process(7, "app")
+    if ending:
+        b.ending(7, ending)
+    b.dump({7: []}, disconnected=True, **flags)
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    return _note(format_summary(summarize(dumps, profiles_from_dumps(dumps, SymbolTable({})),
+                                          exit_statuses)))
+
+
+def test_the_note_says_how_the_profile_ended():
+    assert _ending_note("process exited", {7: 0}) == "  note: the process exited with status 0"
+    assert _ending_note("connection lost", {7: 137}) == (
+        "  note: its connection was lost before the process exited normally (the process exited "
+        "with status 137)")
+    assert _ending_note("profile ended", buffer_overran=True) == (
+        "  note: samples were lost (the buffer overran); its profile ended early")
+    # A trace of an older droidheapd, or of heapprofd, says only that it disconnected.
+    assert _ending_note("") == "  note: the process exited or its connection was lost"
+    assert _ending_note("", {7: 1}) == "  note: the process exited with status 1"
