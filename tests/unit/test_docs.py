@@ -1,6 +1,7 @@
 """The README and docs/ kept true to the code: every flag they name exists, every flag `--help`
-shows is documented in docs/usage.md (in the section of its group), the README's links resolve,
-and every command in the README's code blocks runs here (a phone's with --local).
+shows is documented in docs/usage.md (in the section of its group), docs/usage.md's examples are
+command lines droidheap takes, the links resolve, and every command in the README's code blocks
+runs here (a phone's with --local).
 
 The flags come from click's command objects (droidheap/cli.py), not from --help's text."""
 import os
@@ -130,6 +131,50 @@ def test_every_flag_the_docs_name_exists():
 @pytest.mark.parametrize("flag, owner", [(f, o) for f, o in OTHER_PROGRAMS_FLAGS.items() if o])
 def test_other_programs_flags_the_docs_name_exist_there(flag, owner):
     assert flag in (ROOT / owner).read_text(), f"{owner} has no {flag}"
+
+
+def _usage_examples() -> List[str]:
+    """docs/usage.md's example commands: the `droidheap ...` in its tables and code blocks (not
+    the synopsis, whose [OPTIONS] and ... are placeholders)."""
+    examples = []
+    for line in USAGE.read_text().splitlines():
+        if line.startswith("#"):
+            continue  # a heading names a command, with no arguments
+        if line.startswith("    "):
+            spans = [re.sub(r"\s+#.*$", "", line).strip()]
+        else:
+            spans = re.findall(r"`(droidheap [^`]*)`", line)
+        examples += [span for span in spans
+                     if span.startswith("droidheap ") and "[" not in span and "..." not in span]
+    return examples
+
+
+def test_usage_md_examples_parse(tmp_path, monkeypatch):
+    """Each example is a command line droidheap's parser takes (the directories it names for
+    --symbols, which must exist, are made first)."""
+    import shlex
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    examples = _usage_examples()
+    assert len(examples) > 50, examples
+    wrong = []
+    for example in examples:
+        args = [os.path.expanduser(arg) for arg in shlex.split(example)[1:]]
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--symbols":
+                pathlib.Path(args[i + 1]).mkdir(parents=True, exist_ok=True)
+        try:
+            ctx = cli.make_context("droidheap", list(args))
+            # The group leaves the command and its arguments (click 8.2+ keeps the command's
+            # name apart, in _protected_args).
+            rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+            command = cli.commands[rest[0]]
+            command.make_context(rest[0], rest[1:], parent=ctx)
+        except click.exceptions.Exit:
+            pass  # --help, --version
+        except click.ClickException as e:
+            wrong.append(f"{example}: {e.format_message()}")
+    assert not wrong, "examples droidheap would refuse:\n" + "\n".join(wrong)
 
 
 def _links(path: pathlib.Path) -> List[str]:
