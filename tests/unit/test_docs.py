@@ -55,7 +55,9 @@ def _flag_pattern(flag: str) -> re.Pattern:
 def _help_groups() -> Dict[str, Dict[str, bool]]:
     """{group name as --help shows it: {flag: shown by --help}}: "Device options" (the group's
     own), "Profiling options" (the default command's) and one per other command, by name."""
-    root_ctx = click.Context(cli, info_name="droidheap")
+    # With the group's settings, as cli.make_context would give them (-h beside --help): click
+    # keeps the help option a command first built, for every later context.
+    root_ctx = click.Context(cli, info_name="droidheap", **cli.context_settings)
 
     def flags(command, ctx, skip=()):
         found = {}
