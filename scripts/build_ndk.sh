@@ -6,7 +6,7 @@
 # NDK_DIR is an unpacked Android NDK (r23 or newer); ABI is arm64-v8a, armeabi-v7a, x86_64 or x86.
 # The build trees are BUILD/ndk-<abi> (default: build/ of this source tree).
 # DEST defaults to droidheap/bin of this source tree, the package data a release wheel ships
-# (README.md, "ABIs"); the Linux emulator's binaries are elsewhere, in droidheap/bin/linux/<abi>/.
+# (docs/devices.md, "ABIs"); the Linux emulator's binaries are elsewhere, in droidheap/bin/linux/<abi>/.
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."

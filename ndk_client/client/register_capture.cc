@@ -72,7 +72,7 @@ DroidheapCaptureRegisters:
 // AAPCS: r4..r11 are callee-saved, sp is unchanged by the call, lr holds the return address (bit 0
 // set when the caller is Thumb code; the unwinder clears it). Assembled as ARM code whatever the
 // caller's mode: the linker turns the caller's bl into blx. Not built or run here (no NDK): see
-// the README.
+// docs/devices.md, "ABIs".
 asm(DROIDHEAP_CAPTURE_SYMBOL("%function") R"(
   .syntax unified
   .arm

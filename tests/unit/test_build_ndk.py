@@ -126,8 +126,9 @@ def test_starts_afresh_a_build_tree_configured_with_another_ndk(ndk_build):
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="checks an x86_64 host's wheel")
 def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
-    """What a release relies on (README, "ABIs"): binaries left in droidheap/bin/<abi>/ go into the
-    wheel although git ignores them, beside CMake's own Linux build in droidheap/bin/linux/."""
+    """What a release relies on (docs/development.md, "A release"): binaries left in
+    droidheap/bin/<abi>/ go into the wheel although git ignores them, beside CMake's own Linux
+    build in droidheap/bin/linux/."""
     tree = tmp_path / "tree"
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()

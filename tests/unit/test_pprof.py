@@ -187,7 +187,7 @@ def test_go_tool_pprof_top_names_the_functions(pprof_files, go_validator, tmp_pa
 
 
 def test_go_tool_pprof_base_and_droidheap_diff_agree(pprof_files, go_validator, tmp_path):
-    """The README says `go tool pprof -base` reads our files for growth: as `droidheap diff`."""
+    """docs/outputs.md says `go tool pprof -base` reads our files for growth: as `droidheap diff`."""
     from droidheap.results.diff import site_growth
     from droidheap.results.load import load_results
     first, second = (next(f.path for f in pprof_files if f.pid == 100 and f.dump_index == i)
