@@ -308,7 +308,6 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   SampledAddresses* sampled = SampledOf(heap);
   const uint64_t key = SampledKey(heap, address);
   sampled->Prefetch(key);
-  const uint64_t sequence = NextSequence();
   // The stack copy starts at this frame, so whatever lives on it is copied too: the registers
   // take no more room than this ABI captures, and the record is written in place, not built here.
   uint64_t regs[kNativeCaptured];
@@ -329,6 +328,7 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
   // it before Publish.
   auto* record = reinterpret_cast<AllocRecord*>(body);
+  const uint64_t sequence = SequenceOf(r);
   record->sequence = sequence;
   record->address = address;
   record->sample_size = sample_size;
@@ -348,14 +348,23 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
 #endif
 }
 
-void Client::RecordFree(uint32_t heap, uint64_t address, uint64_t sequence) {
+bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reservation* r) {
+  if (!SampledOf(heap)->Remove(SampledKey(heap, address))) return false;
   // A child freeing a block it inherited would take it out of its parent's profile.
-  if (!identity_.InOriginalProcess()) return;
-  SharedRingBuffer::Reservation r;
-  uint8_t* body = ReserveRecord(heap, kRecordFree, sizeof(FreeRecord), &r);
-  if (body == nullptr) return;
-  FreeRecord record{sequence, address};
+  if (!identity_.InOriginalProcess()) return false;
+  uint8_t* body = ReserveRecord(heap, kRecordFree, sizeof(FreeRecord), r);
+  if (body == nullptr) return false;
+  FreeRecord record{SequenceOf(*r), address};
   memcpy(body, &record, sizeof(record));
+  return true;
+}
+
+void Client::EndFree(uint32_t heap, uint64_t address, const SharedRingBuffer::Reservation& r,
+                     bool freed) {
+  if (!freed) {
+    SampledOf(heap)->Insert(SampledKey(heap, address));
+    r.header->type = kRecordCancelled;
+  }
   Publish(r);
 }
 

@@ -54,16 +54,20 @@ class Client {
   // callers hold the thread's re-entrancy guard.
   // A sampled block, right after the allocator returned it.
   void RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size, uint64_t sample_size);
-  // Before a block goes back to the allocator: the sequence number of its free when the daemon
-  // must hear of it (the block was sampled), else 0 -- the common case, one table lookup.
-  // Taken before the real free, so that a block later allocated at the same address always has
-  // the larger number.
-  uint64_t FreeSequence(uint32_t heap, uint64_t address) {
-    return SampledOf(heap)->Remove(SampledKey(heap, address)) ? NextSequence() : 0;
+  // Before a block goes back to the allocator: reports its free when the block was sampled, else
+  // nothing -- the common case, one table lookup. Reported before the allocator can hand the
+  // address out again, the free always comes before a later allocation there in the buffer.
+  void RecordFree(uint32_t heap, uint64_t address) {
+    SharedRingBuffer::Reservation r;
+    if (BeginFree(heap, address, &r)) EndFree(heap, address, r, true);
   }
-  // A realloc that failed: the block FreeSequence forgot is still live, and still sampled.
-  void KeepSampled(uint64_t address) { sampled_->Insert(address); }
-  void RecordFree(uint32_t heap, uint64_t address, uint64_t sequence);
+  // realloc's free, which happens only if the call succeeds: its record is written before the
+  // call (so it takes its place in the buffer then) and published after it by EndFree, as a free
+  // when `freed`, else (the block lives on, still sampled) as a record the daemon skips. False,
+  // nothing reserved, when the block was not sampled.
+  bool BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reservation* r);
+  void EndFree(uint32_t heap, uint64_t address, const SharedRingBuffer::Reservation& r,
+               bool freed);
   // Tells the daemon the name of custom heap `heap`, before its first record.
   void DeclareHeap(uint32_t heap, const char* name);
   // Tells the daemon the hooks and heaps record from now on (kRecordRecording): the process it
@@ -98,8 +102,10 @@ class Client {
   static uint64_t SampledKey(uint32_t heap, uint64_t address) {
     return address ^ (uint64_t{heap} << 56);
   }
-  // Orders a sampled block's allocation and free records for the daemon; sampled paths only.
-  uint64_t NextSequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // A record's sequence number (AllocRecord, FreeRecord): its place in the buffer, which orders
+  // a sampled block's allocation and free for the daemon without a counter of its own that every
+  // sample would take from the other cores.
+  static uint64_t SequenceOf(const SharedRingBuffer::Reservation& r) { return r.position + 1; }
   bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
   // Reserves an allocation's or a free's record (`malloc_type`) of `heap`: libc's as is, a custom
   // heap's as its kRecordHeap* type behind a HeapTag. Returns where the body goes; nullptr when
@@ -128,10 +134,6 @@ class Client {
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
   static std::atomic<uint32_t> generation_;
-  // Written by every sampled allocation and free, while the fields above are read by every
-  // malloc and free of every thread: on a line of its own, or each sample would take that line
-  // away from the other cores.
-  alignas(64) std::atomic<uint64_t> sequence_{0};
 };
 
 }  // namespace droidheap

@@ -120,22 +120,44 @@ inline bool MaybeSampledBlock(void* ptr) {
   return sampled != nullptr && sampled->MayHold(reinterpret_cast<uint64_t>(ptr));
 }
 
-// Before the real free of a block MaybeSampledBlock let through: its free's sequence number when
-// it was sampled, else 0.
-uint64_t FreeSequence(void* ptr) {
-  if (ptr == nullptr) return 0;
-  Client* client = ActiveClient();
-  return client != nullptr ? client->FreeSequence(0, reinterpret_cast<uint64_t>(ptr)) : 0;
-}
-
-void ReportFree(void* ptr, uint64_t sequence) {
-  if (sequence == 0) return;
+// Before the real free of a block MaybeSampledBlock let through: its free is reported when it was
+// sampled.
+void RecordFreeIfSampled(void* ptr) {
+  if (ptr == nullptr) return;
   Client* client = ActiveClient();
   if (client == nullptr) return;
   HookGuard guard;
   if (!guard.entered()) return;
-  client->RecordFree(0, reinterpret_cast<uint64_t>(ptr), sequence);
+  client->RecordFree(0, reinterpret_cast<uint64_t>(ptr));
 }
+
+// realloc's free of a sampled block (Client::BeginFree): reserved before the real call, published
+// after it as what happened. The thread counts as in the hook in between: an allocation of a
+// signal handler on it must not wait for that record.
+class PendingFree {
+ public:
+  explicit PendingFree(void* ptr) : address_(reinterpret_cast<uint64_t>(ptr)) {
+    if (ptr == nullptr || t_in_hook || !MaybeSampledBlock(ptr)) return;
+    Client* client = ActiveClient();
+    if (client == nullptr) return;
+    t_in_hook = true;
+    if (client->BeginFree(0, address_, &reservation_)) {
+      client_ = client;
+    } else {
+      t_in_hook = false;
+    }
+  }
+  void End(bool freed) {
+    if (client_ == nullptr) return;
+    client_->EndFree(0, address_, reservation_, freed);
+    t_in_hook = false;
+  }
+
+ private:
+  const uint64_t address_;
+  Client* client_ = nullptr;
+  SharedRingBuffer::Reservation reservation_;
+};
 
 // A custom heap's report, on the program's thread: counted, and sampled as libc's calls are. As
 // there, a child that inherited the hooks is kept out by this thread's totals and by the Record
@@ -157,10 +179,8 @@ void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, ui
     client->RecordAlloc(number, address, size, sample_size);
   } else if (event == DROIDHEAP_EVENT_FREE) {
     if (counters != nullptr) t_totals.CountFree(counters, size);
-    const uint64_t sequence = client->FreeSequence(number, address);
-    if (sequence == 0) return;
     HookGuard guard;
-    client->RecordFree(number, address, sequence);
+    client->RecordFree(number, address);
   }
 }
 
@@ -280,9 +300,8 @@ __attribute__((noinline)) void* CallocMaybeSampled(size_t n, size_t size, size_t
 }
 
 __attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
-  const uint64_t sequence = FreeSequence(ptr);
+  RecordFreeIfSampled(ptr);
   g_previous->free(ptr);
-  ReportFree(ptr, sequence);
 }
 
 }  // namespace
@@ -308,19 +327,17 @@ EXPORT void heapprofd_free(void* ptr) {
 }
 
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
-  const uint64_t sequence = MaybeSampledBlock(ptr) ? FreeSequence(ptr) : 0;
   const bool may_sample = MaybeSampled(size);
   HeapCounters* counters = ptr != nullptr ? MallocCounters() : nullptr;
   const uint64_t old_size = counters != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
+  PendingFree pending(ptr);
   void* p = g_previous->realloc(ptr, size);
   // The old block is gone when the call succeeded, or when size 0 freed it; else it lives on.
-  if (p != nullptr || size == 0) {
+  const bool freed = p != nullptr || size == 0;
+  pending.End(freed);
+  if (freed) {
     if (counters != nullptr) t_totals.CountFree(counters, old_size);
     CountAlloc(p);
-    ReportFree(ptr, sequence);
-  } else if (sequence != 0) {
-    Client* client = ActiveClient();
-    if (client != nullptr) client->KeepSampled(reinterpret_cast<uint64_t>(ptr));
   }
   return may_sample ? RecordIfSampled(p, size) : p;
 }

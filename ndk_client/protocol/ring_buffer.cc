@@ -133,6 +133,7 @@ SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t 
   out->header = header;
   out->body = reinterpret_cast<uint8_t*>(header + 1);
   out->total_size = static_cast<uint32_t>(total);
+  out->position = write_pos;
   return ReserveResult::kOk;
 }
 

@@ -89,6 +89,8 @@ class SharedRingBuffer {
     RecordHeader* header = nullptr;
     uint8_t* body = nullptr;
     uint32_t total_size = 0;
+    // Where the record starts in the stream of records: the order the daemon reads them in.
+    uint64_t position = 0;
   };
   enum class ReserveResult { kOk, kFull, kTooLarge, kLockTimeout };
 
@@ -113,7 +115,8 @@ class SharedRingBuffer {
   // Writer side, any thread: reserve `body_size` bytes for a record of `type`. Spins on the
   // shared lock for at most lock_timeout_us. Does not allocate.
   ReserveResult Reserve(uint32_t type, size_t body_size, uint64_t lock_timeout_us, Reservation* out);
-  // Publishes a reserved record (release store of its size).
+  // Publishes a reserved record (release store of its size). The reader waits at a reserved
+  // record until it is committed, whatever comes after it.
   static void Commit(const Reservation& r);
 
   // Reader side, one thread. The next committed record, in place: its body stays in the buffer,

@@ -34,7 +34,7 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // and the totals fd; AllocatorStatsRecord. 5: custom heaps (DaemonReply::heap_flags and
 // heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
 // 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes);
-// kRecordExiting.
+// kRecordExiting; kRecordCancelled; sequence numbers are places in the buffer (not contiguous).
 constexpr uint32_t kProtocolVersion = 7;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
@@ -134,6 +134,8 @@ enum RecordType : uint32_t {
   // daemon has read this, so the daemon can still see it: its memory at exit is read then. An
   // older daemon skips it; a connection that closes without it was lost (a crash, _exit, a kill).
   kRecordExiting = 8,
+  // Version 7, skipped: a free reserved for a realloc that then failed (Client::BeginFree).
+  kRecordCancelled = 9,
 };
 
 struct alignas(8) HeapTag {
@@ -150,7 +152,9 @@ struct alignas(8) HeapNameRecord {
 static_assert(sizeof(HeapNameRecord) == 72, "wire layout");
 
 struct alignas(8) AllocRecord {
-  uint64_t sequence;     // taken after the real allocation returned
+  // Orders a block's allocation and free: from version 7 the record's place in the buffer, taken
+  // after the real allocation returned; before, a counter's next value, taken then too.
+  uint64_t sequence;
   uint64_t address;
   uint64_t sample_size;  // bytes this sample stands for (see sampler.h)
   uint64_t alloc_size;   // bytes the program asked for
@@ -173,7 +177,7 @@ constexpr size_t AllocRecordRegisterBytes(uint32_t version, const RegisterLayout
 }
 
 struct alignas(8) FreeRecord {
-  uint64_t sequence;  // taken before the real free
+  uint64_t sequence;  // as AllocRecord's, taken before the real free
   uint64_t address;
 };
 static_assert(sizeof(FreeRecord) == 16, "wire layout");

@@ -102,6 +102,28 @@ void TestUncommittedRecordIsNotRead() {
   CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
 }
 
+// A reservation's position is where the reader meets it: the client's sequence numbers
+// (Client::SequenceOf) order records as the reader reads them, a record committed late included.
+void TestPositionsFollowTheReadOrder() {
+  Buffer rb(SharedRingBuffer::Create(1 << 12));
+  SharedRingBuffer::Reservation first, second, third;
+  CHECK(rb->Reserve(1, 16, 1000, &first) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(rb->Reserve(2, 3, 1000, &second) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(first.position == 0 && second.position == first.total_size &&
+        second.total_size == 16);  // header and body, rounded up to 8
+  SharedRingBuffer::Commit(second);
+  std::vector<uint8_t> out(rb->max_record_size());
+  uint32_t type;
+  size_t size;
+  // The later record waits behind the earlier one, still being written.
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
+  SharedRingBuffer::Commit(first);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord && type == 1);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord && type == 2);
+  CHECK(rb->Reserve(3, 0, 1000, &third) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(third.position == second.position + second.total_size);
+}
+
 void TestHostileMetadataIsReportedCorrupt() {
   std::vector<uint8_t> out(1 << 11);
   uint32_t type;
@@ -196,6 +218,7 @@ int main() {
   TestFullBufferRefusesAndRecovers();
   TestRecordsAcrossTheEndStayContiguous();
   TestUncommittedRecordIsNotRead();
+  TestPositionsFollowTheReadOrder();
   TestHostileMetadataIsReportedCorrupt();
   TestAttachChecksSizeAndSeals();
   TestConcurrentWritersLoseNothing();

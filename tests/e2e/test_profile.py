@@ -53,6 +53,18 @@ def test_spawned_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
     assert_trace_processor_agrees(out, alloc_program)
 
 
+def test_a_failed_realloc_leaves_its_block_live(cli, programs, tmp_path):
+    """The free of a realloc takes its place among the records before the call: when the call
+    fails, that record is cancelled and the block stays in use, its later free still seen."""
+    program = programs("failed_realloc")
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", program)
+    assert result.returncode == 0, result.stderr
+    assert "failed=64" in result.stdout
+    kept = single_process(totals_by_leaf_function(out / "raw-trace", program))["site_kept"]
+    assert (kept.alloc_count, kept.allocated, kept.in_use) == (64, 64000, 32000), kept
+
+
 def test_spawned_profile_is_within_the_sampling_bound(cli, alloc_program, tmp_path):
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "--", alloc_program)
