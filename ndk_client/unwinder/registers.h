@@ -69,13 +69,24 @@ inline constexpr RegisterLayout kLayouts[] = {
     {Abi::kArm, "armeabi-v7a", 13, 7, 15, 4, 40 /* EM_ARM */, true, 0xeff0},
 };
 
+// What any unwind starts from: sp, the frame pointer and pc are among the captured registers.
+constexpr bool CapturesUnwindingRoots(const RegisterLayout& layout) {
+  return ((layout.captured >> layout.sp) & (layout.captured >> layout.fp) &
+          (layout.captured >> layout.pc) & 1) != 0;
+}
+static_assert(CapturesUnwindingRoots(kLayouts[0]) && CapturesUnwindingRoots(kLayouts[1]) &&
+                  CapturesUnwindingRoots(kLayouts[2]) && CapturesUnwindingRoots(kLayouts[3]),
+              "every ABI's capture holds sp, fp and pc");
+
 // Spreads `packed` (layout.captured_count() words, as the client sends them) over `regs`, indexed
 // by register number; the registers not captured are zero.
 inline void ExpandCapturedRegisters(const RegisterLayout& layout, const uint64_t* packed,
                                     uint64_t regs[kMaxRegisters]) {
+  for (int n = 0; n < kMaxRegisters; ++n) regs[n] = 0;
   size_t next = 0;
-  for (int n = 0; n < kMaxRegisters; ++n) {
-    regs[n] = (layout.captured >> n) & 1 ? packed[next++] : 0;
+  // Set bit by set bit (lowest first): once per sample in the daemon.
+  for (uint64_t left = layout.captured; left != 0; left &= left - 1) {
+    regs[__builtin_ctzll(left)] = packed[next++];
   }
 }
 
