@@ -103,5 +103,5 @@ def test_custom_heaps_get_their_pprof_and_exact_totals(cli, device, tmp_path):
     for heap in ("pool", "arena"):
         assert_exact_totals(dumps[heap], result.stdout)
         assert (out / f"heap_dump.0.{pid}.{heap}.pb.gz").is_file()
-    assert "the process: RSS " in result.stdout, result.stdout
+    assert "the process as it exited: RSS " in result.stdout, result.stdout
     cli.assert_left_as_it_was()
