@@ -20,8 +20,9 @@
 //              home bucket holding a: slot -> 0, counts[home] -= 1
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
-// An address is in the set at most once: the hooks insert it right after the allocator handed it
-// out and remove it before handing it back (heapprofd_entry_points.cc). The accesses are relaxed:
+// An address is in the set at most once: the hooks insert it after the allocator handed it out,
+// before the program has it (once its record is written: Client::RecordAlloc), and remove it
+// before handing it back (Client::BeginFree). The accesses are relaxed:
 // a block is freed after its allocation by the program's own ordering (a thread hands a pointer to
 // another only through some synchronisation), which makes the insert visible to the remove.
 //
