@@ -9,16 +9,20 @@
 #                                     (compiled from bionic's arch-common/bionic), the libraries
 #                                     to link against, and libgcc.a (below)
 #   scripts/android_sysroot.sh ANDROID_DIR SYSROOT [ABI...]
-# ANDROID_DIR holds bionic-android10-headers.tar.xz and android10-arm64-rootfs.tar.xz. An ABI is
-# redone only when an archive, this script or android_stubs.py is newer than SYSROOT/<abi>.done.
+# ANDROID_DIR holds bionic-android10-headers.tar.xz and android10-arm64-rootfs.tar.xz, and may hold
+# android11-x86_64-rootfs.tar.xz. An ABI is redone only when an archive, this script or
+# android_stubs.py is newer than SYSROOT/<abi>.done.
 # scripts/build_android.sh runs it.
 #
 # What is linked against, per ABI:
 # - arm64-v8a, armeabi-v7a: the rootfs's own /system/lib64 and /system/lib libraries (libc, libm,
 #   libdl, liblog, libc++), so a link that succeeds here resolves against what Android 10 exports.
-# - x86_64, x86: no such libraries exist here, so stubs (scripts/android_stubs.py): libc's from
+# - x86_64: Android 11's own /system/lib64 libraries when android11-x86_64-rootfs.tar.xz is there
+#   (the headers stay API 29's, so nothing newer than Android 10 is referenced), which the Android 11
+#   test device runs natively; stubs otherwise, as x86.
+# - x86: no such libraries exist here, so stubs (scripts/android_stubs.py): libc's from
 #   libc.map.txt for that ABI at API 29 (public symbols only, as the NDK's stubs), the others from
-#   the same-bitness ARM library's dynamic symbols. These builds are only compiled and linked here.
+#   the same-bitness ARM library's dynamic symbols. Such builds are only compiled and linked here.
 # - libgcc.a: compiler builtins (64-bit division on 32-bit ABIs, aarch64's outline atomics) linked
 #   statically and hidden, as the NDK links its libclang_rt.builtins; Android's driver in clang 14
 #   asks for -lgcc. From Debian's GCC 12 for each architecture (armel: the same base AAPCS as
@@ -36,6 +40,7 @@ shift 2
 headers=$android/bionic-android10-headers.tar.xz
 rootfs=$android/android10-arm64-rootfs.tar.xz
 [ -f "$headers" ] && [ -f "$rootfs" ] || die "no $headers or $rootfs"
+rootfs_x86_64=$android/android11-x86_64-rootfs.tar.xz
 api=29
 # LLVM 14's own directory: its clang finds its ld.lld for -fuse-ld=lld (packages clang, lld-14).
 llvm=/usr/lib/llvm-14/bin
@@ -55,7 +60,8 @@ libgcc_of() {
 up_to_date() {
   [ -f "$sysroot/$1.done" ] && [ "$sysroot/$1.done" -nt "$headers" ] &&
     [ "$sysroot/$1.done" -nt "$rootfs" ] && [ "$sysroot/$1.done" -nt "$script" ] &&
-    [ "$sysroot/$1.done" -nt "$stub_maker" ]
+    [ "$sysroot/$1.done" -nt "$stub_maker" ] &&
+    { [ ! -f "$rootfs_x86_64" ] || [ "$sysroot/$1.done" -nt "$rootfs_x86_64" ]; }
 }
 # The headers are common to every ABI (each ABI's asm/ among them): new headers, a new sysroot.
 up_to_date headers || rm -rf "$sysroot"
@@ -68,11 +74,17 @@ rm -rf "$work"
 mkdir -p "$work/rootfs"
 tar -xJf "$headers" -C "$work"
 tar -xJf "$rootfs" -C "$work/rootfs"
+if [ -f "$rootfs_x86_64" ]; then
+  mkdir -p "$work/rootfs-x86_64"
+  tar -xJf "$rootfs_x86_64" -C "$work/rootfs-x86_64"
+fi
 libc=$work/bionic/libc
 # The rootfs's links are absolute within it (/system/lib64/libc.so -> /apex/com.android.runtime/...,
 # /apex/com.android.runtime -> /system/apex/...): point them into the unpacked copy.
-find "$work/rootfs" -type l -lname '/*' | while read -r link; do
-  ln -sfn "$work/rootfs$(readlink "$link")" "$link"
+for tree in "$work"/rootfs*; do
+  find "$tree" -type l -lname '/*' | while read -r link; do
+    ln -sfn "$tree$(readlink "$link")" "$link"
+  done
 done
 rootfs_file() { readlink -f "$work/rootfs/$1"; }
 # crtbegin.c for x86 includes bionic's __stack_chk_fail_local.h, which the archive lacks: the
@@ -103,7 +115,8 @@ for abi in "${todo[@]}"; do
   case "$abi" in
     arm64-v8a) triple=aarch64-linux-android arch=arm64 lib=lib64 stubs= ;;
     armeabi-v7a) triple=arm-linux-androideabi arch=arm lib=lib stubs= ;;
-    x86_64) triple=x86_64-linux-android arch=x86 lib=lib64 stubs=yes ;;
+    x86_64) triple=x86_64-linux-android arch=x86 lib=lib64 stubs=yes
+            [ -f "$rootfs_x86_64" ] && stubs= ;;
     x86) triple=i686-linux-android arch=x86 lib=lib stubs=yes ;;
     *) die "unknown ABI $abi (known: arm64-v8a armeabi-v7a x86_64 x86)" ;;
   esac
@@ -133,8 +146,10 @@ for abi in "${todo[@]}"; do
   [ -f "$libgcc" ] || die "no $libgcc (Debian package $package)"
   cp "$libgcc" "$libdir/libgcc.a"
   if [ -z "$stubs" ]; then
+    tree=rootfs
+    [ "$abi" = x86_64 ] && tree=rootfs-x86_64
     for name in libc.so libm.so libdl.so liblog.so libc++.so; do
-      cp "$(rootfs_file "system/$lib/$name")" "$libdir/$name"
+      cp "$(readlink -f "$work/$tree/system/$lib/$name")" "$libdir/$name"
     done
   else  # modelled on the ARM libraries of the same bitness, system/$lib
     python3 "$stub_maker" --clang "$llvm/clang" --abi "$abi" --target "$target" \

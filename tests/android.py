@@ -1,7 +1,11 @@
-"""Android 10's userland and bionic beside the project (../shared/android/README.md): whether they
-are there, and test programs built for them as the NDK builds an app's native code, with Debian's
-clang against bionic's headers (scripts/android_sysroot.sh makes the sysroot, in build/)."""
+"""The Android userlands and bionic beside the project (../shared/android/README.md): Android 10
+arm64 (run under qemu-user) and Android 11 x86_64 (run natively on an x86_64 machine); whether
+they are there, and test programs built for them as the NDK builds an app's native code, with
+Debian's clang against bionic's headers (scripts/android_sysroot.sh makes the sysroot, in
+build/)."""
+import dataclasses
 import pathlib
+import platform
 import subprocess
 from typing import Sequence
 
@@ -11,6 +15,42 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 ANDROID = ROOT.parent / "shared" / "android"
 ROOTFS = ANDROID / "android10-arm64-rootfs.tar.xz"
 SYSROOT = ROOT / "build" / "android-sysroot"
+
+
+@dataclasses.dataclass(frozen=True)
+class AndroidRelease:
+    """One of the test devices' userlands, as droidheap's banner names the device."""
+    name: str
+    rootfs: pathlib.Path
+    abi: str
+    sdk: int
+    model: str
+    build_type: str
+    machine: str  # platform.machine() of a host that runs it natively
+
+    @property
+    def native(self) -> bool:
+        return platform.machine() == self.machine
+
+    @property
+    def banner(self) -> str:
+        """What droidheap says of the device: '(A37, arm64-v8a, SDK 29, userdebug)'."""
+        return f"({self.model}, {self.abi}, SDK {self.sdk}, {self.build_type})"
+
+    def require(self) -> None:
+        """Skips (fails in CI) where this device cannot run: no archive, or another machine's
+        userland with no qemu route for it (binfmt.py registers arm64 and arm only)."""
+        if not self.rootfs.is_file():
+            require(f"no {self.rootfs} (../shared/android)")
+        require(None if self.native or self.machine == "aarch64" else
+                f"the {self.name} userland is {self.machine}'s; this machine is "
+                f"{platform.machine()}")
+
+
+ANDROID10 = AndroidRelease("android10", ROOTFS, "arm64-v8a", 29, "A37", "userdebug", "aarch64")
+ANDROID11 = AndroidRelease("android11", ANDROID / "android11-x86_64-rootfs.tar.xz", "x86_64", 30,
+                           "mainline", "eng", "x86_64")
+RELEASES = {release.name: release for release in (ANDROID10, ANDROID11)}
 API = 29
 TARGETS = {"arm64-v8a": "aarch64-linux-android", "armeabi-v7a": "armv7a-linux-androideabi",
            "x86_64": "x86_64-linux-android", "x86": "i686-linux-android"}

@@ -10,6 +10,7 @@
 // thread-local guard against re-entry (pthread_getattr_np and friends allocate).
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -188,7 +189,11 @@ void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, ui
 // daemon to catch up with its records (Client::WaitUntilDrained).
 constexpr uint32_t kExitDrainTimeoutMs = 1000;
 
-__attribute__((destructor)) void DrainAtExit() {
+// At exit(): from bionic's heapprofd_finalize (its atexit handler, registered after the client's
+// initialize returned, so it runs first), and from atexit() where no bionic calls finalize (the
+// preload and emulation routes). Not a destructor: bionic runs a shared library's .fini_array only
+// when it is unloaded, never at exit(). The first call ends the session; later ones find none.
+void DrainAtExit() {
   Client* client = ActiveClient();
   if (client == nullptr) return;
   client->RecordAllocatorStats(true);
@@ -261,6 +266,7 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   static bool registered = false;
   if (!registered) {
     pthread_atfork(nullptr, nullptr, AtForkChild);
+    atexit(DrainAtExit);
     ThreadTotals::CreateThreadKey();
     registered = true;
   }
@@ -268,7 +274,9 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   return true;
 }
 
+// bionic calls it once, as the process exits.
 EXPORT void heapprofd_finalize() {
+  DrainAtExit();
   Client* client = g_client.load(std::memory_order_acquire);
   if (client != nullptr) client->Shutdown(kClientDisconnected);
 }

@@ -20,7 +20,7 @@ import pytest
 
 from droidheap import native
 from droidheap.device.local import host_abi
-from tests.android import ROOTFS, require_android
+from tests.android import RELEASES, AndroidRelease
 from tests.conftest import why_no_m32
 from tests.e2e.conftest import compile_program
 from tests.requirements import require
@@ -75,9 +75,10 @@ class AdbdProcess:
 
 
 def start_test_adbd(root: bool = False, abi: str = "",
-                    libc32: Optional[pathlib.Path] = None, android: bool = False) -> AdbdProcess:
-    """A test adbd: the emulator device, or with `android` Android 10's own userland."""
-    device = ["--android", str(ROOTFS)] if android else \
+                    libc32: Optional[pathlib.Path] = None,
+                    android: Optional[AndroidRelease] = None) -> AdbdProcess:
+    """A test adbd: the emulator device, or with `android` that Android's own userland."""
+    device = ["--android", str(android.rootfs)] if android else \
         ["--libc", str(device_binaries() / native.EMULATED_LIBC)]
     process = subprocess.Popen([str(ROOT / "scripts" / "test_adbd"), "--port", "0", *device,
                                 *(["--root"] if root else []),
@@ -95,14 +96,18 @@ def start_test_adbd(root: bool = False, abi: str = "",
 class AdbServer:
     binary: pathlib.Path
     port: int
-    bin_dir: pathlib.Path  # droidheap's binaries for the test devices ($DROIDHEAP_BIN_DIR)
+    # droidheap's binaries for the emulator devices ($DROIDHEAP_BIN_DIR); None: the installed
+    # Android binaries, as the Android devices (real bionic) take.
+    bin_dir: Optional[pathlib.Path]
 
     @property
     def env(self) -> Dict[str, str]:
         """What droidheap (and adb) must see to use this server and this binary, and the test
         device's binaries."""
-        return {"ANDROID_ADB_SERVER_PORT": str(self.port), "ADBUTILS_ADB_PATH": str(self.binary),
-                "DROIDHEAP_BIN_DIR": str(self.bin_dir)}
+        env = {"ANDROID_ADB_SERVER_PORT": str(self.port), "ADBUTILS_ADB_PATH": str(self.binary)}
+        if self.bin_dir is not None:
+            env["DROIDHEAP_BIN_DIR"] = str(self.bin_dir)
+        return env
 
     def adb(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
@@ -127,12 +132,13 @@ class AdbServer:
         self.adb("disconnect", check=False)
 
 
-def serve_adb(name: str, tmp_path_factory) -> Iterator[AdbServer]:
-    """A started adb server of ADB_BINARIES[name], killed after the tests that use it."""
+def serve_adb(name: str, tmp_path_factory, android: bool = False) -> Iterator[AdbServer]:
+    """A started adb server of ADB_BINARIES[name], killed after the tests that use it; droidheap
+    run against it pushes the emulator devices' binaries, or with `android` Android's."""
     binary = ADB_BINARIES[name]
     require(None if binary.is_file() else _MISSING[name])
     server = AdbServer(binary, free_port(),
-                       device_bin_dir(tmp_path_factory.mktemp("device-bin")))
+                       None if android else device_bin_dir(tmp_path_factory.mktemp("device-bin")))
     server.adb("start-server")
     yield server
     server.adb("kill-server", check=False)
@@ -154,7 +160,7 @@ def adb_env(adb_server, monkeypatch):
 
 def _connected_test_adbd(adb_server: AdbServer, root: bool,
                          libc32: Optional[pathlib.Path] = None,
-                         android: bool = False) -> Iterator[AdbdProcess]:
+                         android: Optional[AndroidRelease] = None) -> Iterator[AdbdProcess]:
     adbd = start_test_adbd(root=root, libc32=libc32, android=android)
     try:
         adb_server.connect(adbd)
@@ -180,19 +186,27 @@ def root_device(adb_server, request):
     yield from _connected_test_adbd(adb_server, root=True, libc32=libc32)
 
 
-@pytest.fixture(scope="module")
-def android_root_device(adb_server):
-    """The Android test device (Android 10's userland under qemu-user, tests/adbd/android_root.py)
-    with adbd running as root, connected to the server."""
-    require_android()
-    yield from _connected_test_adbd(adb_server, root=True, android=True)
+@pytest.fixture(scope="module", params=sorted(RELEASES))
+def android_release(request) -> AndroidRelease:
+    """Which Android the Android test devices run: 10 (arm64, under qemu-user) and 11 (x86_64,
+    natively). A test that only one of them can run asks for it with
+    `@pytest.mark.parametrize("android_release", [NAME], indirect=True)`."""
+    release = RELEASES[request.param]
+    release.require()
+    return release
 
 
 @pytest.fixture(scope="module")
-def android_shell_device(adb_server):
+def android_root_device(adb_server, android_release):
+    """The Android test device (that Android's userland, tests/adbd/android_root.py) with adbd
+    running as root, connected to the server."""
+    yield from _connected_test_adbd(adb_server, root=True, android=android_release)
+
+
+@pytest.fixture(scope="module")
+def android_shell_device(adb_server, android_release):
     """The Android test device with adbd running as the shell user (a user build's adbd)."""
-    require_android()
-    yield from _connected_test_adbd(adb_server, root=False, android=True)
+    yield from _connected_test_adbd(adb_server, root=False, android=android_release)
 
 
 @pytest.fixture

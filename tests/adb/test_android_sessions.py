@@ -1,7 +1,12 @@
-"""Whole profiling sessions on the Android test device (Android 10's own userland under
-qemu-user) through a real adb server: a program built as the NDK builds an app's code, loaded by
-bionic's own linker, whose malloc dispatch and heapprofd hooks load droidheap's client; the site
-bytes exact, and the platform's heapprofd, clients and properties as they were afterwards."""
+"""Whole profiling sessions on the Android test devices (Android 10's own userland under
+qemu-user, Android 11's natively) through a real adb server: a program built as the NDK builds an
+app's code, loaded by bionic's own linker, whose malloc dispatch and heapprofd hooks load
+droidheap's client; the site bytes exact, the end of each program seen as an exit, and the
+platform's heapprofd, clients and properties as they were afterwards.
+
+Where the two releases differ, both are run: Android 10 takes the profiling signal however it is
+sent and looks up the client's `heapprofd_iterate`; Android 11 takes it only from sigqueue() with
+value 0, asks whether the process is profileable first, and looks up `heapprofd_malloc_iterate`."""
 import signal
 import subprocess
 
@@ -26,15 +31,15 @@ def adb_server(tmp_path_factory):
     """Google's adb only (the one users get), for CI time: each session here takes half a minute
     under qemu, and what the adb binary does in one (push, shell, forward, pull) is the same as on
     the emulator device, whose sessions run over both binaries; test_android_device.py runs this
-    device over Debian's adb too."""
-    yield from serve_adb("adb36", tmp_path_factory)
+    device over Debian's adb too. droidheap pushes its Android binaries (scripts/install's)."""
+    yield from serve_adb("adb36", tmp_path_factory, android=True)
 
 
 @pytest.fixture(scope="module")
-def android_program(tmp_path_factory):
+def android_program(tmp_path_factory, android_release):
     return compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
                                    tmp_path_factory.mktemp("android-programs") / "alloc_sites",
-                                   "arm64-v8a")
+                                   android_release.abi)
 
 
 def pushed(adb_server, device, program) -> AdbCli:
@@ -61,13 +66,17 @@ def spawning_cli(request, adb_server, android_program):
     return request.getfixturevalue(name), request.param
 
 
-def test_spawn_through_bionic_is_exact(spawning_cli, android_program, tmp_path):
+def test_spawn_through_bionic_is_exact(spawning_cli, android_program, android_release, tmp_path):
     cli, mode = spawning_cli
     out = tmp_path / "out"
     result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
     assert result.returncode == 0, result.stderr
-    assert f"(A37, arm64-v8a, SDK 29, userdebug), {mode} mode" in result.stderr
+    assert f"{android_release.banner}, {mode} mode" in result.stderr
     assert "done" in result.stdout
+    # The program's exit is seen as one (bionic calls the client's finalize as it exits), and its
+    # memory read then.
+    assert "note: the process exited with status 0" in result.stdout, result.stdout
+    assert "the process as it exited: RSS" in result.stdout, result.stdout
     # Every stack unwound to its root in bionic's libc.so, whose mappings qemu-user's view of the
     # program's maps leaves out (ndk_client/unwinder/process_maps.h).
     assert "unwinding errors" not in result.stdout, result.stdout
@@ -80,6 +89,7 @@ def test_spawn_through_bionic_is_exact(spawning_cli, android_program, tmp_path):
     cli.assert_left_as_it_was()
 
 
+@pytest.mark.parametrize("android_release", ["android10"], indirect=True)  # 11's has no 32-bit bionic
 def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
         adb_server, android_root_device, tmp_path):
     """A 32-bit program built as the NDK builds armeabi-v7a code (Thumb-2, .ARM.exidx and no
@@ -105,6 +115,12 @@ def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
         s[-1].endswith("/libc.so") and "thread_main" in s for s in stacks), stacks
     assert_trace_processor_agrees(out, program)
     cli.assert_left_as_it_was()
+
+
+def summary_of(stdout: str, pid: int) -> str:
+    """The end-of-run summary's paragraphs about `pid` (one per heap)."""
+    return "\n".join(paragraph for paragraph in stdout.split("\n\n")
+                     if paragraph.startswith(f"pid {pid} ("))
 
 
 def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:
@@ -166,10 +182,12 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(android
         program = start_on_device(android_cli, DEVICE_PROGRAM)
         assert "done" in program.communicate(timeout=120)[0]
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        stdout, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session, program)
+    # Not started by droidheap: its status is not known, its exit is.
+    assert "note: the process exited\n" in stdout, stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
                  4096)
     assert_trace_processor_agrees(out, android_program)
@@ -214,11 +232,14 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
         android_cli.shell(f"touch {GO}")
         assert running.wait(timeout=120) == 0 and started.wait(timeout=120) == 0
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        stdout, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, started, session)
         android_cli.shell("killall alloc_sites")
+    # Both exits seen as exits, the attached program's as the started one's.
+    for pid in (running_pid, started_pid):
+        assert "note: the process exited\n" in summary_of(stdout, pid), stdout
     assert "cannot signal" not in (out / "droidheapd.log").read_text()
     per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
     for pid in (running_pid, started_pid):

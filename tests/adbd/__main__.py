@@ -7,12 +7,12 @@ Without --root programs run as the shell user (uid 2000) on a `user` build; with
 runs as root. With --libc32 it runs 32-bit programs as well. The device root is a new temporary
 directory (removed at exit) unless --device-root names one.
 
-With --android ARCHIVE the device is Android's own userland (../shared/android/'s arm64 rootfs),
-run under qemu-user (android_root.py): its bionic, toybox and mksh, a real property area and
-init's property service and services (android_init.py): traced and traced_probes, as
-`persist.traced.enable=1` starts them, and with --root the platform's heapprofd, as
-`persist.heapprofd.enable=1` does on a userdebug phone; its perfetto command is Perfetto's tracebox
-(--perfetto).
+With --android ARCHIVE the device is Android's own userland (../shared/android/'s rootfs of
+Android 10 arm64, run under qemu-user, or of Android 11 x86_64, run natively; android_root.py):
+its bionic, toybox and mksh, a real property area and init's property service and services
+(android_init.py): traced and traced_probes, as `persist.traced.enable=1` starts them, and with
+--root the platform's heapprofd, as `persist.heapprofd.enable=1` does on a userdebug phone; its
+perfetto command is its own, or Perfetto's tracebox where it has none (--perfetto).
 
 The main thread accepts; each connection is served on its own thread.
 """
@@ -56,12 +56,16 @@ def _properties(as_root: bool, abi: str, with_32_bit: bool) -> dict:
 
 # What init sets on a booted userdebug phone besides build.prop (Android 10's init and its
 # ramdisk's default.prop), that droidheap and the platform's programs read.
-def _android_properties(build_prop: str, as_root: bool) -> dict:
+def _android_properties(build_prop: str, as_root: bool, runs_32_bit: bool) -> dict:
     props = {}
     for line in build_prop.splitlines():
         key, sep, value = line.strip().partition("=")
         if sep and key and not key.startswith("#"):
             props[key.strip()] = value.strip()
+    if not runs_32_bit:  # a userland cut to 64-bit (Android 11's): only the ABIs it runs
+        props["ro.product.cpu.abilist"] = props.get("ro.product.cpu.abilist64",
+                                                    props.get("ro.product.cpu.abi", ""))
+        props["ro.product.cpu.abilist32"] = ""
     for field in ("brand", "device", "manufacturer", "model", "name"):  # as init derives them
         props.setdefault(f"ro.product.{field}", props.get(f"ro.product.system.{field}", ""))
     props.update({"ro.debuggable": "1", "ro.secure": "1", "ro.adb.secure": "0",
@@ -82,12 +86,14 @@ def _android_device(args, root_path: pathlib.Path):
         _log("no tracebox (scripts/install unpacks it from ../shared/tools): the device has no "
              "perfetto command")
     device.unpack(args.android, tracebox)
-    binfmt.register()
+    if not device.native:
+        binfmt.register()
     area = PropertyArea(device.host_path("/dev/__properties__"))
     init = AndroidInit(device)
     properties = PropertyService(area, device.host_path("/dev/socket/property_service"), init)
     properties.write(_android_properties(
-        device.host_path("/system/build.prop").read_text(errors="replace"), args.root))
+        device.host_path("/system/build.prop").read_text(errors="replace"), args.root,
+        runs_32_bit=device.resolve("/system/bin/linker").is_file()))
     device.boot()
     device.check()
     properties.start()
@@ -145,7 +151,8 @@ def main() -> int:
                         help="the 32-bit emulation layer (e.g. a -m32 build): the device then "
                              "also runs 32-bit programs, as 64-bit phones do")
     parser.add_argument("--android", type=pathlib.Path, metavar="ROOTFS.tar.xz",
-                        help="a device running this Android userland under qemu-user instead")
+                        help="a device running this Android userland instead (natively when "
+                             "it is this machine's architecture, under qemu-user otherwise)")
     parser.add_argument("--perfetto", type=pathlib.Path, metavar="TRACEBOX",
                         help="with --android: Perfetto's tracebox, the device's perfetto command "
                              "(default: the one scripts/install unpacked into the venv)")

@@ -12,7 +12,7 @@ import pytest
 
 from droidheap import native
 from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_headers
-from tests.android import ROOT, ROOTFS, android_sysroot, require_android
+from tests.android import ANDROID11, ROOT, ROOTFS, android_sysroot, require_android
 from tests.requirements import require
 from tests.unit.test_native import NATIVE_TESTS
 PRELOAD = "libdroidheap_preload.so"
@@ -25,7 +25,8 @@ LINKER = {"arm64-v8a": "/system/bin/linker64", "armeabi-v7a": "/system/bin/linke
 # The rootfs's library directory of the same bitness (x86 builds link against stubs of these).
 SYSTEM_LIB = {"arm64-v8a": "system/lib64", "armeabi-v7a": "system/lib",
               "x86_64": "system/lib64", "x86": "system/lib"}
-INSTALLED_ABIS = ("arm64-v8a", "armeabi-v7a")  # what scripts/install builds
+# What scripts/install builds (x86_64 with Android 11's userland beside the project).
+INSTALLED_ABIS = ("arm64-v8a", "armeabi-v7a", *(("x86_64",) if ANDROID11.rootfs.is_file() else ()))
 QEMU = {"arm64-v8a": "qemu-aarch64", "armeabi-v7a": "qemu-arm"}  # the ABIs this machine runs
 
 
