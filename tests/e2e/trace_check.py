@@ -121,12 +121,13 @@ def _execd_pids(packets) -> set:
 
 
 def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_",
-                                  allowed: Tuple[str, ...] = ()):
+                                  allowed: Tuple[str, ...] = (), at_peak: bool = False):
     """Both traces in OUT load in Perfetto's trace processor without an import error or data
     loss (but the stats named in `allowed`), with every dump placed inside the trace; in the
     symbolized one the process is named, the program's frames are symbolized, and each site
     holds what the last pprof file of its process holds. The raw trace books the same bytes
-    (unnamed).
+    (unnamed). With `at_peak` (heapprofd's dump_at_max) only the bytes in use compare: the trace
+    processor reads a peak as allocated and never freed, droidheap's pprof as in use only.
 
     A process that exec'd while profiled (a shell running the program) has both programs' stacks
     booked under its pid by the trace processor, the pprof only the last one's: only sites
@@ -159,6 +160,9 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
                 in_pprof = totals_by_site_in_pprof(last_pprof_of(out, pid), prefix)
                 if pid in execd:
                     sites, in_pprof = ({k: v for k, v in d.items() if k != "?"}
+                                       for d in (sites, in_pprof))
+                if at_peak:
+                    sites, in_pprof = ({k: v.in_use for k, v in d.items()}
                                        for d in (sites, in_pprof))
                 assert sites == in_pprof, pid
     assert processes["raw-trace"] == processes["symbolized-trace"]
