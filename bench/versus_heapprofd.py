@@ -1,8 +1,10 @@
-"""droidheap's root mode against Google's own heapprofd (Android 10's), on the Android test device
-(Android 10's arm64 userland under qemu-user, scripts/test_adbd): what each costs the profiled
-program, how exact its per-site bytes are, what it loses, and what its daemon takes.
+"""droidheap's root mode against Google's own heapprofd, on an Android test device
+(scripts/test_adbd): Android 10's arm64 userland under qemu-user, or Android 11's x86_64 one,
+natively (--android android11): what each costs the profiled program, how exact its per-site bytes
+are, what it loses, and what its daemon takes.
 
-    .venv/bin/python bench/versus_heapprofd.py [--runs 3] [--allocs 40000] [--intervals 4096,1]
+    .venv/bin/python bench/versus_heapprofd.py [--android android10] [--runs 3] [--allocs N]
+                                               [--intervals 4096,1]
                                                [--workloads 'alloc_sites 4t,...'] [--keep DIR]
 
 The same Android builds for both (tests/android.py, linked --no-rosegment: Android 10's heapprofd
@@ -30,8 +32,8 @@ Columns, per workload, threads and interval (the same for both profilers):
   cpu s        the daemon's CPU time: droidheapd's whole life (from its log), heapprofd's (a
                long-running service) across the program's run and the dump at its exit
   RSS MiB      the daemon's peak RSS: droidheapd's (its log); heapprofd's VmHWM, reset to its RSS
-               as the session starts (/proc/<pid>/clear_refs). Both daemons run under qemu-user,
-               whose own memory counts in both.
+               as the session starts (/proc/<pid>/clear_refs). On Android 10 both daemons run
+               under qemu-user, whose own memory counts in both.
 """
 import argparse
 import os
@@ -55,7 +57,6 @@ from versus_figures import (CLOCK_TICKS_PER_S, DROIDHEAP, HEAPPROFD, PROFILERS, 
                             parse_program_output, parse_vmhwm_kib, site_accuracy,
                             summarize_trace, workloads)
 
-ABI = "arm64-v8a"
 DEVICE_DIR = "/data/local/tmp"
 CHURN_SOURCE = ROOT / "bench" / "programs" / "malloc_churn.c"
 SITES_SOURCE = ROOT / "tests" / "programs" / "alloc_sites.c"
@@ -65,21 +66,24 @@ SESSION_TIMEOUT_S = 120
 # enabled; a session that ends before the program could start is started again.
 SESSION_ATTEMPTS = 3
 PROGRAM_TIMEOUT_S = 300
+# malloc_churn's allocations: under qemu-user tens of thousands already take a second; natively a
+# million take about as long.
+QEMU_ALLOCS = 40000
+NATIVE_ALLOCS = 1000000
 
 
 class Device:
     """The Android test device on its own adb server, both started here and stopped by close()."""
 
-    def __init__(self):
+    def __init__(self, release):
         from tests.adb.conftest import ADB_BINARIES, AdbServer, free_port, start_test_adbd
-        from tests.android import ROOTFS
-        if not ROOTFS.is_file():
-            raise RuntimeError(f"no {ROOTFS}: the Android test device cannot start")
+        if not release.rootfs.is_file():
+            raise RuntimeError(f"no {release.rootfs}: the Android test device cannot start")
         self.server = AdbServer(ADB_BINARIES["adb36"], free_port(), native.installed_bin_dir())
         self.adbd = None
         try:
             self.server.adb("start-server")
-            self.adbd = start_test_adbd(root=True, android=True)
+            self.adbd = start_test_adbd(root=True, android=release)
             self.serial = self.server.connect(self.adbd)
         except BaseException:
             self.close()
@@ -233,13 +237,13 @@ def measure(bench: Bench, workload: Workload, interval: int, runs: int) -> Cell:
 
 # ---- main ------------------------------------------------------------------------------------
 
-def build_programs(work: pathlib.Path) -> Dict[str, pathlib.Path]:
+def build_programs(work: pathlib.Path, abi: str) -> Dict[str, pathlib.Path]:
     """The Android builds both profilers run, linked --no-rosegment (see the module's doc)."""
     from tests.android import compile_android_program
     built = {}
     for source in (CHURN_SOURCE, SITES_SOURCE, CXX_SITES_SOURCE):
         built[source.stem] = compile_android_program(
-            source, work / source.stem, ABI, rosegment=False,
+            source, work / source.stem, abi, rosegment=False,
             include_dirs=[ROOT / "ndk_client" / "include"])
     return built
 
@@ -251,25 +255,32 @@ def _terminate(signum, frame):
 def main() -> int:
     # So that a kill (or a timeout) still stops the device and the adb server, in `finally`.
     signal.signal(signal.SIGTERM, _terminate)
+    from tests.android import RELEASES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--android", choices=sorted(RELEASES), default="android10",
+                        help="the test device's userland (android11: x86_64, run natively)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--allocs", type=int, default=40000,
-                        help="malloc_churn's allocations, shared among its threads")
+    parser.add_argument("--allocs", type=int,
+                        help="malloc_churn's allocations, shared among its threads (default: "
+                             f"{QEMU_ALLOCS} under qemu-user, {NATIVE_ALLOCS} natively)")
     parser.add_argument("--intervals", default="4096,1")
     parser.add_argument("--workloads", default="",
                         help="only these, e.g. 'malloc_churn 1t,alloc_sites 4t'")
     parser.add_argument("--keep", type=pathlib.Path,
                         help="keep each run's outputs and session log in this directory")
     args = parser.parse_args()
+    release = RELEASES[args.android]
+    if args.allocs is None:
+        args.allocs = NATIVE_ALLOCS if release.native else QEMU_ALLOCS
     intervals = [int(i) for i in args.intervals.split(",")]
     chosen = [w for w in workloads(args.allocs)
               if not args.workloads or w.label in args.workloads.split(",")]
     with tempfile.TemporaryDirectory(prefix="droidheap-versus-") as tmp:
         work = args.keep or pathlib.Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        binaries = build_programs(work)
+        binaries = build_programs(work, release.abi)
         try:
-            device = Device()
+            device = Device(release)
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:
             print(f"versus_heapprofd: the Android test device did not start: "
                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
@@ -285,9 +296,10 @@ def main() -> int:
             return 1
         finally:
             device.close()
-    print(f"droidheap root mode (dh) against Android 10's heapprofd (hp), Android test device "
-          f"(qemu-user), medians of {args.runs} runs; malloc_churn's {args.allocs} "
-          f"allocations, -x")
+    how = "natively" if release.native else "under qemu-user"
+    print(f"droidheap root mode (dh) against Android {release.version}'s heapprofd (hp), Android "
+          f"test device ({release.abi}, {how}), medians of {args.runs} runs; malloc_churn's "
+          f"{args.allocs} allocations, -x")
     print("\n".join(format_table(results)))
     if bench.restarts:
         print("sessions that ended before the program started, started again:")

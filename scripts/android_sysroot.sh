@@ -42,6 +42,11 @@ rootfs=$android/android10-arm64-rootfs.tar.xz
 [ -f "$headers" ] && [ -f "$rootfs" ] || die "no $headers or $rootfs"
 rootfs_x86_64=$android/android11-x86_64-rootfs.tar.xz
 api=29
+# One run at a time per sysroot (the tests run in two processes, each may ask for one): the others
+# wait here, then find their ABIs done.
+mkdir -p "$(dirname "$sysroot")"
+exec 9>"$sysroot.lock"
+flock 9
 # LLVM 14's own directory: its clang finds its ld.lld for -fuse-ld=lld (packages clang, lld-14).
 llvm=/usr/lib/llvm-14/bin
 abis=("$@")

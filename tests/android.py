@@ -21,6 +21,7 @@ SYSROOT = ROOT / "build" / "android-sysroot"
 class AndroidRelease:
     """One of the test devices' userlands, as droidheap's banner names the device."""
     name: str
+    version: int  # Android's
     rootfs: pathlib.Path
     abi: str
     sdk: int
@@ -47,9 +48,10 @@ class AndroidRelease:
                 f"{platform.machine()}")
 
 
-ANDROID10 = AndroidRelease("android10", ROOTFS, "arm64-v8a", 29, "A37", "userdebug", "aarch64")
-ANDROID11 = AndroidRelease("android11", ANDROID / "android11-x86_64-rootfs.tar.xz", "x86_64", 30,
-                           "mainline", "eng", "x86_64")
+ANDROID10 = AndroidRelease("android10", 10, ROOTFS, "arm64-v8a", 29, "A37", "userdebug",
+                           "aarch64")
+ANDROID11 = AndroidRelease("android11", 11, ANDROID / "android11-x86_64-rootfs.tar.xz", "x86_64",
+                           30, "mainline", "eng", "x86_64")
 RELEASES = {release.name: release for release in (ANDROID10, ANDROID11)}
 API = 29
 TARGETS = {"arm64-v8a": "aarch64-linux-android", "armeabi-v7a": "armv7a-linux-androideabi",

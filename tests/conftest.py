@@ -1,5 +1,12 @@
 """Shared fixtures: the native tree built once per test session (with its unit tests), for the
-host and, on an x86_64 host, for 32-bit x86 with -m32."""
+host and, on an x86_64 host, for 32-bit x86 with -m32; and which tests may run beside which.
+
+scripts/test runs the suite in two processes (pytest-xdist, --dist loadgroup). Tests that run
+programs in this machine's process space, where every other test's processes are seen too, share
+one of them (THIS_MACHINES_PROCESSES): the emulator device is this machine (its `pidof`,
+`killall` and --all see every process here), `--local` sessions look processes up by name, and the
+Android test devices' processes, though in namespaces of their own, are seen from here by name
+(alloc_sites, droidheapd). The others (builds, fuzzers, unit tests) run beside them."""
 import os
 import pathlib
 import platform
@@ -10,23 +17,30 @@ from typing import Optional
 
 import pytest
 
+from tests.build_lock import build_lock
 from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+THIS_MACHINES_PROCESSES = pytest.mark.xdist_group("this_machines_processes")
+# Every test of these directories runs programs through a device; tests elsewhere that do say so
+# with `pytestmark = THIS_MACHINES_PROCESSES`.
+_DEVICE_TEST_DIRS = (ROOT / "tests" / "e2e", ROOT / "tests" / "adb")
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 
 
 def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
     """Configures and builds ndk_client/ with the native tests into `build`."""
-    build.mkdir(parents=True, exist_ok=True)
-    for command in (["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build),
-                     "-DDROIDHEAP_BUILD_TESTS=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *cmake_args],
-                    ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
-        result = subprocess.run(command, capture_output=True, text=True,
-                                env=None if env is None else dict(os.environ, **env))
-        if result.returncode != 0:
-            raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}"
-                                 f"{result.stderr[-3000:]}")
+    with build_lock(build):
+        build.mkdir(parents=True, exist_ok=True)
+        for command in (["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build),
+                         "-DDROIDHEAP_BUILD_TESTS=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                         *cmake_args],
+                        ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
+            result = subprocess.run(command, capture_output=True, text=True,
+                                    env=None if env is None else dict(os.environ, **env))
+            if result.returncode != 0:
+                raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}"
+                                     f"{result.stderr[-3000:]}")
     return build
 
 
@@ -89,3 +103,14 @@ def _private_cache(tmp_path_factory):
     """Symbols and device files cached by the tests (and the CLI they run) go to a directory of
     this session, not the user's cache: no test sees what an earlier run learnt."""
     os.environ["DROIDHEAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("droidheap-cache"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
+def pytest_collection_modifyitems(items):
+    """Each test's group: THIS_MACHINES_PROCESSES, or its module's own (a module's fixtures, such
+    as a build, are then made once, by the process that runs the whole module)."""
+    for item in items:
+        if any(directory in item.path.parents for directory in _DEVICE_TEST_DIRS):
+            item.add_marker(THIS_MACHINES_PROCESSES)
+        elif item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))

@@ -65,10 +65,16 @@ inline bool MatchesReference(const std::vector<uint64_t>& pcs, const Capture& ca
 }
 
 // Bionic's reference: the calling frame's return address, `return_address` being its
-// __builtin_return_address(0). Thumb's bit 0 cleared, as unwinders report pcs.
+// __builtin_return_address(0). On 32-bit ARM Thumb's bit 0 cleared, as unwinders report pcs (an
+// x86 return address may be odd: kept whole).
 inline void RecordFrame(Capture* out, const void* return_address) {
   if (kEveryFrameInReference) return;
-  out->reference.push_back(reinterpret_cast<uintptr_t>(return_address) & ~uintptr_t{1});
+#if defined(__arm__)
+  constexpr uintptr_t kPcMask = ~uintptr_t{1};
+#else
+  constexpr uintptr_t kPcMask = ~uintptr_t{0};
+#endif
+  out->reference.push_back(reinterpret_cast<uintptr_t>(return_address) & kPcMask);
 }
 
 #if !defined(__BIONIC__)

@@ -135,7 +135,8 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
     processes = {}
     for name in ("raw-trace", "symbolized-trace"):
         with LoadedTrace(out / name) as trace:
-            assert [p for p in trace.problems() if p[0] not in allowed] == [], name
+            problems = [p for p in trace.problems() if p[0] not in allowed]
+            assert problems == [], (name, problems)
             assert trace.allocation_count() > 0, name
             # Dumps land between the session's first and last packets (BOOTTIME, written when
             # the daemon started and when it wrote its last dump), give or take a tick of

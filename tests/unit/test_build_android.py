@@ -1,7 +1,8 @@
 """Android binaries built without an NDK (scripts/build_android.sh): what each ABI's files are, what
-they need at run time, and that bionic's own linker runs droidheapd in Android 10's userland under
-qemu-user. The ARM builds are the ones scripts/install put into the installed package (built here
-when absent); the x86 ones are built here (their build trees in build/ are reused)."""
+they need at run time, that bionic's own linker runs droidheapd in Android 10's userland under
+qemu-user, and that the native unit tests pass on bionic (Android 11's natively too). The builds
+scripts/install put into the installed package are used (built here when absent); the x86 one is
+built here (its build tree in build/ is reused)."""
 import os
 import pathlib
 import shutil
@@ -27,7 +28,9 @@ SYSTEM_LIB = {"arm64-v8a": "system/lib64", "armeabi-v7a": "system/lib",
               "x86_64": "system/lib64", "x86": "system/lib"}
 # What scripts/install builds (x86_64 with Android 11's userland beside the project).
 INSTALLED_ABIS = ("arm64-v8a", "armeabi-v7a", *(("x86_64",) if ANDROID11.rootfs.is_file() else ()))
-QEMU = {"arm64-v8a": "qemu-aarch64", "armeabi-v7a": "qemu-arm"}  # the ABIs this machine runs
+QEMU = {"arm64-v8a": "qemu-aarch64", "armeabi-v7a": "qemu-arm"}  # the ABIs run under qemu
+# The ABI whose Android userland runs natively here (Android 11's x86_64), when it does.
+NATIVE_ANDROID_ABIS = ("x86_64",) if ANDROID11.native else ()
 
 
 def build(abis, dest: pathlib.Path) -> None:
@@ -70,7 +73,18 @@ def rootfs(tmp_path_factory) -> pathlib.Path:
     return root
 
 
-@pytest.fixture(scope="module", params=QEMU)
+@pytest.fixture(scope="module")
+def rootfs11(tmp_path_factory) -> pathlib.Path:
+    """Android 11's userland unpacked, as a chroot takes it (its links absolute within it)."""
+    ANDROID11.require()
+    root = tmp_path_factory.mktemp("android11-rootfs")
+    os.chmod(root, 0o755)  # a phone's `/`; mktemp's 0700 would keep other users out of it all
+    with tarfile.open(ANDROID11.rootfs) as archive:
+        archive.extractall(root)
+    return root
+
+
+@pytest.fixture(scope="module", params=[*QEMU, *NATIVE_ANDROID_ABIS])
 def native_tests(request) -> tuple:
     """(ABI, directory of its NATIVE_TESTS) built for Android, in the tree scripts/build_android.sh
     (run by scripts/install) builds that ABI's binaries in, build/android-<abi>, configured the
@@ -160,23 +174,46 @@ def test_bionics_linker_runs_the_daemon_with_the_platforms_libcxx(built, rootfs,
     assert "CANNOT LINK EXECUTABLE" not in result.stderr
 
 
-def test_native_unit_tests_pass_on_bionic(native_tests, rootfs):
-    """Every native unit test, run by Android 10's linker against its libc, libm and libc++, from
-    /data/local/tmp/<abi>. Two cases in them skip themselves, saying so: dwarf_cfi_own_binary_test
-    on armeabi-v7a (its code is described by .ARM.exidx, which arm_exidx_test covers), and
-    process_identity_test's raw clone() child (bionic's cached getpid() survives it, and qemu-user
-    ignores the MADV_WIPEONFORK that tells it apart on a phone's kernel)."""
+# Runs $2... in the Android userland at $1 as a phone's shell would: its own /dev and /proc (bionic
+# crashes at start without /dev/null), the userland as `/`.
+_IN_ANDROID_ROOT = """set -e
+r=$1; shift
+mount --bind /dev "$r/dev"
+mount -t proc proc "$r/proc"
+exec chroot "$r" "$@"
+"""
+
+
+def test_native_unit_tests_pass_on_bionic(native_tests, request):
+    """Every native unit test, run by Android's linker against its libc, libm and libc++, from
+    /data/local/tmp/<abi>: Android 10's under qemu-user for arm64-v8a and armeabi-v7a, Android
+    11's natively for x86_64. Cases in them skip themselves, saying so: dwarf_cfi_own_binary_test
+    on armeabi-v7a (its code is described by .ARM.exidx, which arm_exidx_test covers), and under
+    qemu-user only, process_identity_test's raw clone() child (bionic's cached getpid() survives
+    it, and qemu-user ignores the MADV_WIPEONFORK that tells it apart on a phone's kernel): run
+    natively, it is not skipped."""
     abi, tests_dir = native_tests
-    qemu = QEMU[abi]
-    require(None if shutil.which(qemu) else f"no {qemu} (Debian package qemu-user)")
-    directory = rootfs / "data" / "local" / "tmp" / abi
+    if abi in QEMU:
+        root = request.getfixturevalue("rootfs")
+        qemu = QEMU[abi]
+        require(None if shutil.which(qemu) else f"no {qemu} (Debian package qemu-user)")
+        run = [qemu, "-L", str(root)]
+    else:
+        root = request.getfixturevalue("rootfs11")
+        run = ["unshare", "--mount", "--pid", "--fork", "--", "sh", "-c", _IN_ANDROID_ROOT,
+               "in-android", str(root)]
+    directory = root / "data" / "local" / "tmp" / abi
     directory.mkdir(exist_ok=True)
-    failed = {}
+    failed, outputs = {}, {}
     for name in NATIVE_TESTS:
         program = directory / name
         shutil.copy(tests_dir / name, program)
-        result = subprocess.run([qemu, "-L", str(rootfs), str(program)],
-                                capture_output=True, text=True, timeout=120)
+        device_path = program if abi in QEMU else f"/data/local/tmp/{abi}/{name}"
+        result = subprocess.run([*run, str(device_path)], capture_output=True, text=True,
+                                timeout=120)
+        outputs[name] = result.stdout + result.stderr
         if result.returncode != 0:
-            failed[name] = (result.stdout + result.stderr)[-2000:]
+            failed[name] = outputs[name][-2000:]
     assert not failed, failed
+    if abi not in QEMU:  # a real kernel: nothing skipped for qemu's sake
+        assert "raw clone() case skipped" not in outputs["process_identity_test"]

@@ -6,6 +6,10 @@ import sys
 
 import pytest
 
+from tests.conftest import THIS_MACHINES_PROCESSES
+
+pytestmark = THIS_MACHINES_PROCESSES  # --local sessions
+
 
 def run_cli(args, tmp_path, **kwargs):
     env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp_path / "device"))

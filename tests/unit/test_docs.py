@@ -18,9 +18,12 @@ import pytest
 
 from droidheap.cli import cli
 from droidheap.device.local import host_abi
+from tests.conftest import THIS_MACHINES_PROCESSES
 from tests.e2e.conftest import PROGRAMS, compile_program, kill_all
 from tests.e2e.test_profile import read_line_containing
 from tests.requirements import require
+
+pytestmark = THIS_MACHINES_PROCESSES  # --local sessions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
