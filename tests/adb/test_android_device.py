@@ -4,6 +4,7 @@ relies on runs the platform's own code here: bionic's property reads from a real
 toybox's getprop, setprop, pidof, ps and killall, init's property service, its services and their
 states."""
 import re
+import tarfile
 import time
 
 
@@ -107,3 +108,25 @@ def _lists_heapprofd_as_producer(listed: str) -> bool:
     return any(line.split()[:2] == ["android.heapprofd", "android.heapprofd"]
                for line in listed.splitlines()) or re.search(
         r'producers: \{\s*id: \d+\s*name: "android\.heapprofd"', listed) is not None
+
+
+def _bionic_libc(release) -> bytes:
+    """The userland's own libc.so (under its runtime APEX), read from its archive."""
+    with tarfile.open(release.rootfs) as archive:
+        (member,) = [m for m in archive.getmembers()
+                     if m.isfile() and m.name.endswith("lib64/bionic/libc.so")]
+        return archive.extractfile(member).read()
+
+
+def test_bionic_asks_for_its_releases_entry_points_and_signal(android_release):
+    """What the device's own bionic says it does, where 10 and 11 differ: the name of the client's
+    heap walk it looks up (heapprofd_ + "iterate" on 10, + "malloc_iterate" on 11: droidheap's
+    client exports both), and 11's handler of the profiling signal, which logs the sigqueue()
+    value it acts on and rejects a process that is not profileable (10's has neither)."""
+    libc = _bionic_libc(android_release)
+    eleven = android_release.version >= 11
+    assert (b"\0iterate\0" in libc) == (not eleven)
+    assert b"\0malloc_iterate\0" in libc
+    assert (b"received profiling signal with si_value" in libc) == eleven
+    assert (b"profiling signal rejected (not profileable)" in libc) == eleven
+
