@@ -1,27 +1,14 @@
-"""heap_profile's flags that change which processes and heaps a session takes, through a real adb
-server and the test adbd in both modes (root, preload): --all, fork teardown and
---disable-fork-teardown, --all-heaps; each as tests/e2e tests it on --local."""
+"""--all through a real adb server and the emulation-layer device in both modes (root, preload),
+as tests/e2e tests it on --local: which processes each mode reaches. Fork teardown and
+--all-heaps run on real bionic (test_android_flags.py), root's --all on it too
+(test_android_sessions.py)."""
 import signal
 
-import pytest
-
-from droidheap.device.local import host_abi
-from tests.e2e.conftest import compile_program, kill_all
-from tests.e2e.test_forks import BLOCKS, CHILD_BYTES, pids_of
-from tests.e2e.test_heaps import ROUNDS, assert_exact_totals, last_dumps
+from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 
-from .conftest import DEVICE_PROGRAM, ROOT, kill_device_program
-
-
-def push_program(cli, name: str, tmp_path):
-    """tests/programs/<name>.c built for the device, pushed to /data/local/tmp: (local, remote)."""
-    program = compile_program(ROOT / "tests" / "programs" / f"{name}.c", tmp_path / name,
-                              host_abi())
-    remote = f"/data/local/tmp/{name}"
-    cli.adb_server.adb("-s", cli.serial, "push", str(program), remote)
-    return program, remote
+from .conftest import DEVICE_PROGRAM, kill_device_program
 
 
 def test_all_profiles_every_bionic_process_running_and_starting_where_root_allows(
@@ -66,42 +53,4 @@ def test_all_profiles_every_bionic_process_running_and_starting_where_root_allow
         {pids[which] for which in profiled}, (per_pid.keys(), pids)
     for which in profiled:
         assert_sites(per_pid[pids[which]], 1)
-    cli.assert_left_as_it_was()
-
-
-@pytest.mark.parametrize("teardown", [True, False])
-def test_a_forked_child_is_torn_down_or_profiled_as_its_own(cli, device, tmp_path, teardown):
-    """As on --local (tests/e2e/test_forks.py): by default a forked child leaves its parent's
-    profile; --disable-fork-teardown makes it a process of its own, connecting to the daemon
-    through whichever route its parent came by."""
-    program, remote = push_program(cli, "fork_exec", tmp_path)
-    out = tmp_path / "out"
-    flags = [] if teardown else ["--disable-fork-teardown"]
-    result = cli.run("-i", "1", *flags, "-o", out, "--", remote, "fork")
-    assert result.returncode == 0, result.stderr
-    parent, child = pids_of(result.stdout)
-    per_pid = totals_by_leaf_function(out / "raw-trace", program)
-    assert set(per_pid) == ({parent} if teardown else {parent, child}), per_pid.keys()
-    assert per_pid[parent]["parent_after_fork"].allocated == BLOCKS * 5000
-    assert "child_allocation" not in per_pid[parent]
-    if not teardown:
-        assert per_pid[child]["child_allocation"].allocated == CHILD_BYTES
-        assert "parent_before_fork" not in per_pid[child]
-    cli.assert_left_as_it_was()
-
-
-def test_custom_heaps_get_their_pprof_and_exact_totals(cli, device, tmp_path):
-    """droidheap/heaps.h in a program on the device: its registry is found whichever route
-    loaded the client, and each heap gets its pprof and exact totals; the dump carries the
-    process's RSS, read on the device."""
-    _, remote = push_program(cli, "custom_heap", tmp_path)
-    out = tmp_path / "out"
-    result = cli.run("--all-heaps", "-i", "1", "-o", out, "--", remote, str(ROUNDS))
-    assert result.returncode == 0, result.stderr
-    pid, dumps = last_dumps(out)
-    assert set(dumps) == {"libc.malloc", "pool", "arena"}, dumps.keys()
-    for heap in ("pool", "arena"):
-        assert_exact_totals(dumps[heap], result.stdout)
-        assert (out / f"heap_dump.0.{pid}.{heap}.pb.gz").is_file()
-    assert "the process as it exited: RSS " in result.stdout, result.stdout
     cli.assert_left_as_it_was()
