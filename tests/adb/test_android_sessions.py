@@ -11,8 +11,10 @@ value 0, asks whether the process is profileable first, and looks up `heapprofd_
 heapprofd.enable=all at start, a preloaded program's signal, `killall -USR1`) run on Android 11,
 natively, in seconds; Android 10's arm64 device, under qemu, keeps what is ARM's (arm64-v8a,
 armeabi-v7a and its .ARM.exidx tables)."""
+import pathlib
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -20,11 +22,9 @@ from tests.android import compile_android_program
 from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
-                                   totals_by_leaf_function)
+                                   read_dumps, totals_by_leaf_function)
 
 from .conftest import DEVICE_PROGRAM, ROOT, AdbCli, serve_adb
-from .test_sessions import (attach_to_a_program_started_with_droidheap_shell,
-                            continuous_dumps_and_killall_usr1)
 
 GO = "/data/local/tmp/go"
 DEVICE_PROGRAM32 = "/data/local/tmp/alloc_sites32"
@@ -175,18 +175,69 @@ def test_attach_by_name_and_by_pid_through_bionics_profiling_signal(android_cli,
         android_cli.shell(f"killall alloc_sites alloc_sites_by_pid; rm -f {by_pid}")
 
 
+def continuous_dumps_and_killall_usr1(cli, out: pathlib.Path, root: bool, period_ms: int,
+                                      linger_ms: int) -> None:
+    """A spawned session dumping every `period_ms`, and a dump asked for by `killall -USR1
+    droidheapd` on the device while the program lingers."""
+    session = cli.start("-o", out, "-i", "1", "-c", str(period_ms), "--", DEVICE_PROGRAM,
+                        "--linger", str(linger_ms))
+    try:
+        read_line_containing(session.stdout, "done", 120)
+        if root:  # the platform's heapprofd is out of the way while it runs
+            assert cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
+            assert cli.shell("ls /dev/socket/heapprofd.droidheap-saved").strip()
+        cli.shell("killall -USR1 droidheapd")
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session)
+    (dumps,) = read_dumps(out / "raw-trace").values()
+    assert len(dumps) >= 4  # the periodic ones, the one asked for, and the last
+
+
+def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by: str) -> None:
+    """`droidheap shell` starts the program (preloaded where the device has no root), which waits
+    for a file; a session attaches to it by pid or by name, then the file is made."""
+    go = "/data/local/tmp/go"
+    cli.shell(f"rm -f {go}")
+    program = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
+    session = None
+    pid = None
+    try:
+        pid = int(read_line_containing(program.stdout, "waiting pid=", 60).split("=")[1])
+        # By pid, or by name with --no-startup: the session ends with the process.
+        target = ["-p", str(pid)] if by == "pid" else ["-n", "alloc_sites", "--no-startup"]
+        session = cli.start(*target, "-o", out, "-i", "1")
+        read_line_containing(session.stderr, f"attached to pid {pid}", 60)
+        time.sleep(0.2)
+        cli.shell(f"touch {go}")
+        assert program.wait(timeout=120) == 0
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(program, session)
+        if pid is not None:  # a pid of the device's own PID namespace
+            cli.shell(f"kill -9 {pid} 2>/dev/null")
+
+
 @ANDROID_11_ONLY
-def test_a_program_started_during_the_session_is_profiled_from_its_start(android_cli,
-                                                                         android_program,
-                                                                         tmp_path):
-    """bionic reads heapprofd.enable.<name> as the program starts, and loads the client. At the
-    default interval (4096): each site within its sampling error."""
+def test_a_program_started_during_the_session_is_profiled_from_its_start_where_root_allows(
+        spawning_cli, android_program, tmp_path):
+    """Root: bionic reads heapprofd.enable.<name> as the program starts, and loads the client. At
+    the default interval (4096): each site within its sampling error. Preload: only what
+    droidheap starts carries the library, and the session says so."""
+    cli, mode = spawning_cli
     out = tmp_path / "out"
+    if mode == "preload":
+        result = cli.run("-n", "alloc_sites", "--no-running", "-o", out)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert "cannot profile a process from its start" in result.stderr.splitlines()[-1]
+        return
     session = program = None
     try:
-        session = android_cli.start("-n", "alloc_sites", "-o", out)
+        session = cli.start("-n", "alloc_sites", "-o", out)
         read_line_containing(session.stderr, "from the start of each new process", 60)
-        program = start_on_device(android_cli, DEVICE_PROGRAM)
+        program = start_on_device(cli, DEVICE_PROGRAM)
         assert "done" in program.communicate(timeout=120)[0]
         session.send_signal(signal.SIGINT)
         stdout, stderr = session.communicate(timeout=120)
@@ -198,29 +249,30 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start(android
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
                  4096)
     assert_trace_processor_agrees(out, android_program)
-    android_cli.assert_left_as_it_was()
+    cli.assert_left_as_it_was()
 
 
 @ANDROID_11_ONLY
-def test_continuous_dumps_and_toyboxs_killall_usr1(android_cli, android_program, tmp_path):
+def test_continuous_dumps_and_toyboxs_killall_usr1(spawning_cli, android_program, tmp_path):
+    cli, mode = spawning_cli
     out = tmp_path / "out"
-    continuous_dumps_and_killall_usr1(android_cli, out, root=True, period_ms=1000,
+    continuous_dumps_and_killall_usr1(cli, out, root=mode == "root", period_ms=1000,
                                       linger_ms=5000)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     assert_trace_processor_agrees(out, android_program)
-    android_cli.assert_left_as_it_was()
+    cli.assert_left_as_it_was()
 
 
 @ANDROID_11_ONLY
-def test_preload_mode_attach_to_a_program_started_with_droidheap_shell(android_preload_cli,
-                                                                        android_program,
-                                                                        tmp_path):
+@pytest.mark.parametrize("by", ["name", "pid"])
+def test_attach_to_a_program_started_with_droidheap_shell(spawning_cli, android_program,
+                                                          tmp_path, by):
+    cli, _ = spawning_cli
     out = tmp_path / "out"
-    attach_to_a_program_started_with_droidheap_shell(android_preload_cli, out, "pid",
-                                                     host_pids=False)
+    attach_to_a_program_started_with_droidheap_shell(cli, out, by)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     assert_trace_processor_agrees(out, android_program)
-    android_preload_cli.assert_left_as_it_was()
+    cli.assert_left_as_it_was()
 
 
 @ANDROID_11_ONLY
