@@ -197,7 +197,8 @@ def continuous_dumps_and_killall_usr1(cli, out: pathlib.Path, root: bool, period
 
 def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by: str) -> None:
     """`droidheap shell` starts the program (preloaded where the device has no root), which waits
-    for a file; a session attaches to it by pid or by name, then the file is made."""
+    for a file; a session attaches to it by pid or by name, then the file is made, and the
+    program's exit ends the session, seen as an exit."""
     go = "/data/local/tmp/go"
     cli.shell(f"rm -f {go}")
     program = cli.start("shell", "--", DEVICE_PROGRAM, "--wait-file", go)
@@ -212,12 +213,13 @@ def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by:
         time.sleep(0.2)
         cli.shell(f"touch {go}")
         assert program.wait(timeout=120) == 0
-        _, stderr = session.communicate(timeout=120)
+        stdout, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
         if pid is not None:  # a pid of the device's own PID namespace
             cli.shell(f"kill -9 {pid} 2>/dev/null")
+    assert "note: the process exited\n" in summary_of(stdout, pid), stdout
 
 
 @ANDROID_11_ONLY
