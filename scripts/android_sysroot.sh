@@ -91,7 +91,8 @@ for tree in "$work"/rootfs*; do
     ln -sfn "$tree$(readlink "$link")" "$link"
   done
 done
-rootfs_file() { readlink -f "$work/rootfs/$1"; }
+# A file of the ABI's userland ($tree, set per ABI below), its links followed.
+rootfs_file() { readlink -f "$work/$tree/$1"; }
 # crtbegin.c for x86 includes bionic's __stack_chk_fail_local.h, which the archive lacks: the
 # hidden __stack_chk_fail_local that i386 code calls when stack protection fails.
 mkdir -p "$libc/arch-x86/bionic"
@@ -118,11 +119,11 @@ fi
 
 for abi in "${todo[@]}"; do
   case "$abi" in
-    arm64-v8a) triple=aarch64-linux-android arch=arm64 lib=lib64 stubs= ;;
-    armeabi-v7a) triple=arm-linux-androideabi arch=arm lib=lib stubs= ;;
-    x86_64) triple=x86_64-linux-android arch=x86 lib=lib64 stubs=yes
-            [ -f "$rootfs_x86_64" ] && stubs= ;;
-    x86) triple=i686-linux-android arch=x86 lib=lib stubs=yes ;;
+    arm64-v8a) triple=aarch64-linux-android arch=arm64 lib=lib64 stubs= tree=rootfs ;;
+    armeabi-v7a) triple=arm-linux-androideabi arch=arm lib=lib stubs= tree=rootfs ;;
+    x86_64) triple=x86_64-linux-android arch=x86 lib=lib64 stubs=yes tree=rootfs
+            [ -f "$rootfs_x86_64" ] && stubs= tree=rootfs-x86_64 ;;
+    x86) triple=i686-linux-android arch=x86 lib=lib stubs=yes tree=rootfs ;;
     *) die "unknown ABI $abi (known: arm64-v8a armeabi-v7a x86_64 x86)" ;;
   esac
   # clang's armv7a-linux-androideabi is arm-linux-androideabi in sysroot paths.
@@ -151,10 +152,8 @@ for abi in "${todo[@]}"; do
   [ -f "$libgcc" ] || die "no $libgcc (Debian package $package)"
   cp "$libgcc" "$libdir/libgcc.a"
   if [ -z "$stubs" ]; then
-    tree=rootfs
-    [ "$abi" = x86_64 ] && tree=rootfs-x86_64
     for name in libc.so libm.so libdl.so liblog.so libc++.so; do
-      cp "$(readlink -f "$work/$tree/system/$lib/$name")" "$libdir/$name"
+      cp "$(rootfs_file "system/$lib/$name")" "$libdir/$name"
     done
   else  # modelled on the ARM libraries of the same bitness, system/$lib
     python3 "$stub_maker" --clang "$llvm/clang" --abi "$abi" --target "$target" \
