@@ -40,14 +40,15 @@ class ConversionResult:
 
 def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   search_dirs: Sequence[pathlib.Path] = (),
-                  fetch_files: Optional[Callable[[List[Tuple[str, str]]],
+                  fetch_files: Optional[Callable[[List[Tuple[str, str]], List[str]],
                                                  Optional[pathlib.Path]]] = None,
                   process_argvs: Optional[Dict[int, Sequence[str]]] = None,
                   exit_statuses: Optional[Dict[int, int]] = None) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
-    the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)])`,
-    when given, is asked for the files found nowhere here (the device's, pulled) and returns a
-    directory that mirrors the device's paths. `process_argvs` ({pid: argv}) names processes
+    the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)],
+    warnings)`, when given, is asked for the files found nowhere here (the device's, pulled),
+    adds to `warnings` what it could not fetch and returns a directory that mirrors the device's
+    paths. `process_argvs` ({pid: argv}) names processes
     the trace leaves unnamed, in the outputs and the symbolized trace; `exit_statuses`
     ({pid: status}) says how the programs the caller started ended. Raises DroidheapError
     when the trace cannot be read at all;
@@ -73,7 +74,7 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     if fetch_files is not None:
         missing = sorted(key for key in reached_modules(dumps)
                          if symbolizer.find_elf(*key) is None)
-        fetched = fetch_files(missing) if missing else None
+        fetched = fetch_files(missing, warnings) if missing else None
         if fetched is not None:
             # Looked for again below, the device's copies first: what this probe said is moot.
             symbolizer.warnings.clear()

@@ -11,16 +11,20 @@ still forge the build id note of a file it serves; what it seeds then symbolizes
 ask for that build id.) A pulled file that does not match stays in this output alone, where the
 symbolizer, which checks build ids too, refuses it.
 
+A library inside an APK (`…/base.apk!/lib/x86_64/libfoo.so`) is read as its entry's bytes alone
+(apk_library), on every device, and placed likewise.
+
 Device paths and build ids are data (safe_paths): one that is not a plain absolute path, or hex,
 or that leads out of the output directory, is skipped; the symbolizer warns of it.
 """
-import mmap
 import pathlib
 from typing import List, Optional, Sequence, Tuple
 
+from droidheap.apk_library import read_stored_entry, split_library_path
 from droidheap.device.base import Device
-from droidheap.elf.headers import read_headers
-from droidheap.output_files import link_output
+from droidheap.elf.headers import file_build_id
+from droidheap.errors import DroidheapError
+from droidheap.output_files import link_output, write_output
 from droidheap.safe_paths import UnsafePath, hex_build_id, mirror_path, plain_name
 from droidheap.symbol_cache import cache_root
 
@@ -36,17 +40,6 @@ def _place(source: pathlib.Path, target: pathlib.Path) -> bool:
         return False
 
 
-def _build_id(path: pathlib.Path) -> str:
-    """The build id of the regular file at `path` (a link there is no file of ours), or ""."""
-    try:
-        if not path.is_file() or path.is_symlink():
-            return ""
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return read_headers(data).build_id(data)
-    except (OSError, ValueError):  # ValueError: NotElf, or an empty file mmap refuses
-        return ""
-
-
 def _cache_entry(cache: pathlib.Path, device_path: str, build_id: str) -> Optional[pathlib.Path]:
     try:
         return cache / hex_build_id(build_id) / plain_name(pathlib.PurePosixPath(device_path).name)
@@ -54,12 +47,32 @@ def _cache_entry(cache: pathlib.Path, device_path: str, build_id: str) -> Option
         return None
 
 
+def _extract_library(device: Device, device_path: str, target: pathlib.Path,
+                     warnings: List[str]) -> bool:
+    """A library inside an APK (apk_library): only its entry's bytes are read off the device."""
+    apk, entry = split_library_path(device_path)
+    try:
+        data = read_stored_entry(lambda offset, size: device.read_range(apk, offset, size),
+                                 device.file_size(apk), entry)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_output(target, data)
+        return True
+    except DroidheapError as e:
+        warnings.append(f"cannot read {entry} from {apk}: {e}; its frames are named for it")
+    except OSError as e:
+        warnings.append(f"cannot write {target}: {e.strerror}")
+    return False
+
+
 def fetch_device_files(device: Device, modules: Sequence[Tuple[str, str]], out_dir: pathlib.Path,
-                       cache: Optional[pathlib.Path] = None) -> Optional[pathlib.Path]:
+                       cache: Optional[pathlib.Path] = None,
+                       warnings: Optional[List[str]] = None) -> Optional[pathlib.Path]:
     """Puts what it can of `modules` ((device path, build id)) under `out_dir` at their device
-    paths, from the cache or else pulled; returns `out_dir`, or None when the device's files
-    are this machine's (Device.fetch_files)."""
+    paths, from the cache or else pulled (a library inside an APK: its entry's bytes); returns
+    `out_dir`, or None when nothing was placed and the device's files are this machine's
+    (Device.fetch_files). What could not be read is said in `warnings`."""
     cache = cache or cache_root() / "device-files"
+    warnings = [] if warnings is None else warnings
     placed = False
     wanted: List[Tuple[str, str, pathlib.Path, Optional[pathlib.Path]]] = []
     for path, build_id in modules:
@@ -68,14 +81,19 @@ def fetch_device_files(device: Device, modules: Sequence[Tuple[str, str]], out_d
         except UnsafePath:
             continue
         entry = _cache_entry(cache, path, build_id)
-        if entry is not None and _build_id(entry) == build_id and _place(entry, target):
+        if entry is not None and file_build_id(entry) == build_id and _place(entry, target):
             placed = True
+        elif split_library_path(path):
+            if _extract_library(device, path, target, warnings):
+                placed = True
+                if entry is not None and file_build_id(target) == build_id:
+                    _place(target, entry)
         else:
             wanted.append((path, build_id, target, entry))
     fetched = device.fetch_files([path for path, _, _, _ in wanted], out_dir) if wanted else None
     if fetched is None:
         return out_dir if placed else None
     for _, build_id, target, entry in wanted:
-        if entry is not None and _build_id(target) == build_id:
+        if entry is not None and file_build_id(target) == build_id:
             _place(target, entry)
     return out_dir

@@ -104,7 +104,7 @@ class _Builder:
             self.mappings[mapping] = len(self.mappings) + 1
             self.profile.mapping.add(
                 id=self.mappings[mapping], memory_start=mapping.start, memory_limit=mapping.end,
-                file_offset=mapping.offset, filename=self.string(mapping.path),
+                file_offset=mapping.elf_file_offset, filename=self.string(mapping.path),
                 build_id=self.string(mapping.build_id),
                 # Set when we symbolized, so that pprof does not try again on its own.
                 has_functions=bool(module and module.has_functions),

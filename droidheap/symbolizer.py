@@ -2,8 +2,10 @@
 inlined calls from DWARF (pyelftools; droidheap/elf/).
 
 Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
-path>`, then `<dir>/<file name>`), then its own path (in emulator mode the device's files are the
-host's). A candidate whose build id differs from the trace's is never used. A device path is data
+path>`, then `<dir>/<file name>`), then anywhere below the user's search directories by file name
+(symbol_dirs: an app's build tree), then its own path (in emulator mode the device's files are
+the host's), and last, below the user's search directories, by build id. A library inside an APK
+(`…/base.apk!/lib/x86_64/libfoo.so`) is named `libfoo.so`. A candidate whose build id differs from the trace's is never used. A device path is data
 (safe_paths): one that is not absolute and normalised is refused, with a warning, and so is a
 candidate in a directory of files pulled from the device (`add_device_files`) that a symlink
 there leads out of it; the user's own search directories may link anywhere. DWARF comes from the
@@ -26,6 +28,7 @@ from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
 from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
 from droidheap.symbol_cache import Frames, SymbolCache, fingerprint
+from droidheap.symbol_dirs import DirectoryIndex
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
 SYSTEM_DEBUG_DIR = pathlib.Path("/usr/lib/debug")
@@ -91,6 +94,12 @@ class Symbolizer:
         self.warnings: List[str] = []
         self._files: Dict[pathlib.Path, Optional[ElfFile]] = {}
         self._device_dirs: Set[pathlib.Path] = set()
+        self._indexes: Dict[pathlib.Path, DirectoryIndex] = {}
+
+    def _trees(self) -> List[DirectoryIndex]:
+        """The user's search directories (the device's files mirror paths: no need to walk)."""
+        return [self._indexes.setdefault(root, DirectoryIndex(root)) for root in self.search_dirs
+                if root not in self._device_dirs and root.is_dir()]
 
     def add_device_files(self, directory: pathlib.Path) -> None:
         """Looks in `directory`, the device's files pulled at their device paths, first."""
@@ -110,14 +119,15 @@ class Symbolizer:
                 self._files[path] = None
         return self._files[path]
 
-    def _candidates(self, device_path: str) -> Iterable[pathlib.Path]:
+    def _candidates(self, device_path: str, build_id: str) -> Iterable[pathlib.Path]:
         try:
             relative = device_relative(device_path)
         except UnsafePath as e:
             self._warn(str(e))
             return
+        name = pathlib.PurePosixPath(relative).name
         for root in self.search_dirs:
-            for candidate in (root / relative, root / pathlib.PurePosixPath(relative).name):
+            for candidate in (root / relative, root / name):
                 if root in self._device_dirs:
                     try:
                         contained(root, candidate, device_path)
@@ -125,7 +135,13 @@ class Symbolizer:
                         self._warn(str(e))
                         continue
                 yield candidate
+        for tree in self._trees():
+            yield from tree.by_name(name)
         yield pathlib.Path(device_path)
+        for tree in self._trees():
+            found = tree.by_build_id(build_id)
+            if found is not None:
+                yield found
 
     def find_elf(self, device_path: str, build_id: str) -> Optional[ElfFile]:
         """The file to symbolize `device_path` with, its debug file attached; None when no
@@ -135,7 +151,7 @@ class Symbolizer:
 
     def _find(self, device_path: str, build_id: str) -> Tuple[Optional[ElfFile], str]:
         mismatched = []
-        for candidate in self._candidates(device_path):
+        for candidate in self._candidates(device_path, build_id):
             elf = self._open(candidate)
             if elf is None:
                 continue
@@ -288,7 +304,8 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, Option
                     if not mapping.is_pseudo and mapping.path:
                         pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
                         if pcs.get(frame.rel_pc) is None:
-                            pcs[frame.rel_pc] = None if mapping.load_bias else mapping.offset
+                            pcs[frame.rel_pc] = \
+                                None if mapping.load_bias else mapping.elf_file_offset
     return wanted
 
 

@@ -6,8 +6,10 @@ build/)."""
 import dataclasses
 import pathlib
 import platform
+import struct
 import subprocess
-from typing import Sequence
+import zipfile
+from typing import Dict, Sequence
 
 from tests.requirements import require
 
@@ -80,11 +82,13 @@ def android_sysroot(abi: str) -> pathlib.Path:
 
 def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str,
                             rosegment: bool = True,
-                            include_dirs: Sequence[pathlib.Path] = ()) -> pathlib.Path:
+                            include_dirs: Sequence[pathlib.Path] = (),
+                            shared: bool = False) -> pathlib.Path:
     """tests/programs' `source` (C or C++) built for Android `abi` as an app's code is. Without
     `rosegment`, as the NDK links an app whose minSdkVersion is below 29 (--no-rosegment: code
     and read-only data in one segment, the layout unwinders before Android 10's expect). With
-    `include_dirs` searched for headers (bench/programs' need droidheap/heaps.h)."""
+    `include_dirs` searched for headers (bench/programs' need droidheap/heaps.h). `shared`: a
+    shared library (an app's JNI library), its soname `out`'s name."""
     cxx = source.suffix == ".cc"
     compiler = "/usr/lib/llvm-14/bin/clang++" if cxx else "/usr/lib/llvm-14/bin/clang"
     flags = [f"--target={TARGETS[abi]}{API}", f"--sysroot={android_sysroot(abi)}", *NDK_FLAGS,
@@ -93,8 +97,34 @@ def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str,
         flags.append("-mthumb")
     if cxx:  # the platform's libc++ (an app would ship its own libc++_shared.so)
         flags += ["-stdlib=libc++", "-fno-exceptions"]
-    link_flags = [*NDK_LINK_FLAGS, *([] if rosegment else ["-Wl,--no-rosegment"])]
+    link_flags = [*NDK_LINK_FLAGS, *([] if rosegment else ["-Wl,--no-rosegment"]),
+                  *(["-shared", "-fPIC", f"-Wl,-soname,{out.name}"] if shared else [])]
     result = subprocess.run([compiler, *flags, *link_flags, str(source), "-o", str(out)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
+
+
+def write_apk(path: pathlib.Path, entries: Dict[str, bytes], compressed: Sequence[str] = (),
+              align: int = 4096) -> Dict[str, int]:
+    """A zip as the Android Gradle plugin and `zipalign -p` leave an APK: each entry stored, its
+    data at a multiple of `align` (padded with zipalign's alignment extra field, 0xd935), except
+    those named in `compressed` (deflated, unaligned). Returns where each entry's data starts."""
+    offsets = {}
+    with zipfile.ZipFile(path, "w") as apk:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            if name in compressed:
+                info.compress_type = zipfile.ZIP_DEFLATED
+            else:
+                info.compress_type = zipfile.ZIP_STORED
+                unpadded = apk.fp.tell() + 30 + len(name.encode())
+                padding = -unpadded % align
+                if padding and padding < 6:
+                    padding += align
+                if padding:
+                    info.extra = struct.pack("<HHH", 0xd935, padding - 4, align) + \
+                        bytes(padding - 6)
+            offsets[name] = apk.fp.tell() + 30 + len(name.encode()) + len(info.extra)
+            apk.writestr(info, data)
+    return offsets

@@ -53,7 +53,7 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
     from droidheap.symbolizer import search_dirs
     # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
-                           fetch_files=lambda modules: fetch_device_files(
-                               device, modules, out / "device-files"),
+                           fetch_files=lambda modules, warnings: fetch_device_files(
+                               device, modules, out / "device-files", warnings=warnings),
                            process_argvs=process_argvs, exit_statuses=exit_statuses)
     echo_conversion(result, out)

@@ -369,6 +369,7 @@ def _run_attached(device, session, pids, targets, duration_ms):
     every_process = targets.every_process and targets.startup  # else the pids found running
     session.start(pids=pids, names=startup_names, every_process=every_process,
                   exit_when_clients_gone=not targets.from_startup())
+    apps = {}
     try:
         # Only once droidheapd listens: a program starting before would find no one to talk to.
         for name in startup_names:
@@ -380,6 +381,10 @@ def _run_attached(device, session, pids, targets, duration_ms):
                   f"from the start of each new process too; Ctrl-C to stop")
         session.wait_until(lambda: set(pids) <= session.recording_pids(), _CONNECT_TIMEOUT_S)
         connected = session.recording_pids()
+        # An app takes the profiling signal only when profileable: one that does not connect may
+        # never do so, which the end of the session says.
+        if not targets.every_process:  # --all: most processes idle, and not asked for by name
+            apps = {pid: device.app_name(pid) for pid in pids if pid not in connected}
         for pid in pids:
             if pid in connected:
                 _note(f"attached to pid {pid}")
@@ -405,6 +410,16 @@ def _run_attached(device, session, pids, targets, duration_ms):
         if every_process:
             device.disable_all_at_start()
     session.stop()
+    for name in startup_names:  # apps that started during the session and never connected
+        for pid in device.pidof(name):
+            if pid not in apps and pid not in session.connected_pids():
+                apps[pid] = device.app_name(pid)
+    for pid, name in sorted(apps.items()):
+        if name and pid not in session.connected_pids():
+            _note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes "
+                  "the profiling signal in an app only when the app is profileable "
+                  '(<profileable android:shell="true"/> in its manifest, or a debuggable build '
+                  "of it, or a userdebug phone)")
 
 
 def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):

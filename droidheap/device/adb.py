@@ -14,6 +14,7 @@ import pathlib
 import posixpath
 import re
 import shlex
+import stat
 import subprocess
 from typing import Dict, List, Optional, Sequence
 
@@ -34,6 +35,11 @@ _SHELL_TIMEOUT_S = 30.0
 _SU_TIMEOUT_S = 10.0
 # A file smaller than this arrives before a bar would be worth drawing.
 _PROGRESS_MIN_BYTES = 1 << 20
+_RANGE_BLOCK = 4096
+# The processes apps are forked from: their argv[0] (zygote's unspecialised app processes, USAPs,
+# are its children too).
+_ZYGOTES = ("zygote", "zygote64", "webview_zygote")
+_RANGE_TIMEOUT_S = 300.0  # a large library over a slow cable
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
 MODES = ("auto", "root", "preload", "platform")
 _64_BIT_ABIS = ("arm64-v8a", "x86_64")
@@ -208,6 +214,17 @@ class AdbDevice(Device):
             raise DroidheapError(f"pidof on {self.serial} answered {result.stdout.strip()!r}") \
                 from None
 
+    def app_name(self, pid: int) -> Optional[str]:
+        pid = int(pid)
+        result = self.run_script(
+            f"ppid=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/{pid}/status) && "
+            f"cat /proc/$ppid/cmdline && echo && cat /proc/{pid}/cmdline")
+        lines = result.stdout.split("\n", 1)
+        if result.exit_code != 0 or len(lines) != 2:
+            return None
+        parent, own = (line.split("\0", 1)[0] for line in lines)
+        return own or None if posixpath.basename(parent) in _ZYGOTES else None
+
     def process_exists(self, pid: int) -> bool:
         return self.run(["test", "-d", f"/proc/{int(pid)}"]).exit_code == 0
 
@@ -231,6 +248,25 @@ class AdbDevice(Device):
         size = found.size if found and found.size >= _PROGRESS_MIN_BYTES else 0
         with progress_bar(f"pulling {posixpath.basename(remote)}", size) as bar:
             self._sync.pull(remote, local, bar.update)
+
+    def file_size(self, remote: str) -> int:
+        found = self._sync.stat(remote)
+        if found is None or not stat.S_ISREG(found.mode):
+            raise DroidheapError(f"no file {remote} on {self.serial}")
+        return found.size
+
+    def read_range(self, remote: str, offset: int, size: int) -> bytes:
+        # Whole blocks through dd, which seeks to the first: toybox's dd has no byte offsets.
+        first = offset // _RANGE_BLOCK
+        count = -(-(offset + size) // _RANGE_BLOCK) - first
+        script = (f"dd if={shlex.quote(remote)} bs={_RANGE_BLOCK} skip={first} count={count} "
+                  "2>/dev/null")
+        with adb_errors(f"cannot read {remote} on {self.serial}"):
+            result = self.adb.shell2(script, timeout=_RANGE_TIMEOUT_S, encoding=None, v2=True)
+        if result.returncode != 0:
+            raise DroidheapError(f"cannot read {remote} on {self.serial}")
+        skip = offset - first * _RANGE_BLOCK
+        return result.stdout[skip:skip + size]
 
     def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
             -> Optional[pathlib.Path]:

@@ -114,6 +114,11 @@ class Device(abc.ABC):
     def process_exists(self, pid: int) -> bool:
         ...
 
+    def app_name(self, pid: int) -> Optional[str]:
+        """The name of `pid` when it is an app (a child of Android's zygote, which gave it its
+        name), else None."""
+        return None
+
     def prefer_platform_profiler(self, pids: Sequence[int]) -> bool:
         """Whether the device's own profiler should take these attach targets, droidheap's client
         being unable to reach them; when so, it is used from now on."""
@@ -142,6 +147,15 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def pull(self, remote: str, local: pathlib.Path) -> None:
         ...
+
+    @abc.abstractmethod
+    def file_size(self, remote: str) -> int:
+        """The size of the file `remote`; raises DroidheapError when it cannot be seen."""
+
+    @abc.abstractmethod
+    def read_range(self, remote: str, offset: int, size: int) -> bytes:
+        """`size` bytes of the file `remote` from `offset`, fewer at its end; raises
+        DroidheapError when it cannot be read."""
 
     def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
             -> Optional[pathlib.Path]:

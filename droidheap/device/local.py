@@ -254,6 +254,20 @@ class LocalDevice(Device):
         except OSError as e:
             raise DroidheapError(f"cannot pull {remote}: {e.strerror}") from None
 
+    def file_size(self, remote: str) -> int:
+        try:
+            return os.stat(remote).st_size
+        except OSError as e:
+            raise DroidheapError(f"cannot read {remote}: {e.strerror}") from None
+
+    def read_range(self, remote: str, offset: int, size: int) -> bytes:
+        try:
+            with open(remote, "rb") as f:
+                f.seek(offset)
+                return f.read(size)
+        except OSError as e:
+            raise DroidheapError(f"cannot read {remote}: {e.strerror}") from None
+
     def remove(self, remote: str) -> None:
         pathlib.Path(remote).unlink(missing_ok=True)
 

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.apk_library import split_library_path
 from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTotals
 from droidheap.trace.reader import as_text
 
@@ -40,6 +41,8 @@ class Mapping:
     end: int = 0
     offset: int = 0  # file offset of `start`
     load_bias: int = 0
+    # File offset of the ELF file's first byte: where an APK stores the library, else 0.
+    elf_offset: int = 0
 
     @property
     def is_pseudo(self) -> bool:
@@ -52,9 +55,14 @@ class Mapping:
         # "/[vdso]", "/[droidheap: unwind error]": one component that was never a file path.
         return self.path[1:] if self.path.startswith("/[") else self.path
 
+    @property
+    def elf_file_offset(self) -> int:
+        """The ELF file's own offset of `start`."""
+        return self.offset - self.elf_offset
+
     def pc(self, rel_pc: int) -> int:
-        """The process address of `rel_pc` (rel_pc = pc - start + offset + load_bias)."""
-        return max(0, rel_pc - self.load_bias - self.offset + self.start)
+        """The process address of `rel_pc` (rel_pc = pc - start + elf_file_offset + load_bias)."""
+        return max(0, rel_pc - self.load_bias - self.elf_file_offset + self.start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +254,17 @@ def _make_mapping(raw: pb.Mapping, t: _Tables) -> Mapping:
     if path.startswith("//"):
         path = path[1:]
     build_id = t.build_ids.get(raw.build_id, b"") if raw.build_id else b""
+    # exact_offset is the mapping's offset and start_offset the ELF file's (libunwindstack's
+    # elf_start_offset). Android 10's heapprofd gives start_offset alone, and droidheap's traces
+    # before 2026-11-27 the mapping's offset in both: there the ELF file starts at 0, unless the
+    # path names a library inside an APK.
+    offset, elf_offset = raw.start_offset, 0
+    if raw.HasField("exact_offset"):
+        offset = raw.exact_offset
+        if raw.start_offset != raw.exact_offset or split_library_path(path):
+            elf_offset = min(raw.start_offset, offset)
     return Mapping(path=path, build_id=build_id.hex(), start=raw.start, end=raw.end,
-                   offset=raw.start_offset, load_bias=raw.load_bias)
+                   offset=offset, load_bias=raw.load_bias, elf_offset=elf_offset)
 
 
 def _new_dump(pid: int, index: int, src: pb.ProfilePacket.ProcessHeapSamples) -> HeapDump:

@@ -21,16 +21,17 @@ struct MappingInfo {
   uint64_t start = 0;
   uint64_t end = 0;
   uint64_t offset = 0;     // file offset of `start`
+  uint64_t elf_offset = 0;  // file offset of the ELF file's first byte (an APK's entry; else 0)
   uint64_t load_bias = 0;  // p_vaddr - p_offset of the segment mapped here
   bool operator==(const MappingInfo& o) const {
     return path == o.path && build_id == o.build_id && start == o.start && end == o.end &&
-           offset == o.offset && load_bias == o.load_bias;
+           offset == o.offset && elf_offset == o.elf_offset && load_bias == o.load_bias;
   }
 };
 
 struct FrameInfo {
   uint32_t mapping;  // index into DumpSnapshot::mappings
-  uint64_t rel_pc;   // ELF virtual address: pc - start + offset + load_bias
+  uint64_t rel_pc;   // ELF virtual address: pc - start + (offset - elf_offset) + load_bias
 };
 
 struct CallstackSample {

@@ -74,8 +74,8 @@ size_t Mix(size_t seed, uint64_t value) {
 }  // namespace
 
 bool TraceWriter::MappingLess::operator()(const MappingInfo& a, const MappingInfo& b) const {
-  return std::tie(a.path, a.build_id, a.start, a.end, a.offset, a.load_bias) <
-         std::tie(b.path, b.build_id, b.start, b.end, b.offset, b.load_bias);
+  return std::tie(a.path, a.build_id, a.start, a.end, a.offset, a.elf_offset, a.load_bias) <
+         std::tie(b.path, b.build_id, b.start, b.end, b.offset, b.elf_offset, b.load_bias);
 }
 
 size_t TraceWriter::FrameKeyHash::operator()(const FrameKey& k) const {
@@ -413,9 +413,9 @@ uint64_t TraceWriter::InternCallstack(const DumpSnapshot& process, uint32_t inde
   return local->callstacks[index] = inserted.first->second;
 }
 
-// start_offset and exact_offset both get the mapping's file offset: exact_offset is that by
-// definition, and start_offset (the offset of the ELF's first mapping) is unknown here; older
-// readers, and ours on the host, read start_offset as the mapping's offset.
+// exact_offset is the mapping's file offset; start_offset, as heapprofd's libunwindstack gives it,
+// that of the ELF file's first byte: 0, or where an APK stores the library. (Traces of droidheap
+// before 2026-11-27 gave the mapping's offset in both; the host reads exact_offset first.)
 uint64_t TraceWriter::InternMapping(const DumpSnapshot& process, uint32_t index, LocalIids* local,
                                     ProtoEncoder* out) {
   using pb::Mapping;
@@ -432,7 +432,7 @@ uint64_t TraceWriter::InternMapping(const DumpSnapshot& process, uint32_t index,
       entry.Varint(Mapping::kBuildId, build_id);
     }
     entry.Varint(Mapping::kExactOffset, mapping.offset);
-    entry.Varint(Mapping::kStartOffset, mapping.offset);
+    entry.Varint(Mapping::kStartOffset, mapping.elf_offset);
     entry.Varint(Mapping::kStart, mapping.start);
     entry.Varint(Mapping::kEnd, mapping.end);
     entry.Varint(Mapping::kLoadBias, mapping.load_bias);

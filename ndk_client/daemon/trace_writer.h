@@ -32,7 +32,7 @@
 // as heapprofd's do (the join cannot produce a name without a leading '/'); "" has no component and
 // reads back as "". Empty components are dropped ("/a//b" reads back as "/a/b"). Build ids are
 // interned as their raw bytes, as the trace processor expects; a mapping without one has build_id
-// 0. Both start_offset and exact_offset hold MappingInfo::offset (see InternMapping).
+// 0. exact_offset holds MappingInfo::offset, start_offset its elf_offset (see InternMapping).
 #pragma once
 
 #include <stddef.h>

@@ -45,11 +45,13 @@ MappingInfo PseudoMapping(const char* name) {
 
 MappingInfo ToMappingInfo(const MapEntry& e) {
   MappingInfo m;
-  m.path = e.path;
+  // A library inside an APK as the linker names it: "/data/app/…/base.apk!/lib/x86_64/libfoo.so".
+  m.path = e.elf.entry.empty() ? e.path : e.path + "!/" + e.elf.entry;
   m.build_id = e.build_id;
   m.start = e.start;
   m.end = e.end;
   m.offset = e.offset;
+  m.elf_offset = e.elf.offset;
   m.load_bias = e.load_bias;
   return m;
 }
@@ -373,9 +375,9 @@ uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t seq
         if (in_profiler) continue;
         // The profiler's library below the app's frames (a callback into libc): booked as is.
         frames.push_back({client->callstacks.InternMapping(ToMappingInfo(*map)),
-                          pc - map->start + map->offset + map->load_bias});
+                          map->RelPc(pc)});
       } else {
-        frames.push_back({mapping, pc - map->start + map->offset + map->load_bias});
+        frames.push_back({mapping, map->RelPc(pc)});
       }
     }
     in_profiler = false;
@@ -388,6 +390,9 @@ uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t seq
                       static_cast<uint64_t>(unwound.error)});
   }
   if (stack_log_fd_ >= 0) LogStack(*client, sequence, booked_pcs, unwound.error);
+  for (const std::string& problem : elf_cache_.TakeProblems()) {
+    Log("warning: pid=%d: %s", client->pid, problem.c_str());
+  }
   std::reverse(frames.begin(), frames.end());
   const uint32_t callstack = client->callstacks.InternCallstack(frames);
   UnwoundStackCache::Entry* kept = client->stack_cache.Keep(

@@ -398,7 +398,8 @@ int CheckElfFile(const char* path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   CHECK(fd >= 0 && fstat(fd, &st) == 0);
   MappedFileId id{major(st.st_dev), minor(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-  std::unique_ptr<CfiFile> cfi = CfiFile::Open(path, id);
+  std::unique_ptr<CfiFile> cfi =
+      CfiFile::Open(path, id, {0, static_cast<uint64_t>(st.st_size), ""});
   CHECK(cfi != nullptr && cfi->exidx() != nullptr);
   const ArmExidxTable& table = *cfi->exidx();
   void* mapped = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

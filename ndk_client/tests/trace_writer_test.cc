@@ -31,13 +31,14 @@ constexpr uint64_t kT0 = 1000 * kSecond;
 constexpr uint32_t kBigStacks = 50000;
 
 MappingInfo Map(const char* path, const std::string& build_id, uint64_t start, uint64_t end,
-                uint64_t offset, uint64_t load_bias) {
+                uint64_t offset, uint64_t load_bias, uint64_t elf_offset = 0) {
   MappingInfo m;
   m.path = path;
   m.build_id = build_id;
   m.start = start;
   m.end = end;
   m.offset = offset;
+  m.elf_offset = elf_offset;
   m.load_bias = load_bias;
   return m;
 }
@@ -48,8 +49,9 @@ const MappingInfo kLibc = Map("/system/lib64/libc.so", kLibcBuildId, 0x700000000
                               0x1000, 0x2000);
 const MappingInfo kLibc2 = Map("/system/lib64/libc.so", kLibcBuildId, 0x7100000000, 0x7100100000,
                                0x1000, 0x2000);
-const MappingInfo kLibA = Map("/data/app/com.example.a/lib/arm64/liba.so", "", 0x7200000000,
-                              0x7200040000, 0, 0);
+// A library the linker maps from inside its APK: its ELF file starts at the entry's offset.
+const MappingInfo kLibA = Map("/data/app/com.example.a/base.apk!/lib/arm64-v8a/liba.so", "",
+                              0x7200000000, 0x7200040000, 0x5000, 0, 0x4000);
 const MappingInfo kNoName = Map("", "", 0x7300000000, 0x7300001000, 0, 0);
 const MappingInfo kX = Map("/usr/lib/x.so", "\xc0\xff\xee", 0x5500000000, 0x5500010000, 0x2000, 0);
 const MappingInfo kScudo = Map("[anon:scudo:primary]", "", 0x7400000000, 0x7400100000, 0, 0);

@@ -175,18 +175,24 @@ std::unique_ptr<ArmExidxTable> FindArmExidx(const FileView& file) {
 
 }  // namespace
 
-std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFileId& id) {
-  uint64_t size;
-  int fd = OpenMappedFile(path, id, &size);
+std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFileId& id,
+                                       const ElfLocation& location) {
+  uint64_t file_size;
+  int fd = OpenMappedFile(path, id, &file_size);
   if (fd < 0) return nullptr;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t skip = location.offset % page;
+  const uint64_t length = skip + location.size;
   void* mapped = MAP_FAILED;
-  if (size >= sizeof(Elf64_Ehdr) && size <= SIZE_MAX) {
-    mapped = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (location.size >= sizeof(Elf64_Ehdr) && location.offset <= file_size &&
+      location.size <= file_size - location.offset && length <= SIZE_MAX) {
+    mapped = mmap(nullptr, static_cast<size_t>(length), PROT_READ, MAP_PRIVATE, fd,
+                  static_cast<off_t>(location.offset - skip));
   }
   close(fd);
   if (mapped == MAP_FAILED) return nullptr;
   std::unique_ptr<CfiFile> file(
-      new CfiFile(static_cast<const uint8_t*>(mapped), static_cast<size_t>(size)));
+      new CfiFile(mapped, static_cast<size_t>(length), static_cast<size_t>(skip)));
 
   FileView view{file->data_, file->size_};
   // e_ident and e_machine lie at the same offsets in both classes.
@@ -201,6 +207,6 @@ std::unique_ptr<CfiFile> CfiFile::Open(const std::string& path, const MappedFile
   return file;
 }
 
-CfiFile::~CfiFile() { munmap(const_cast<uint8_t*>(data_), size_); }
+CfiFile::~CfiFile() { munmap(mapped_, mapped_size_); }
 
 }  // namespace droidheap

@@ -90,7 +90,7 @@ bool DwarfUnwinder::Locate(ProcessMaps* maps, uint64_t pc, const MapEntry** map,
   if (*map == nullptr) return false;
   *row = nullptr;
   *ehabi = ArmExidxEntry();
-  const uint64_t elf_pc = pc - (*map)->start + (*map)->offset + (*map)->load_bias;
+  const uint64_t elf_pc = (*map)->RelPc(pc);
   if ((*map)->cfi != nullptr) {
     const CachedRow& found = FindRow((*map)->cfi, elf_pc);
     if (found.found) *row = &found;

@@ -44,4 +44,15 @@ int OpenMappedFile(const std::string& path, const MappedFileId& id, uint64_t* si
   return fd;
 }
 
+bool ReadFileAt(int fd, uint64_t offset, void* out, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pread(fd, static_cast<char*>(out) + done, size - done,
+                            static_cast<off_t>(offset + done));
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 }  // namespace droidheap

@@ -8,6 +8,7 @@
 // else is refused, which costs that mapping its symbols only. Stateless; any thread.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <string>
@@ -27,9 +28,20 @@ struct MappedFileId {
   }
 };
 
+// Where an ELF file lies in the file a process maps: all of it, or one entry of an APK
+// (zip_entry.h).
+struct ElfLocation {
+  uint64_t offset = 0;  // of the ELF file's first byte
+  uint64_t size = 0;
+  std::string entry;    // the APK's entry ("lib/arm64-v8a/libfoo.so"); empty for a whole file
+};
+
 // A read-only fd (O_CLOEXEC) of the regular file at `path` when it is the file `id` names, with its
 // size in `*size` (when not null); -1 otherwise. Never blocks on what the path names (a FIFO, a
 // device).
 int OpenMappedFile(const std::string& path, const MappedFileId& id, uint64_t* size);
+
+// Reads exactly `size` bytes at `offset` of `fd`; false on an error or the end of the file.
+bool ReadFileAt(int fd, uint64_t offset, void* out, size_t size);
 
 }  // namespace droidheap

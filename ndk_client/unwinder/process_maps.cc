@@ -117,19 +117,21 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
   if (!it->resolved) {
     it->resolved = true;
     if (!it->path.empty() && it->path[0] == '/') {
-      const ElfInfo& elf = elf_cache->Get(it->path, it->file);
+      const ElfInfo& elf = elf_cache->Get(it->path, it->file, it->offset);
       if (elf.valid) {
         it->build_id = elf.build_id;
-        const bool has_code = elf.HasCodeIn(it->offset, it->end - it->start);
+        it->elf = elf.location;
+        const uint64_t elf_offset = it->offset - elf.location.offset;
+        const bool has_code = elf.HasCodeIn(elf_offset, it->end - it->start);
         if (!it->permissions_known) it->executable = has_code;
-        it->load_bias = elf.LoadBiasAt(it->offset, it->executable);
+        it->load_bias = elf.LoadBiasAt(elf_offset, it->executable);
         // Unwind tables wherever the file has code, whatever the permissions say: qemu-user shows
         // a 32-bit guest's library whose read-only segment and code the kernel merged (qemu maps
         // code without PROT_EXEC) as one r--p mapping, in which every one of its pcs lies. On a
         // phone no pc is found in a mapping that is not executable, so nothing changes there.
         if (it->executable || has_code) {
-          it->cfi = elf_cache->Cfi(it->path, it->file);
-          it->exidx = elf_cache->Exidx(it->path, it->file);
+          it->cfi = elf_cache->Cfi(it->path, it->file, it->offset);
+          it->exidx = elf_cache->Exidx(it->path, it->file, it->offset);
         }
       }
     }

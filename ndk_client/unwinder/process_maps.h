@@ -24,12 +24,16 @@ struct MapEntry {
   // permissions are qemu's, not the guest's: the ELF file then says whether it holds code.
   bool permissions_known = true;
   std::string path;
-  // Filled on first use from the ELF file (see Resolve).
+  // Filled on first use from the ELF file (see Find).
   bool resolved = false;
   std::string build_id;
   uint64_t load_bias = 0;
+  ElfLocation elf;  // where in the mapped file the ELF file lies (an APK's entry, or all of it)
   const CfiTable* cfi = nullptr;  // executable file mappings; owned by the ElfCache
   const ArmExidxTable* exidx = nullptr;  // ... of 32-bit ARM files with one; owned likewise
+
+  // The ELF virtual address of `pc` in this mapping: what the host symbolizes.
+  uint64_t RelPc(uint64_t pc) const { return pc - start + (offset - elf.offset) + load_bias; }
 };
 
 class ProcessMaps {

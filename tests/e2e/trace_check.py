@@ -121,13 +121,15 @@ def _execd_pids(packets) -> set:
 
 
 def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_",
-                                  allowed: Tuple[str, ...] = (), at_peak: bool = False):
+                                  allowed: Tuple[str, ...] = (), at_peak: bool = False,
+                                  process_name: str = ""):
     """Both traces in OUT load in Perfetto's trace processor without an import error or data
     loss (but the stats named in `allowed`), with every dump placed inside the trace; in the
     symbolized one the process is named, the program's frames are symbolized, and each site
     holds what the last pprof file of its process holds. The raw trace books the same bytes
     (unnamed). With `at_peak` (heapprofd's dump_at_max) only the bytes in use compare: the trace
     processor reads a peak as allocated and never freed, droidheap's pprof as in use only.
+    The process is named `process_name` (default: the program's file name).
 
     A process that exec'd while profiled (a shell running the program) has both programs' stacks
     booked under its pid by the trace processor, the pprof only the last one's: only sites
@@ -157,7 +159,7 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
             execd = _execd_pids(packets)
             for pid, sites in per_site.items():
                 if set(sites) != {"?"}:  # the program's (--all profiles others beside it)
-                    assert program.name in names.get(pid, ""), names
+                    assert (process_name or program.name) in names.get(pid, ""), names
                 in_pprof = totals_by_site_in_pprof(last_pprof_of(out, pid), prefix)
                 if pid in execd:
                     sites, in_pprof = ({k: v for k, v in d.items() if k != "?"}

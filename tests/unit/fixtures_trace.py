@@ -23,8 +23,9 @@ class FakeMapping:
     build_id: bytes = b""
     start: int = 0x7000_0000
     end: int = 0x7001_0000
-    offset: int = 0
+    offset: int = 0  # start_offset: the mapping's, or (with exact_offset) the ELF file's
     load_bias: int = 0
+    exact_offset: Optional[int] = None  # the mapping's offset, as droidheapd and Android 11 give it
     # Intern the path as one component (as Chrome does) instead of one per directory.
     single_component: bool = False
 
@@ -165,10 +166,12 @@ class TraceBuilder:
             split = m.path.startswith("/") and not m.single_component
             components = [c for c in m.path.split("/") if c] if split else [m.path]
             self._mappings[m] = len(self._mappings) + 1
-            self._pending.mappings.add(
+            added = self._pending.mappings.add(
                 iid=self._mappings[m], build_id=build_iid, start_offset=m.offset, start=m.start,
                 end=m.end, load_bias=m.load_bias,
                 path_string_ids=[self._path_id(c) for c in components])
+            if m.exact_offset is not None:
+                added.exact_offset = m.exact_offset
         return self._mappings[m]
 
     def callstack(self, frames: Sequence[Tuple[FakeMapping, int]]) -> int:

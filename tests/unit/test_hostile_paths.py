@@ -120,7 +120,7 @@ def test_a_climbing_mapping_path_in_a_trace_is_refused_with_a_warning(tmp_path, 
     raw = tmp_path / "raw-trace"
     raw.write_bytes(b.to_bytes())
     out = tmp_path / "out"
-    result = convert_trace(raw, out, fetch_files=lambda modules: fetch_device_files(
+    result = convert_trace(raw, out, fetch_files=lambda modules, _: fetch_device_files(
         hostile_adb_device(), modules, out / "device-files", tmp_path / "cache"))
     assert victim.read_text() == VICTIM_TEXT
     assert any(path in w and "refused" in w for w in result.warnings), result.warnings
@@ -139,7 +139,7 @@ def test_a_symlink_in_device_files_does_not_lead_the_symbolizer_out(program, tmp
     b.dump({7: [(stack, 4096, 0, 1, 0)]})
     raw = tmp_path / "raw-trace"
     raw.write_bytes(b.to_bytes())
-    result = convert_trace(raw, tmp_path / "out", fetch_files=lambda modules: device_files)
+    result = convert_trace(raw, tmp_path / "out", fetch_files=lambda modules, _: device_files)
     assert any("/system/bin/prog" in w and "refused" in w for w in result.warnings), \
         result.warnings
     assert "middle" not in result.summary_text

@@ -27,7 +27,9 @@ BIG_STACKS = 50000
 LIBC_BUILD_ID = bytes.fromhex("00112233445566778899aabbccddeeff8000fe7f")
 LIBC = ("/system/lib64/libc.so", LIBC_BUILD_ID, 0x7000000000, 0x7000100000, 0x1000, 0x2000)
 LIBC2 = ("/system/lib64/libc.so", LIBC_BUILD_ID, 0x7100000000, 0x7100100000, 0x1000, 0x2000)
-LIBA = ("/data/app/com.example.a/lib/arm64/liba.so", b"", 0x7200000000, 0x7200040000, 0, 0)
+LIBA = ("/data/app/com.example.a/base.apk!/lib/arm64-v8a/liba.so", b"", 0x7200000000,
+        0x7200040000, 0x5000, 0)
+ELF_OFFSETS = {LIBA[2]: 0x4000}  # by start: where the ELF file lies in the mapped file (else 0)
 NONAME = ("", b"", 0x7300000000, 0x7300001000, 0, 0)
 X = ("/usr/lib/x.so", bytes.fromhex("c0ffee"), 0x5500000000, 0x5500010000, 0x2000, 0)
 SCUDO = ("[anon:scudo:primary]", b"", 0x7400000000, 0x7400100000, 0, 0)
@@ -308,10 +310,12 @@ def test_build_ids_are_interned_as_raw_bytes_and_unknown_ones_as_zero(traces):
     assert len(without) == 3 and all(m.build_id == 0 for m in without)
 
 
-def test_mapping_offset_is_written_as_exact_and_start_offset(traces):
+def test_the_mappings_offset_is_exact_offset_and_the_elf_files_start_offset(traces):
+    """As heapprofd's libunwindstack gives them: start_offset is where the ELF file starts (an
+    APK's entry), 0 for a file that is one."""
     for m in traces.main.generations[0]["mappings"]:
         original = next(o for o in ALL_MAPPINGS if o[2] == m.start)
-        assert m.exact_offset == m.start_offset == original[4]
+        assert (m.exact_offset, m.start_offset) == (original[4], ELF_OFFSETS.get(m.start, 0))
 
 
 def test_identical_entries_in_two_processes_share_one_iid(traces):
