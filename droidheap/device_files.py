@@ -11,18 +11,19 @@ still forge the build id note of a file it serves; what it seeds then symbolizes
 ask for that build id.) A pulled file that does not match stays in this output alone, where the
 symbolizer, which checks build ids too, refuses it.
 
-A library inside an APK (`…/base.apk!/lib/x86_64/libfoo.so`) is read as its entry's bytes alone
-(apk_library), on every device, and placed likewise.
+A library inside an APK (`…/base.apk!/lib/x86_64/libfoo.so`, or heapprofd's `…/base.apk!libfoo.so`)
+is read as its entry's bytes alone (apk_library), on every device, and placed likewise.
 
 Device paths and build ids are data (safe_paths): one that is not a plain absolute path, or hex,
 or that leads out of the output directory, is skipped; the symbolizer warns of it.
 """
 import pathlib
+import struct
 from typing import List, Optional, Sequence, Tuple
 
-from droidheap.apk_library import read_stored_entry, split_library_path
+from droidheap.apk_library import read_library, split_library_path
 from droidheap.device.base import Device
-from droidheap.elf.headers import file_build_id
+from droidheap.elf.headers import file_build_id, read_headers
 from droidheap.errors import DroidheapError
 from droidheap.output_files import link_output, write_output
 from droidheap.safe_paths import UnsafePath, hex_build_id, mirror_path, plain_name
@@ -47,18 +48,25 @@ def _cache_entry(cache: pathlib.Path, device_path: str, build_id: str) -> Option
         return None
 
 
-def _extract_library(device: Device, device_path: str, target: pathlib.Path,
+def _memory_build_id(data: bytes) -> str:
+    try:
+        return read_headers(data).build_id(data)
+    except (ValueError, struct.error):
+        return ""
+
+
+def _extract_library(device: Device, device_path: str, build_id: str, target: pathlib.Path,
                      warnings: List[str]) -> bool:
     """A library inside an APK (apk_library): only its entry's bytes are read off the device."""
-    apk, entry = split_library_path(device_path)
+    apk, library = split_library_path(device_path)
     try:
-        data = read_stored_entry(lambda offset, size: device.read_range(apk, offset, size),
-                                 device.file_size(apk), entry)
+        data = read_library(lambda offset, size: device.read_range(apk, offset, size),
+                            device.file_size(apk), library, _memory_build_id, build_id)
         target.parent.mkdir(parents=True, exist_ok=True)
         write_output(target, data)
         return True
     except DroidheapError as e:
-        warnings.append(f"cannot read {entry} from {apk}: {e}; its frames are named for it")
+        warnings.append(f"cannot read {library} from {apk}: {e}; its frames are named for it")
     except OSError as e:
         warnings.append(f"cannot write {target}: {e.strerror}")
     return False
@@ -84,7 +92,7 @@ def fetch_device_files(device: Device, modules: Sequence[Tuple[str, str]], out_d
         if entry is not None and file_build_id(entry) == build_id and _place(entry, target):
             placed = True
         elif split_library_path(path):
-            if _extract_library(device, path, target, warnings):
+            if _extract_library(device, path, build_id, target, warnings):
                 placed = True
                 if entry is not None and file_build_id(target) == build_id:
                     _place(target, entry)

@@ -5,7 +5,7 @@ Where a mapping's file is looked for, in order: the extra search directories (as
 path>`, then `<dir>/<file name>`), then anywhere below the user's search directories by file name
 (symbol_dirs: an app's build tree), then its own path (in emulator mode the device's files are
 the host's), and last, below the user's search directories, by build id. A library inside an APK
-(`…/base.apk!/lib/x86_64/libfoo.so`) is named `libfoo.so`. A candidate whose build id differs from the trace's is never used. A device path is data
+(`…/base.apk!/lib/x86_64/libfoo.so`, heapprofd's `…/base.apk!libfoo.so`) is called `libfoo.so`. A candidate whose build id differs from the trace's is never used. A device path is data
 (safe_paths): one that is not absolute and normalised is refused, with a warning, and so is a
 candidate in a directory of files pulled from the device (`add_device_files`) that a symlink
 there leads out of it; the user's own search directories may link anywhere. DWARF comes from the
@@ -24,6 +24,7 @@ import dataclasses
 import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from droidheap.apk_library import library_file_name
 from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
 from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
@@ -125,7 +126,7 @@ class Symbolizer:
         except UnsafePath as e:
             self._warn(str(e))
             return
-        name = pathlib.PurePosixPath(relative).name
+        name = library_file_name(device_path)
         for root in self.search_dirs:
             for candidate in (root / relative, root / name):
                 if root in self._device_dirs:
@@ -288,7 +289,7 @@ class SymbolTable:
         module = self.modules.get((mapping.path, mapping.build_id))
         if module is not None and frame.rel_pc in module.lines:
             return module.lines[frame.rel_pc]
-        name = pathlib.PurePosixPath(mapping.display_path).name or "[anonymous]"
+        name = library_file_name(mapping.display_path) or "[anonymous]"
         return (SourceLine(frame.function_name or f"{name}+{frame.rel_pc:#x}"),)
 
 

@@ -17,6 +17,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -84,9 +85,10 @@ class AppFiles:
         cli.shell(f"chmod 755 {self.device_zygote}; chmod 644 {self.device_apk}")
 
     def start_zygote(self, cli: AdbCli, *apps: str, linger_ms: int = 60000):
+        """The zygote, its apps' output (and what their profiler's client logs) read here."""
         cli.shell(f"rm -f {GO}")
         return start_on_device(cli, self.device_zygote, self.device_apk, self.abi, "--wait-file",
-                               GO, "--linger", str(linger_ms), *apps)
+                               GO, "--linger", str(linger_ms), *apps, "2>&1")
 
 
 @pytest.fixture(scope="module")
@@ -230,4 +232,62 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
     jni = sum(sample.value[IN_USE_SPACE] for sample in last_pprof_of(out, pids[APP]).sample)
     assert abs(jni - JNI_BYTES) < 0.1 * JNI_BYTES, jni  # every other site is a few KiB
     assert f"warning: pid {pids[OTHER]} ({OTHER}) was not profiled" in stderr, stderr
+    app_cli.assert_left_as_it_was()
+
+
+def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, *flags: str,
+                    attached=None, settle_s: float = 0) -> tuple:
+    """A session given `flags` while the app waits; once `attached(session, zygote, pid)` returns,
+    the app allocates, and `settle_s` later the session is stopped by Ctrl-C. Returns (pid, stdout,
+    stderr)."""
+    zygote = files.start_zygote(cli, APP)
+    session, pids = None, {}
+    try:
+        pids = waiting_apps(zygote, 1)
+        session = cli.start(*flags, "-o", out, "--symbols", files.gradle)
+        attached(session, zygote, pids[APP])
+        cli.shell(f"touch {GO}")
+        read_line_containing(zygote.stdout, f"app {APP} pid={pids[APP]} done", 120)
+        time.sleep(settle_s)
+        session.send_signal(signal.SIGINT)
+        stdout, stderr = session.communicate(timeout=300)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session, zygote)
+        cli.shell("killall zygote 2>/dev/null")
+    return pids[APP], stdout, stderr
+
+
+@ANDROID_11_ONLY
+def test_all_takes_the_app_with_the_rest(app_cli, app_files, tmp_path):
+    (files,) = app_files.values()
+    out = tmp_path / "out"
+    pid, stdout, _ = profile_the_app(
+        app_cli, files, out, "--all", "-i", "1",
+        attached=lambda session, _, pid: read_line_containing(session.stderr,
+                                                              f"attached to pid {pid}", 120))
+    assert_jni_frames(stdout, pid, exact=True)
+    assert_stacks_reach_the_entry(out, pid, files)
+    app_cli.assert_left_as_it_was()
+
+
+@ANDROID_11_ONLY
+def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, app_files,
+                                                                     tmp_path):
+    """Google's heapprofd names the library as tombstones do (`base.apk!libjnidemo.so`, its
+    soname): the same library, found in the app's build tree all the same."""
+    (files,) = app_files.values()
+    out = tmp_path / "out"
+    pid, stdout, _ = profile_the_app(
+        app_cli, files, out, "--mode", "platform", "-n", APP, "-i", "1",
+        # Android 11's client logs on the app's standard error once its hooks are in.
+        attached=lambda _, zygote, __: read_line_containing(zygote.stdout,
+                                                            "heapprofd_client initialized", 120),
+        # heapprofd unwinds behind the app, and its last dump holds what it had unwound by then;
+        # nothing outside tells when it has caught up (about a second here).
+        settle_s=5)
+    assert_jni_frames(stdout, pid, exact=True)
+    profile = last_pprof_of(out, pid)
+    assert f"{files.device_apk}!libjnidemo.so" in \
+        {profile.string_table[m.filename] for m in profile.mapping}
     app_cli.assert_left_as_it_was()

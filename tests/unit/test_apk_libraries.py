@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from droidheap.apk_library import read_stored_entry, split_library_path
+from droidheap.apk_library import ApkReader, library_file_name, split_library_path
 from droidheap.convert import convert_trace
 from droidheap.device_files import fetch_device_files
 from droidheap.errors import DroidheapError
@@ -65,8 +65,25 @@ def apk_with(tmp_path, library: bytes, compressed=()) -> pathlib.Path:
 
 def test_split_library_path():
     assert split_library_path(LIBRARY) == (APK, ENTRY)
+    assert split_library_path(f"{APK}!liballoc.so") == (APK, "liballoc.so")  # heapprofd's
     assert split_library_path("/system/lib64/libc.so") is None
     assert split_library_path("/x.apk!/") is None
+    assert library_file_name(LIBRARY) == library_file_name(f"{APK}!liballoc.so") == "liballoc.so"
+
+
+def test_heapprofds_name_finds_the_entry_of_its_build_id(program, tmp_path):
+    """The platform's heapprofd names the library by its soname: of the ABIs' copies of that
+    name, the one whose build id the trace gives."""
+    library = pathlib.Path(program.path).read_bytes()
+    apk = tmp_path / "base.apk"
+    write_apk(apk, {"lib/armeabi-v7a/liballoc.so": b"\x7fELF another ABI's",
+                    "assets/liballoc.so": b"not a library", ENTRY: library})
+    device = ApkDevice({APK: apk})
+    warnings = []
+    out = fetch_device_files(device, [(f"{APK}!liballoc.so", program.build_id)],
+                             tmp_path / "out", tmp_path / "cache", warnings)
+    assert warnings == []
+    assert (out / f"{APK}!liballoc.so".lstrip("/")).read_bytes() == library
 
 
 def test_only_the_librarys_bytes_cross_the_cable_and_once(program, tmp_path):
@@ -119,8 +136,8 @@ def test_an_entry_that_claims_bytes_past_the_end_is_refused(tmp_path):
     directory = data.index(b"PK\x01\x02")
     struct.pack_into("<II", data, directory + 20, 10_000_000, 10_000_000)  # its two sizes
     with pytest.raises(DroidheapError, match="past the end of the file"):
-        read_stored_entry(lambda offset, size: bytes(data[offset:offset + size]), len(data),
-                          ENTRY)
+        ApkReader(lambda offset, size: bytes(data[offset:offset + size]), len(data)) \
+            .stored_entry(ENTRY)
 
 
 def gradle_tree(program, root: pathlib.Path) -> pathlib.Path:
