@@ -2,9 +2,9 @@
 inlined calls from DWARF (pyelftools; droidheap/elf/).
 
 Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
-path>`, then `<dir>/<file name>`), then anywhere below the user's search directories by file name
+path>`, then `<dir>/<file name>`), then anywhere below the --symbols directories by file name
 (symbol_dirs: an app's build tree), then its own path (in emulator mode the device's files are
-the host's), and last, below the user's search directories, by build id. A library inside an APK
+the host's), and last, below the --symbols directories, by build id. A library inside an APK
 (`…/base.apk!/lib/x86_64/libfoo.so`, heapprofd's `…/base.apk!libfoo.so`) is called `libfoo.so`. A candidate whose build id differs from the trace's is never used. A device path is data
 (safe_paths): one that is not absolute and normalised is refused, with a warning, and so is a
 candidate in a directory of files pulled from the device (`add_device_files`) that a symlink
@@ -22,7 +22,7 @@ inlined from, ending with the function the symbol table names.
 """
 import dataclasses
 import pathlib
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from droidheap.apk_library import library_file_name
 from droidheap.elf.elf_file import ElfFile, demangle
@@ -70,26 +70,40 @@ class ModuleSymbols:
         return any(len(lines) > 1 for lines in self.lines.values())
 
 
-def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> List[pathlib.Path]:
-    """Where unstripped files are looked for first, in order: the --symbols directories, then
-    PERFETTO_BINARY_PATH (colon-separated, as Perfetto's heap_profile reads it), then
-    $ANDROID_PRODUCT_OUT/symbols (an Android build tree's unstripped files)."""
+@dataclasses.dataclass(frozen=True)
+class SearchDirs:
+    """Where unstripped files are looked for: `searched`, in order; `walked` (the user's --symbols
+    directories) also anywhere below, where an app's build keeps them (symbol_dirs). The
+    environment's directories are not walked: an Android build's symbols/ is gigabytes, laid out
+    as the device is."""
+    searched: Tuple[pathlib.Path, ...]
+    walked: Tuple[pathlib.Path, ...]
+
+
+def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> SearchDirs:
+    """The --symbols directories, then PERFETTO_BINARY_PATH (colon-separated, as Perfetto's
+    heap_profile reads it), then $ANDROID_PRODUCT_OUT/symbols (an Android build tree's unstripped
+    files)."""
     dirs = [pathlib.Path(d) for d in flags]
     dirs += [pathlib.Path(d) for d in environ.get("PERFETTO_BINARY_PATH", "").split(":") if d]
     product_out = environ.get("ANDROID_PRODUCT_OUT", "")
     if product_out and (pathlib.Path(product_out) / "symbols").is_dir():
         dirs.append(pathlib.Path(product_out) / "symbols")
-    return dirs
+    return SearchDirs(tuple(dirs), tuple(pathlib.Path(d) for d in flags))
 
 
 class Symbolizer:
     """Finds and parses ELF files, caching each by host path, for the lifetime of one conversion;
     with a SymbolCache, what it looked up outlives the run."""
 
-    def __init__(self, search_dirs: Sequence[pathlib.Path] = (),
+    def __init__(self, search_dirs: Union[SearchDirs, Sequence[pathlib.Path]] = (),
                  system_debug_dir: pathlib.Path = SYSTEM_DEBUG_DIR,
                  cache: Optional[SymbolCache] = None):
-        self.search_dirs = [pathlib.Path(d) for d in search_dirs]
+        """`search_dirs`: SearchDirs, or directories both searched and walked."""
+        if not isinstance(search_dirs, SearchDirs):
+            search_dirs = SearchDirs(tuple(search_dirs), tuple(search_dirs))
+        self.search_dirs = [pathlib.Path(d) for d in search_dirs.searched]
+        self._walked = {pathlib.Path(d) for d in search_dirs.walked}
         self.cache = cache
         self.system_debug_dir = system_debug_dir
         self.warnings: List[str] = []
@@ -98,9 +112,9 @@ class Symbolizer:
         self._indexes: Dict[pathlib.Path, DirectoryIndex] = {}
 
     def _trees(self) -> List[DirectoryIndex]:
-        """The user's search directories (the device's files mirror paths: no need to walk)."""
+        """The walked directories (SearchDirs), in search order."""
         return [self._indexes.setdefault(root, DirectoryIndex(root)) for root in self.search_dirs
-                if root not in self._device_dirs and root.is_dir()]
+                if root in self._walked and root.is_dir()]
 
     def add_device_files(self, directory: pathlib.Path) -> None:
         """Looks in `directory`, the device's files pulled at their device paths, first."""

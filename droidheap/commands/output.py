@@ -12,8 +12,9 @@ symbols_option = click.option(
     "--symbols", "symbol_dirs", multiple=True, metavar="DIR",
     type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path),
     help="Look for unstripped libraries and programs here first (as DIR/<device path> or "
-         "DIR/<file name>); repeatable. PERFETTO_BINARY_PATH and $ANDROID_PRODUCT_OUT/symbols "
-         "are searched after.")
+         "DIR/<file name>, then anywhere below DIR by name or build id: an app's build "
+         "directory); repeatable. PERFETTO_BINARY_PATH and $ANDROID_PRODUCT_OUT/symbols are "
+         "searched after.")
 
 
 def prepare_output(output) -> pathlib.Path:

@@ -33,17 +33,6 @@ namespace {
 constexpr char kLibraryEntry[] = "lib/abi/libself.so";
 constexpr uint64_t kBase = 0x40000000;  // where the test's "linker" maps the library
 
-std::string ReadWhole(const char* path) {
-  std::string bytes;
-  FILE* f = fopen(path, "rb");
-  CHECK(f != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-  fclose(f);
-  return bytes;
-}
-
 void Put16(std::string* out, uint32_t v) {
   out->push_back(static_cast<char>(v & 0xff));
   out->push_back(static_cast<char>((v >> 8) & 0xff));
@@ -170,7 +159,7 @@ Fixture MakeFixture() {
   const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
   CHECK(n > 0);
   f.self_path.assign(path, static_cast<size_t>(n));
-  f.self_bytes = ReadWhole(f.self_path.c_str());
+  f.self_bytes = ReadWholeFile(f.self_path.c_str());
   ElfCache cache;
   f.self_elf = cache.Get(f.self_path, IdOf(f.self_path), 0);
   CHECK(f.self_elf.valid && !f.self_elf.build_id.empty() && f.self_elf.location.offset == 0);

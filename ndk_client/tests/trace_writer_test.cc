@@ -174,17 +174,6 @@ bool ReadField(const uint8_t** p, const uint8_t* end, Field* f) {
   return true;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::string out;
-  FILE* f = fopen(path.c_str(), "rb");
-  CHECK(f != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  fclose(f);
-  return out;
-}
-
 struct PacketSummary {
   uint64_t sequence_id = 0;
   uint64_t timestamp = 0;
@@ -196,7 +185,7 @@ struct PacketSummary {
 
 // Decodes the whole file; fails the test unless it is a sequence of complete packets.
 std::vector<PacketSummary> Packets(const std::string& path) {
-  const std::string bytes = ReadFile(path);
+  const std::string bytes = ReadWholeFile(path);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint8_t* end = p + bytes.size();
   std::vector<PacketSummary> packets;
@@ -331,7 +320,7 @@ void TestOpenCreatesANewFileFollowingNoLink(const std::string& dir) {
   const std::string existing = dir + "/existing.pftrace";
   WriteFile(existing, "not a trace");
   CHECK(!writer.Open(existing));
-  CHECK(ReadFile(existing) == "not a trace");
+  CHECK(ReadWholeFile(existing) == "not a trace");
 
   const std::string target = dir + "/target", link = dir + "/link.pftrace";
   CHECK(symlink(target.c_str(), link.c_str()) == 0);

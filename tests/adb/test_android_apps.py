@@ -122,6 +122,19 @@ def waiting_apps(zygote: subprocess.Popen, count: int) -> dict:
     return apps
 
 
+def let_the_app_allocate(cli: AdbCli, zygote: subprocess.Popen, session: subprocess.Popen,
+                         pid: int, settle_s: float = 0) -> tuple:
+    """Once the session has the app: the app allocates, and `settle_s` after it is done the
+    session is stopped by Ctrl-C. Returns the session's (stdout, stderr)."""
+    cli.shell(f"touch {GO}")
+    read_line_containing(zygote.stdout, f"app {APP} pid={pid} done", 120)
+    time.sleep(settle_s)
+    session.send_signal(signal.SIGINT)
+    stdout, stderr = session.communicate(timeout=300)
+    assert session.returncode == 0, stderr
+    return stdout, stderr
+
+
 def assert_jni_frames(stdout: str, pid: int, exact: bool, unstripped: bool = True) -> None:
     """The app's JNI function is its top call site: from the unstripped library with its file and
     line, else by the name the stripped one exports."""
@@ -217,11 +230,7 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
         zygote = files.start_zygote(app_cli, APP, OTHER + ":unprofileable", linger_ms=30000)
         pids = waiting_apps(zygote, 2)
         read_line_containing(session.stderr, f"profiling pid {pids[APP]} from its start", 60)
-        app_cli.shell(f"touch {GO}")
-        read_line_containing(zygote.stdout, f"app {APP} pid={pids[APP]} done", 60)
-        session.send_signal(signal.SIGINT)
-        stdout, stderr = session.communicate(timeout=120)
-        assert session.returncode == 0, stderr
+        stdout, stderr = let_the_app_allocate(app_cli, zygote, session, pids[APP])
     finally:
         kill_all(session, zygote)
         app_cli.shell("killall zygote 2>/dev/null")
@@ -238,20 +247,14 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
 def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, *flags: str,
                     attached=None, settle_s: float = 0) -> tuple:
     """A session given `flags` while the app waits; once `attached(session, zygote, pid)` returns,
-    the app allocates, and `settle_s` later the session is stopped by Ctrl-C. Returns (pid, stdout,
-    stderr)."""
+    the app allocates (let_the_app_allocate). Returns (pid, stdout, stderr)."""
     zygote = files.start_zygote(cli, APP)
     session, pids = None, {}
     try:
         pids = waiting_apps(zygote, 1)
         session = cli.start(*flags, "-o", out, "--symbols", files.gradle)
         attached(session, zygote, pids[APP])
-        cli.shell(f"touch {GO}")
-        read_line_containing(zygote.stdout, f"app {APP} pid={pids[APP]} done", 120)
-        time.sleep(settle_s)
-        session.send_signal(signal.SIGINT)
-        stdout, stderr = session.communicate(timeout=300)
-        assert session.returncode == 0, stderr
+        stdout, stderr = let_the_app_allocate(cli, zygote, session, pids[APP], settle_s)
     finally:
         kill_all(session, zygote)
         cli.shell("killall zygote 2>/dev/null")

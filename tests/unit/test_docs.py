@@ -259,13 +259,16 @@ TIMEOUT_S = 120
 
 
 class ReadmeRunner:
-    """Runs README commands in a directory of their own, on an emulated device of their own:
+    """Runs README commands in a directory of their own, on an emulated device of their own, with
+    a home of their own:
     `droidheap` as installed beside this Python, `./prog` the demo's program (alloc_sites),
     OUT a new directory for each `-o OUT` and the last one made for the commands that read it."""
 
     def __init__(self, tmp: pathlib.Path):
         self.tmp = tmp
-        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp / "device"),
+        # A home of its own: the README's `--symbols ~/…` directories are made there.
+        self.home = tmp / "home"
+        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp / "device"), HOME=str(self.home),
                         PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}"
                              f"{os.environ.get('PATH', '')}")
         compile_program(PROGRAMS / "alloc_sites.c", tmp / "prog", host_abi())
@@ -283,6 +286,8 @@ class ReadmeRunner:
                 words[1] not in DEVICELESS_COMMANDS:
             command = command.replace("droidheap ", "droidheap --local ", 1)
         command = command.replace(PHONE_PROGRAM, "./prog")
+        for directory in re.findall(r"--symbols ~/(\S+)", command):
+            (self.home / directory).mkdir(parents=True, exist_ok=True)
         if re.search(r"-o OUT\b", command):
             self.outs += 1
             self.last_out = self.tmp / f"out{self.outs}"

@@ -16,6 +16,8 @@ import subprocess
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from tests.android import write_apk
+
 SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "30"))
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -92,15 +94,33 @@ def _records_seeds():
         yield struct.pack("<BQB", mode | 1, 42, 3) + records + b"\0"
 
 
+def _apk_seeds(tmp_path):
+    # An APK holding /bin/true as a stored, page-aligned library, mapped at its entry's first and
+    # second pages, with pcs in its .text; and the file alone (an ELF file at 0).
+    true = pathlib.Path("/bin/true").read_bytes()
+    with open("/bin/true", "rb") as f:
+        start = ELFFile(f).get_section_by_name(".text")["sh_addr"]
+    pcs = struct.pack("<4I", *((start + 97 * k) & 0xffffffff for k in range(4)))
+    apk = tmp_path / "base.apk"
+    offsets = write_apk(apk, {"AndroidManifest.xml": b"<manifest/>",
+                              "lib/x86_64/libtrue.so": true, "classes.dex": bytes(3000)},
+                        compressed=["classes.dex"])
+    entry = offsets["lib/x86_64/libtrue.so"]
+    for mapping_offset in (entry, entry + 4096):
+        yield struct.pack("<I", mapping_offset) + pcs + apk.read_bytes()
+    yield struct.pack("<I", 0) + pcs + true
+
+
 SEEDS = {"handshake": _hello_seeds, "expression": _expression_seeds, "cfi": _cfi_seeds,
-         "records": _records_seeds, "ehabi": _ehabi_seeds}
+         "records": _records_seeds, "ehabi": _ehabi_seeds, "apk": _apk_seeds}
 
 
 @pytest.mark.parametrize("target", SEEDS)
 def test_fuzzer_finds_nothing(fuzz_build, target, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for i, seed in enumerate(SEEDS[target]()):
+    seeds = SEEDS[target]
+    for i, seed in enumerate(seeds(tmp_path) if target == "apk" else seeds()):
         (corpus / f"seed-{i}").write_bytes(seed)
     findings = fuzz_build / "findings" / target
     shutil.rmtree(findings, ignore_errors=True)

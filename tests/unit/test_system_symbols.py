@@ -64,6 +64,8 @@ def test_search_dirs_come_from_the_flags_then_perfetto_binary_path_then_the_prod
     product = tmp_path / "out" / "target" / "product" / "x"
     (product / "symbols").mkdir(parents=True)
     environ = {"PERFETTO_BINARY_PATH": "/a::/b", "ANDROID_PRODUCT_OUT": str(product)}
-    assert search_dirs([tmp_path / "flag"], environ) == [
-        tmp_path / "flag", pathlib.Path("/a"), pathlib.Path("/b"), product / "symbols"]
-    assert search_dirs([], {"ANDROID_PRODUCT_OUT": str(tmp_path / "none")}) == []
+    found = search_dirs([tmp_path / "flag"], environ)
+    assert found.searched == (tmp_path / "flag", pathlib.Path("/a"), pathlib.Path("/b"),
+                              product / "symbols")
+    assert found.walked == (tmp_path / "flag",)  # the environment's are searched, never walked
+    assert search_dirs([], {"ANDROID_PRODUCT_OUT": str(tmp_path / "none")}).searched == ()
