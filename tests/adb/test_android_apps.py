@@ -113,13 +113,21 @@ def app_cli(adb_server, android_root_device, app_files):
 
 
 def waiting_apps(zygote: subprocess.Popen, count: int) -> dict:
-    """{name: pid} of the apps that the zygote's output says wait for GO."""
-    apps = {}
+    """{name: pid} of the apps that the zygote's output says wait for GO, and of the zygote
+    ("zygote64")."""
+    apps = {"zygote64": int(read_line_containing(zygote.stdout, "zygote pid=", 120)
+                            .split("=")[1])}
     for _ in range(count):
         line = read_line_containing(zygote.stdout, " waiting", 120)
         name, pid = re.search(r"app (\S+) pid=(\d+) waiting", line).groups()
         apps[name] = int(pid)
     return apps
+
+
+def stop_apps(cli: AdbCli, pids: dict) -> None:
+    """The zygote and its apps, by pid: their names are not the program's any more."""
+    if pids:
+        cli.shell(f"kill -9 {' '.join(map(str, pids.values()))} 2>/dev/null")
 
 
 def let_the_app_allocate(cli: AdbCli, zygote: subprocess.Popen, session: subprocess.Popen,
@@ -195,8 +203,7 @@ def test_attach_to_apps_through_their_jni_library_in_the_apk(app_cli, app_files,
             assert session.returncode == 0, stderr
         finally:
             kill_all(session, zygote)
-            app_cli.shell("killall zygote 2>/dev/null; "
-                          f"kill -9 {' '.join(map(str, pids.values()))} 2>/dev/null")
+            stop_apps(app_cli, pids)
         assert_jni_frames(stdout, pids[APP], exact=True)
         assert_stacks_reach_the_entry(out, pids[APP], files)
         # Under qemu the process keeps the command line it started with.
@@ -233,7 +240,7 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
         stdout, stderr = let_the_app_allocate(app_cli, zygote, session, pids[APP])
     finally:
         kill_all(session, zygote)
-        app_cli.shell("killall zygote 2>/dev/null")
+        stop_apps(app_cli, pids)
     assert_jni_frames(stdout, pids[APP], exact=False, unstripped=False)
     pulled = out / "device-files" / files.library.lstrip("/")
     assert pulled.is_file() and pulled.stat().st_size < files.apk.stat().st_size / 4
@@ -257,7 +264,7 @@ def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, *flags: str
         stdout, stderr = let_the_app_allocate(cli, zygote, session, pids[APP], settle_s)
     finally:
         kill_all(session, zygote)
-        cli.shell("killall zygote 2>/dev/null")
+        stop_apps(cli, pids)
     return pids[APP], stdout, stderr
 
 
@@ -283,12 +290,12 @@ def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, ap
     out = tmp_path / "out"
     pid, stdout, _ = profile_the_app(
         app_cli, files, out, "--mode", "platform", "-n", APP, "-i", "1",
-        # Android 11's client logs on the app's standard error once its hooks are in.
+        # Android 11's client logs on the app's standard error once it is in.
         attached=lambda _, zygote, __: read_line_containing(zygote.stdout,
                                                             "heapprofd_client initialized", 120),
         # heapprofd unwinds behind the app, and its last dump holds what it had unwound by then;
-        # nothing outside tells when it has caught up (about a second here).
-        settle_s=5)
+        # nothing outside tells when it has caught up (a tenth of a second here).
+        settle_s=3)
     assert_jni_frames(stdout, pid, exact=True)
     profile = last_pprof_of(out, pid)
     assert f"{files.device_apk}!libjnidemo.so" in \

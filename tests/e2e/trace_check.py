@@ -114,10 +114,17 @@ def last_pprof_of(out: pathlib.Path, pid: int):
 
 
 def _execd_pids(packets) -> set:
-    """Pids described again in a trace: they exec'd another program while profiled."""
+    """Pids profiled twice in a trace: described again (they exec'd another program while
+    profiled), or with dumps of two starts (a shell whose client connected, then the program it
+    exec'd, under the same command line when the daemon read it after the exec)."""
     described = collections.Counter(p.pid for packet in packets
                                     for p in packet.process_tree.processes)
-    return {pid for pid, count in described.items() if count > 1}
+    starts = collections.defaultdict(set)
+    for packet in packets:
+        for dump in packet.profile_packet.process_dumps:
+            starts[dump.pid].add(dump.start_timestamp)
+    return {pid for pid, count in described.items() if count > 1} | \
+        {pid for pid, stamps in starts.items() if len(stamps) > 1}
 
 
 def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_",
