@@ -24,7 +24,7 @@ import dataclasses
 import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from droidheap.apk_library import library_file_name
+from droidheap.apk_library import library_file_name, split_library_path
 from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
 from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
@@ -221,11 +221,12 @@ class Symbolizer:
             return default
 
     def symbolize(self, device_path: str, build_id: str, rel_pcs: Iterable[int],
-                  unbiased: Optional[Dict[int, int]] = None) -> ModuleSymbols:
+                  unbiased: Optional[Dict[int, Optional[int]]] = None) -> ModuleSymbols:
         """The lines of each of `rel_pcs` in the file. `unbiased` gives, for rel_pcs whose
-        mapping the trace gave no load bias, that mapping's file offset: Android 10's heapprofd
-        (its libunwindstack) left the bias out of the mapping and of its rel_pcs where code is
-        mapped past its file offset (lld's layout), so the file's own bias is added to them."""
+        mapping the trace gave no load bias, that mapping's offset in the ELF file (None: not
+        known): Android 10's heapprofd (its libunwindstack) left the bias out of the mapping and
+        of its rel_pcs where code is mapped past its file offset (lld's layout), so the file's
+        own bias is added to them (ElfFile.code_load_bias)."""
         result = ModuleSymbols(device_path, build_id)
         elf, result.unsymbolized_reason = self._find(device_path, build_id)
         if elf is None:
@@ -233,7 +234,7 @@ class Symbolizer:
         result.elf = elf.path
         pcs = sorted(set(rel_pcs))
         address = {pc: pc for pc in pcs}
-        biases: Dict[int, int] = {}  # per mapping offset
+        biases: Dict[Optional[int], int] = {}  # per mapping offset
         for pc, offset in (unbiased or {}).items():
             if offset not in biases:
                 biases[offset] = self._guarded(elf, "program headers", elf.code_load_bias, offset,
@@ -307,10 +308,16 @@ class SymbolTable:
         return (SourceLine(frame.function_name or f"{name}+{frame.rel_pc:#x}"),)
 
 
-def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, Optional[int]]]:
-    """{(device path, build id): {rel_pc: its mapping's file offset when the trace gave that
-    mapping no load bias, else None}} of every real mapping that the dumps' samples reach."""
-    wanted: Dict[Tuple[str, str], Dict[int, Optional[int]]] = {}
+_BIASED = -1  # reached_modules: a rel_pc whose mapping gave its load bias
+_OFFSET_UNKNOWN = -2  # ... gave none, nor the offset of its ELF file in the file mapped
+
+
+def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, int]]:
+    """{(device path, build id): {rel_pc: its mapping's offset in its ELF file when the trace gave
+    that mapping no load bias, else _BIASED}} of every real mapping that the dumps' samples
+    reach. Android 10's heapprofd gives a library inside an APK the mapping's offset in the APK
+    alone: _OFFSET_UNKNOWN."""
+    wanted: Dict[Tuple[str, str], Dict[int, int]] = {}
     for process_dumps in dumps.dumps.values():
         for dump in process_dumps:
             for sample in dump.samples:
@@ -318,9 +325,14 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, Option
                     mapping = frame.mapping
                     if not mapping.is_pseudo and mapping.path:
                         pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
-                        if pcs.get(frame.rel_pc) is None:
-                            pcs[frame.rel_pc] = \
-                                None if mapping.load_bias else mapping.elf_file_offset
+                        if pcs.get(frame.rel_pc, _BIASED) != _BIASED:
+                            continue
+                        if mapping.load_bias:
+                            pcs[frame.rel_pc] = _BIASED
+                        elif split_library_path(mapping.path) and not mapping.elf_offset:
+                            pcs[frame.rel_pc] = _OFFSET_UNKNOWN
+                        else:
+                            pcs[frame.rel_pc] = mapping.elf_file_offset
     return wanted
 
 
@@ -330,7 +342,8 @@ def symbolize_dumps(dumps: TraceDumps, symbolizer: Symbolizer) -> SymbolTable:
     symbols = {}
     with progress_bar("symbolizing", len(modules)) as bar:
         for key, pcs in modules:
-            unbiased = {pc: offset for pc, offset in pcs.items() if offset is not None}
+            unbiased = {pc: None if offset == _OFFSET_UNKNOWN else offset
+                        for pc, offset in pcs.items() if offset != _BIASED}
             symbols[key] = symbolizer.symbolize(key[0], key[1], pcs, unbiased)
             bar.update(1)
     return SymbolTable(symbols)

@@ -108,15 +108,19 @@ class ElfFile:
                                 else self._data)
         return self._elf
 
-    def code_load_bias(self, offset: int) -> int:
+    def code_load_bias(self, offset: Optional[int]) -> int:
         """p_vaddr - p_offset of the executable PT_LOAD that a mapping at file offset `offset`
-        (a page boundary at or below the segment's start) holds; 0 when none does. lld puts
-        code on its own page at 0x1000 past its file offset: a bias of 0x1000."""
-        for segment in self.elf.iter_segments():
-            header = segment.header
-            if header.p_type == "PT_LOAD" and header.p_flags & P_FLAGS.PF_X and \
+        (a page boundary at or below the segment's start) holds; with no such mapping offset
+        (None: not known in the file's own terms), of the file's only executable PT_LOAD; else
+        0. lld puts code on its own page at 0x1000 past its file offset: a bias of 0x1000."""
+        code = [segment.header for segment in self.elf.iter_segments()
+                if segment.header.p_type == "PT_LOAD" and segment.header.p_flags & P_FLAGS.PF_X]
+        for header in code:
+            if offset is not None and \
                     offset <= header.p_offset < offset + max(header.p_align, 4096):
                 return header.p_vaddr - header.p_offset
+        if offset is None and len(code) == 1:
+            return code[0].p_vaddr - code[0].p_offset
         return 0
 
     def section_data(self, name: str) -> Optional[bytes]:

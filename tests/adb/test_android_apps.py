@@ -251,15 +251,15 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
     app_cli.assert_left_as_it_was()
 
 
-def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, *flags: str,
-                    attached=None, settle_s: float = 0) -> tuple:
-    """A session given `flags` while the app waits; once `attached(session, zygote, pid)` returns,
-    the app allocates (let_the_app_allocate). Returns (pid, stdout, stderr)."""
+def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, flags, attached,
+                    settle_s: float = 0) -> tuple:
+    """A session given `flags(pid)` while the app waits; once `attached(session, zygote, pid)`
+    returns, the app allocates (let_the_app_allocate). Returns (pid, stdout, stderr)."""
     zygote = files.start_zygote(cli, APP)
     session, pids = None, {}
     try:
         pids = waiting_apps(zygote, 1)
-        session = cli.start(*flags, "-o", out, "--symbols", files.gradle)
+        session = cli.start(*flags(pids[APP]), "-o", out, "--symbols", files.gradle)
         attached(session, zygote, pids[APP])
         stdout, stderr = let_the_app_allocate(cli, zygote, session, pids[APP], settle_s)
     finally:
@@ -273,7 +273,7 @@ def test_all_takes_the_app_with_the_rest(app_cli, app_files, tmp_path):
     (files,) = app_files.values()
     out = tmp_path / "out"
     pid, stdout, _ = profile_the_app(
-        app_cli, files, out, "--all", "-i", "1",
+        app_cli, files, out, lambda _: ["--all", "-i", "1"],
         attached=lambda session, _, pid: read_line_containing(session.stderr,
                                                               f"attached to pid {pid}", 120))
     assert_jni_frames(stdout, pid, exact=True)
@@ -281,21 +281,24 @@ def test_all_takes_the_app_with_the_rest(app_cli, app_files, tmp_path):
     app_cli.assert_left_as_it_was()
 
 
-@ANDROID_11_ONLY
 def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, app_files,
-                                                                     tmp_path):
+                                                                     android_release, tmp_path):
     """Google's heapprofd names the library as tombstones do (`base.apk!libjnidemo.so`, its
-    soname): the same library, found in the app's build tree all the same."""
-    (files,) = app_files.values()
+    soname): the same library, found in the app's build tree all the same. Android 10's gives
+    its mapping no load bias and only the mapping's offset in the APK: the library's code is
+    found all the same. (By name where the device shows the app's, else by pid.)"""
+    files = app_files[android_release.abi]
     out = tmp_path / "out"
     pid, stdout, _ = profile_the_app(
-        app_cli, files, out, "--mode", "platform", "-n", APP, "-i", "1",
-        # Android 11's client logs on the app's standard error once it is in.
+        app_cli, files, out,
+        lambda pid: ["--mode", "platform", "-i", "1",
+                     *(["-n", APP] if android_release.version >= 11 else ["-p", str(pid)])],
+        # Google's client logs on the app's standard error once it is in.
         attached=lambda _, zygote, __: read_line_containing(zygote.stdout,
                                                             "heapprofd_client initialized", 120),
         # heapprofd unwinds behind the app, and its last dump holds what it had unwound by then;
-        # nothing outside tells when it has caught up (a tenth of a second here).
-        settle_s=3)
+        # nothing outside tells when it has caught up (a tenth of a second natively).
+        settle_s=3 if android_release.native else 10)
     assert_jni_frames(stdout, pid, exact=True)
     profile = last_pprof_of(out, pid)
     assert f"{files.device_apk}!libjnidemo.so" in \
