@@ -66,7 +66,7 @@ def _extract_library(device: Device, device_path: str, build_id: str, target: pa
         write_output(target, data)
         return True
     except DroidheapError as e:
-        warnings.append(f"cannot read {library} from {apk}: {e}; its frames are named for it")
+        warnings.append(f"cannot read {library} from {apk}: {e}; its frames stay unnamed")
     except OSError as e:
         warnings.append(f"cannot write {target}: {e.strerror}")
     return False

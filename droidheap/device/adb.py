@@ -36,10 +36,10 @@ _SU_TIMEOUT_S = 10.0
 # A file smaller than this arrives before a bar would be worth drawing.
 _PROGRESS_MIN_BYTES = 1 << 20
 _RANGE_BLOCK = 4096
-# The processes apps are forked from: their argv[0] (zygote's unspecialised app processes, USAPs,
-# are its children too).
-_ZYGOTES = ("zygote", "zygote64", "webview_zygote")
 _RANGE_TIMEOUT_S = 300.0  # a large library over a slow cable
+# The processes apps are forked from, by argv[0] (zygote's unspecialised app processes, USAPs, are
+# its children too).
+_ZYGOTES = ("zygote", "zygote64", "webview_zygote")
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
 MODES = ("auto", "root", "preload", "platform")
 _64_BIT_ABIS = ("arm64-v8a", "x86_64")
@@ -223,7 +223,9 @@ class AdbDevice(Device):
         if result.exit_code != 0 or len(lines) != 2:
             return None
         parent, own = (line.split("\0", 1)[0] for line in lines)
-        return own or None if posixpath.basename(parent) in _ZYGOTES else None
+        if posixpath.basename(parent) not in _ZYGOTES:
+            return None
+        return own or None
 
     def process_exists(self, pid: int) -> bool:
         return self.run(["test", "-d", f"/proc/{int(pid)}"]).exit_code == 0
