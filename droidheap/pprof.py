@@ -89,6 +89,7 @@ class _Builder:
         self.mappings: Dict[Mapping, int] = {}
         self.functions: Dict[Tuple[str, str], int] = {}
         self.locations: Dict[Tuple[Mapping, int], int] = {}
+        self._by_frame: Dict[int, Tuple[Frame, int]] = {}  # id(frame) -> (frame, location id)
 
     def string(self, text: str) -> int:
         if text not in self.strings:
@@ -122,6 +123,11 @@ class _Builder:
         return self.functions[key]
 
     def location(self, frame: Frame) -> int:
+        # A trace's frames are interned objects: most lookups are of one seen before, by identity
+        # (no hashing of its mapping's fields).
+        known = self._by_frame.get(id(frame))
+        if known is not None and known[0] is frame:
+            return known[1]
         key = (frame.mapping, frame.rel_pc)
         if key not in self.locations:
             self.locations[key] = len(self.locations) + 1
@@ -132,6 +138,7 @@ class _Builder:
             for line in self.symbols.lines(frame):
                 location.line.add(function_id=self.function(line.function, line.file),
                                   line=line.line)
+        self._by_frame[id(frame)] = (frame, self.locations[key])
         return self.locations[key]
 
 

@@ -318,21 +318,22 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, int]]:
     reach. Android 10's heapprofd gives a library inside an APK the mapping's offset in the APK
     alone: _OFFSET_UNKNOWN."""
     wanted: Dict[Tuple[str, str], Dict[int, int]] = {}
-    for process_dumps in dumps.dumps.values():
-        for dump in process_dumps:
-            for sample in dump.samples:
-                for frame in sample.frames:
-                    mapping = frame.mapping
-                    if not mapping.is_pseudo and mapping.path:
-                        pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
-                        if pcs.get(frame.rel_pc, _BIASED) != _BIASED:
-                            continue
-                        if mapping.load_bias:
-                            pcs[frame.rel_pc] = _BIASED
-                        elif split_library_path(mapping.path) and not mapping.elf_offset:
-                            pcs[frame.rel_pc] = _OFFSET_UNKNOWN
-                        else:
-                            pcs[frame.rel_pc] = mapping.elf_file_offset
+    # Each call stack once: every dump that has it shares one tuple (heap_dumps interns them).
+    stacks = {id(sample.frames): sample.frames for process_dumps in dumps.dumps.values()
+              for dump in process_dumps for sample in dump.samples}
+    for frames in stacks.values():
+        for frame in frames:
+            mapping = frame.mapping
+            if not mapping.is_pseudo and mapping.path:
+                pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
+                if pcs.get(frame.rel_pc, _BIASED) != _BIASED:
+                    continue
+                if mapping.load_bias:
+                    pcs[frame.rel_pc] = _BIASED
+                elif split_library_path(mapping.path) and not mapping.elf_offset:
+                    pcs[frame.rel_pc] = _OFFSET_UNKNOWN
+                else:
+                    pcs[frame.rel_pc] = mapping.elf_file_offset
     return wanted
 
 

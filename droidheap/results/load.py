@@ -7,7 +7,7 @@ import gzip
 import pathlib
 import re
 import zlib
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
 
@@ -64,10 +64,20 @@ def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = No
 
 
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
+    # A call stack is one tuple of frames for every dump that has it (heap_dumps interns them):
+    # its Locations are made once, and shared, not once per sample of every dump.
+    located: Dict[int, Tuple[Sequence[Frame], Tuple[Location, ...]]] = {}
+
+    def locations(frames: Sequence[Frame]) -> Tuple[Location, ...]:
+        known = located.get(id(frames))
+        if known is None or known[0] is not frames:
+            known = located[id(frames)] = (frames, stack_locations(frames, symbols))
+        return known[1]
+
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            stacks = [StackSample(stack_locations(sample.frames, symbols), sample.alloc_count,
+            stacks = [StackSample(locations(sample.frames), sample.alloc_count,
                                   sample.self_allocated, sample.alloc_count - sample.free_count,
                                   sample.in_use)
                       for sample in dump.samples]

@@ -22,6 +22,9 @@ class _Frames:
     def __init__(self):
         self.rows: List[dict] = []
         self._ids: Dict[Location, int] = {}
+        # By the stack tuple's identity: profiles share one tuple per call stack (load.py), so
+        # each is interned once, not once per sample of every dump.
+        self._stacks: Dict[int, Tuple[Tuple[Location, ...], List[int], int]] = {}
 
     def id(self, location: Location) -> int:
         if location not in self._ids:
@@ -29,6 +32,14 @@ class _Frames:
             self.rows.append({"function": location.function, "where": location.where,
                               "module": location.module})
         return self._ids[location]
+
+    def stack(self, stack: Tuple[Location, ...]) -> Tuple[List[int], int]:
+        """The stack's frame ids, leaf first, and its call site's."""
+        known = self._stacks.get(id(stack))
+        if known is None or known[0] is not stack:
+            known = self._stacks[id(stack)] = (stack, [self.id(f) for f in stack],
+                                               self.id(call_site(stack)))
+        return known[1], known[2]
 
 
 def _notes(profile: Profile) -> List[str]:
@@ -53,9 +64,8 @@ def _profile_data(profile: Profile, frames: _Frames, start_ns: int) -> dict:
             "free_count": totals.free_count, "free_bytes": totals.free_bytes,
             "live_blocks": totals.live_blocks, "in_use_bytes": totals.in_use_bytes},
         "notes": _notes(profile),
-        "samples": [[[frames.id(f) for f in s.stack], frames.id(call_site(s.stack)),
-                     s.alloc_count, s.alloc_bytes, s.in_use_count, s.in_use_bytes]
-                    for s in profile.samples]}
+        "samples": [[*frames.stack(s.stack), s.alloc_count, s.alloc_bytes, s.in_use_count,
+                     s.in_use_bytes] for s in profile.samples]}
 
 
 def _shown(profiles: Sequence[Profile]) -> List[Profile]:

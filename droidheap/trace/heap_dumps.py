@@ -400,6 +400,13 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
     churn of a loop would lose all that the loop allocated."""
     if previous is None or previous.at_peak or dump.at_peak:
         return
-    present = {sample.frames for sample in dump.samples}
-    dump.samples.extend(dataclasses.replace(sample) for sample in previous.samples
-                        if sample.in_use == 0 and sample.frames not in present)
+    # By identity first: a sequence's dumps share one tuple per call stack (_Sequence.callstack),
+    # and hashing every frame of every stack is most of the cost. Equal stacks interned again
+    # (after the sequence's state was cleared) are told apart by value.
+    present_ids = {id(sample.frames) for sample in dump.samples}
+    dropped = [sample for sample in previous.samples
+               if sample.in_use == 0 and id(sample.frames) not in present_ids]
+    if dropped:
+        present = {sample.frames for sample in dump.samples}
+        dump.samples.extend(dataclasses.replace(sample) for sample in dropped
+                            if sample.frames not in present)
