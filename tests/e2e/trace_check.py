@@ -4,6 +4,7 @@ Perfetto's own trace processor read the outputs (assert_trace_processor_agrees).
 import collections
 import gzip
 import pathlib
+import re
 import subprocess
 import time
 from typing import Dict, List, Tuple
@@ -113,18 +114,16 @@ def last_pprof_of(out: pathlib.Path, pid: int):
     return Profile.FromString(gzip.decompress(files[max(files)].read_bytes()))
 
 
-def _execd_pids(packets) -> set:
+def _execd_pids(packets, daemon_log: str) -> set:
     """Pids profiled twice in a trace: described again (they exec'd another program while
-    profiled), or with dumps of two starts (a shell whose client connected, then the program it
-    exec'd, under the same command line when the daemon read it after the exec)."""
+    profiled), or connected twice as droidheapd's log says (a shell whose client connected, then
+    the program it exec'd, under the same command line when the daemon read it after the
+    exec)."""
     described = collections.Counter(p.pid for packet in packets
                                     for p in packet.process_tree.processes)
-    starts = collections.defaultdict(set)
-    for packet in packets:
-        for dump in packet.profile_packet.process_dumps:
-            starts[dump.pid].add(dump.start_timestamp)
+    connected = collections.Counter(re.findall(r"droidheapd: connected pid=(\d+)", daemon_log))
     return {pid for pid, count in described.items() if count > 1} | \
-        {pid for pid, stamps in starts.items() if len(stamps) > 1}
+        {int(pid) for pid, count in connected.items() if count > 1}
 
 
 def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, prefix: str = "site_",
@@ -163,7 +162,8 @@ def assert_trace_processor_agrees(out: pathlib.Path, program: pathlib.Path, pref
                 continue
             names = trace.process_names()
             assert trace.unsymbolized_frames("/" + program.name) == 0
-            execd = _execd_pids(packets)
+            log = out / "droidheapd.log"
+            execd = _execd_pids(packets, log.read_text() if log.is_file() else "")
             for pid, sites in per_site.items():
                 if set(sites) != {"?"}:  # the program's (--all profiles others beside it)
                     assert (process_name or program.name) in names.get(pid, ""), names
