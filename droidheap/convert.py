@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.progress import progress_bar
-from droidheap.pprof import PprofFile, write_pprof
+from droidheap.pprof import PprofFile, PprofWriter
 from droidheap.results.html import REPORT_HTML, write_html
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
@@ -107,20 +107,21 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
                                symbols.modules.values(), symbolized, unnamed)
         every_dump = [dump for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
-        pprofs = []
+        pprofs, writer = [], PprofWriter(symbols)
         with progress_bar("writing pprof files", len(every_dump)) as bar:
             for dump in every_dump:
-                pprofs.append(write_pprof(dump, symbols, out_dir, dumps.cmdlines.get(dump.pid, ""),
-                                          dumps.wall_time_ns(dump.timestamp)))
+                pprofs.append(writer.write(dump, out_dir, dumps.cmdlines.get(dump.pid, ""),
+                                           dumps.wall_time_ns(dump.timestamp)))
                 bar.update(1)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
 
     profiles = profiles_from_dumps(dumps, symbols, str(symbolized))
     html = out_dir / REPORT_HTML
-    write_html(page_data(profiles, page_title(profiles, str(raw_trace))), html)
+    suspects = leak_suspects(profiles)
+    write_html(page_data(profiles, page_title(profiles, str(raw_trace)), suspects=suspects), html)
     processes = summarize(dumps, profiles, exit_statuses)
-    summary = format_summary(processes, leak_suspects(profiles, limit=5))
+    summary = format_summary(processes, suspects[:5])
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)
     return ConversionResult(symbolized, html, pprofs, processes, warnings, summary)

@@ -13,6 +13,7 @@ from google.protobuf.message import DecodeError
 
 from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, StackSample
+from droidheap.results.sites import CallStack
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
 from droidheap.trace.counter_tracks import CONNECTION_LOST, EXITED, GUARDRAIL
@@ -29,13 +30,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 class Results:
     profiles: List[Profile]  # by pid, then dump, then heap (libc's first)
     warnings: List[str]
-
-
-def stack_locations(frames: Sequence[Frame], symbols: SymbolTable) -> Tuple[Location, ...]:
-    """A trace's frames (root first) as Locations, leaf first, each frame's inline functions
-    innermost first."""
-    return tuple(Location(line.function, line.file, line.line, frame.mapping.path)
-                 for frame in reversed(frames) for line in symbols.lines(frame))
 
 
 def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
@@ -63,28 +57,46 @@ def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = No
     return status or "the process exited or its connection was lost"
 
 
-def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
-    # A call stack is one tuple of frames for every dump that has it (heap_dumps interns them):
-    # its Locations are made once, and shared, not once per sample of every dump.
-    located: Dict[int, Tuple[Sequence[Frame], Tuple[Location, ...]]] = {}
+class _Stacks:
+    """A trace's call stacks as CallStacks of Locations. Its frames and stacks are interned
+    objects (heap_dumps), so each frame's Locations and each stack are made once, found again
+    by identity, and shared by every sample of every dump that has them."""
 
-    def locations(frames: Sequence[Frame]) -> Tuple[Location, ...]:
-        known = located.get(id(frames))
-        if known is None or known[0] is not frames:
-            known = located[id(frames)] = (frames, stack_locations(frames, symbols))
+    def __init__(self, symbols: SymbolTable):
+        self._symbols = symbols
+        self._frames: Dict[int, Tuple[Frame, Tuple[Location, ...]]] = {}
+        self._stacks: Dict[int, Tuple[Sequence[Frame], CallStack]] = {}
+
+    def _frame(self, frame: Frame) -> Tuple[Location, ...]:
+        known = self._frames.get(id(frame))
+        if known is None or known[0] is not frame:
+            known = self._frames[id(frame)] = (frame, tuple(
+                Location(line.function, line.file, line.line, frame.mapping.path)
+                for line in self._symbols.lines(frame)))
         return known[1]
 
+    def stack(self, frames: Sequence[Frame]) -> CallStack:
+        """`frames` (root first) leaf first, each frame's inline functions innermost first."""
+        known = self._stacks.get(id(frames))
+        if known is None or known[0] is not frames:
+            known = self._stacks[id(frames)] = (frames, CallStack(
+                location for frame in reversed(frames) for location in self._frame(frame)))
+        return known[1]
+
+
+def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
+    stacks = _Stacks(symbols)
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            stacks = [StackSample(locations(sample.frames), sample.alloc_count,
-                                  sample.self_allocated, sample.alloc_count - sample.free_count,
-                                  sample.in_use)
-                      for sample in dump.samples]
+            samples = [StackSample(stacks.stack(sample.frames), sample.alloc_count,
+                                   sample.self_allocated, sample.alloc_count - sample.free_count,
+                                   sample.in_use)
+                       for sample in dump.samples]
             profiles.append(Profile(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
                 dump_index=dump.index, timestamp_ns=dump.timestamp,
-                sampling_interval_bytes=dump.sampling_interval_bytes, samples=stacks,
+                sampling_interval_bytes=dump.sampling_interval_bytes, samples=samples,
                 at_peak=dump.at_peak, totals=dump.totals,
                 unwinding_errors=dump.stats.unwinding_errors,
                 samples_lost=samples_lost(dump), disconnected=dump.disconnected,
@@ -154,7 +166,14 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
         return sample.value[types.index(name)] if name in types else 0
     # A pprof without Go's heap names: its last value is read as bytes in use.
     fallback = not any(t in types for t in ("inuse_space", "alloc_space"))
-    samples = [StackSample(tuple(frame for loc in s.location_id for frame in locations[loc]),
+    stacks: Dict[Tuple[int, ...], CallStack] = {}
+
+    def stack(location_ids) -> CallStack:
+        key = tuple(location_ids)
+        if key not in stacks:
+            stacks[key] = CallStack(frame for loc in key for frame in locations[loc])
+        return stacks[key]
+    samples = [StackSample(stack(s.location_id),
                            value(s, "alloc_objects"), value(s, "alloc_space"),
                            value(s, "inuse_objects"),
                            s.value[-1] if fallback and s.value else value(s, "inuse_space"))

@@ -6,7 +6,7 @@ the unwinding errors are then None or 0).
 """
 import dataclasses
 import pathlib
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from droidheap.trace.counter_tracks import HeapTotals
 
@@ -31,10 +31,11 @@ class Location:
         return f"{self.function} ({self.where})" if self.where else self.function
 
 
-@dataclasses.dataclass(frozen=True)
-class StackSample:
-    """One call stack's figures, cumulative since the process connected (sampled estimates)."""
-    stack: Tuple[Location, ...]  # leaf (innermost: the caller of malloc) first
+class StackSample(NamedTuple):
+    """One call stack's figures, cumulative since the process connected (sampled estimates). A
+    tuple, `sample[1:]` its figures: a trace has one per call stack of every dump."""
+    # Leaf (innermost: the caller of malloc) first; a sites.CallStack, one per distinct stack.
+    stack: Tuple[Location, ...]
     alloc_count: int = 0
     alloc_bytes: int = 0
     in_use_count: int = 0

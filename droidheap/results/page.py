@@ -1,19 +1,33 @@
 """The data of report.html (html.py renders it): every dump's stacks over one interned table of
 frames, each sample booked to its call site, the growth of each process's heap over the dumps,
-the leak suspects and, for a diff, the growth per site. The page computes the rest."""
+the leak suspects and, for a diff, the growth per site. The page computes the rest.
+
+The page is what a person reads, of a size a browser opens at once whatever the trace: each
+dump shown carries its largest call stacks by each metric; the rest are folded into one row per
+call site (their sum, under a frame saying so), so every total and the table of sites stay
+exact. The symbolized trace and the pprof files keep every stack.
+"""
+import heapq
 import pathlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from droidheap.results.diff import SiteGrowth
 from droidheap.results.leaks import dump_series, leak_suspects
 from droidheap.results.load import ending_note
-from droidheap.results.model import Location, Profile
-from droidheap.results.sites import call_site
+from droidheap.results.model import LeakSuspect, Location, Profile
+from droidheap.results.sites import CallStack, site_figures
 
-VERSION = 1
+VERSION = 2
 # Flamegraphs per process's heap: an hour of 5 s dumps would make a page of hundreds of megabytes.
 # The growth chart and the leak table still see every dump.
 MAX_FLAMEGRAPH_DUMPS = 24
+# Per dump shown: the call stacks kept whole, the largest by each metric, and the call sites
+# whose folded stacks get a row of their own (the others share one).
+STACKS_PER_METRIC = 300
+FOLDED_SITES = 300
+_METRICS = ("alloc_count", "alloc_bytes", "in_use_count", "in_use_bytes")  # the rows' columns
+FOLDED = Location("[smaller call stacks, folded]")
+OTHER_SITES = Location("[other call sites]")
 
 
 class _Frames:
@@ -22,24 +36,83 @@ class _Frames:
     def __init__(self):
         self.rows: List[dict] = []
         self._ids: Dict[Location, int] = {}
-        # By the stack tuple's identity: profiles share one tuple per call stack (load.py), so
-        # each is interned once, not once per sample of every dump.
-        self._stacks: Dict[int, Tuple[Tuple[Location, ...], List[int], int]] = {}
+        # By identity first: profiles share their Locations and one CallStack per call stack
+        # (load.py), so each is interned once, not once per sample of every dump.
+        self._by_identity: Dict[int, Tuple[Location, int]] = {}
+        self._stacks: Dict[int, Tuple[CallStack, int, int]] = {}
+        self.stack_rows: List[List[int]] = []
 
     def id(self, location: Location) -> int:
+        known = self._by_identity.get(id(location))
+        if known is not None and known[0] is location:
+            return known[1]
         if location not in self._ids:
             self._ids[location] = len(self.rows)
             self.rows.append({"function": location.function, "where": location.where,
                               "module": location.module})
+        self._by_identity[id(location)] = (location, self._ids[location])
         return self._ids[location]
 
-    def stack(self, stack: Tuple[Location, ...]) -> Tuple[List[int], int]:
-        """The stack's frame ids, leaf first, and its call site's."""
+    def stack(self, stack: CallStack) -> Tuple[int, int]:
+        """The stack's index in stack_rows (its frame ids, leaf first) and its call site's id."""
         known = self._stacks.get(id(stack))
         if known is None or known[0] is not stack:
-            known = self._stacks[id(stack)] = (stack, [self.id(f) for f in stack],
-                                               self.id(call_site(stack)))
+            known = self._stacks[id(stack)] = (stack, self.stack_ids(self.id(f) for f in stack),
+                                               self.id(stack.site))
         return known[1], known[2]
+
+    def stack_ids(self, frame_ids) -> int:
+        self.stack_rows.append(list(frame_ids))
+        return len(self.stack_rows) - 1
+
+
+def _largest(figures: List[Sequence[int]], limit: int) -> set:
+    """Indexes of the `limit` largest of `figures` (rows in _METRICS order) by each metric,
+    leaving out those with none of it."""
+    chosen = set()
+    for column in range(len(_METRICS)):
+        values = [row[column] for row in figures]
+        chosen.update(i for value, i in heapq.nlargest(limit, zip(values, range(len(values))))
+                      if value > 0)
+    return chosen
+
+
+def _rows(profile: Profile, frames: _Frames) -> Tuple[List[list], List[str]]:
+    """The profile's rows ([stack, site, figures...]): its largest stacks whole, the others
+    folded per call site, a row each for the sites largest by any metric (so the page's table of
+    sites is exact), one for all the others; and a note when some were folded."""
+    samples = profile.samples
+    figures = [sample[1:] for sample in samples]  # StackSample: (stack, *figures in _METRICS order)
+    kept = _largest(figures, STACKS_PER_METRIC)
+    rows, folded = [], {}
+    for i, sample in enumerate(samples):
+        if i in kept:
+            rows.append([*frames.stack(sample.stack), *figures[i]])
+        elif any(figures[i]):
+            site = folded.setdefault(sample.stack.site_key,
+                                     [sample.stack.site, 0, [0] * len(_METRICS)])
+            site[1] += 1
+            site[2] = [a + b for a, b in zip(site[2], figures[i])]
+    if not folded:
+        return rows, []
+    sites = list(site_figures(samples).items())
+    largest = _largest([[f.value(metric) for metric in _METRICS] for _, f in sites],
+                       FOLDED_SITES // len(_METRICS))
+    own = {sites[i][0] for i in largest}
+    others = [0] * len(_METRICS)
+    for key, (site, _, values) in folded.items():
+        if key in own:
+            site_id = frames.id(site)
+            rows.append([frames.stack_ids([site_id, frames.id(FOLDED)]), site_id, *values])
+        else:
+            others = [a + b for a, b in zip(others, values)]
+    if any(others):
+        site_id = frames.id(OTHER_SITES)
+        rows.append([frames.stack_ids([site_id, frames.id(FOLDED)]), site_id, *others])
+    count = sum(n for _, n, _ in folded.values())
+    return rows, [f"the flamegraph shows {len(kept)} call stacks whole; {count} smaller ones are "
+                  "folded per call site (every total stays exact; the symbolized trace and pprof "
+                  "files hold them all)"]
 
 
 def _notes(profile: Profile) -> List[str]:
@@ -53,6 +126,7 @@ def _notes(profile: Profile) -> List[str]:
 
 def _profile_data(profile: Profile, frames: _Frames, start_ns: int) -> dict:
     totals = profile.totals
+    rows, folded = _rows(profile, frames)
     return {
         "pid": profile.pid, "cmdline": profile.cmdline, "heap": profile.heap,
         "dump": profile.dump_index,
@@ -63,9 +137,7 @@ def _profile_data(profile: Profile, frames: _Frames, start_ns: int) -> dict:
             "alloc_count": totals.alloc_count, "alloc_bytes": totals.alloc_bytes,
             "free_count": totals.free_count, "free_bytes": totals.free_bytes,
             "live_blocks": totals.live_blocks, "in_use_bytes": totals.in_use_bytes},
-        "notes": _notes(profile),
-        "samples": [[*frames.stack(s.stack), s.alloc_count, s.alloc_bytes, s.in_use_count,
-                     s.in_use_bytes] for s in profile.samples]}
+        "notes": _notes(profile) + folded, "samples": rows}
 
 
 def _shown(profiles: Sequence[Profile]) -> List[Profile]:
@@ -78,8 +150,10 @@ def _shown(profiles: Sequence[Profile]) -> List[Profile]:
 
 
 def page_data(profiles: Sequence[Profile], title: str,
-              diff: Optional[Tuple[str, str, Sequence[SiteGrowth]]] = None) -> dict:
-    """`diff`: (base label, current label, growth per site) for a diff page."""
+              diff: Optional[Tuple[str, str, Sequence[SiteGrowth]]] = None,
+              suspects: Optional[Sequence[LeakSuspect]] = None) -> dict:
+    """`diff`: (base label, current label, growth per site) for a diff page; `suspects`: the
+    profiles' leak_suspects, when the caller has them already."""
     frames = _Frames()
     ordered = sorted(_shown(profiles), key=lambda p: (p.pid, p.heap != "libc.malloc", p.heap,
                                               p.dump_index))
@@ -90,7 +164,8 @@ def page_data(profiles: Sequence[Profile], title: str,
               for dumps in dump_series(profiles).values() if len(dumps) > 1]
     leaks = [{"label": f"pid {s.pid}, heap {s.heap}", "frame": frames.id(s.site),
               "growth_bytes": s.growth_bytes, "steadiness": s.steadiness,
-              "in_use_by_dump": s.in_use_by_dump} for s in leak_suspects(profiles)]
+              "in_use_by_dump": s.in_use_by_dump}
+             for s in (leak_suspects(profiles) if suspects is None else suspects)]
     diff_data = None
     if diff is not None:
         base, current, growth_by_site = diff
@@ -101,7 +176,8 @@ def page_data(profiles: Sequence[Profile], title: str,
             for g in growth_by_site]}
     return {"version": VERSION, "title": title,
             "profiles": [_profile_data(p, frames, start_ns) for p in ordered],
-            "growth": growth, "leaks": leaks, "diff": diff_data, "frames": frames.rows}
+            "growth": growth, "leaks": leaks, "diff": diff_data, "frames": frames.rows,
+            "stacks": frames.stack_rows}
 
 
 def page_title(profiles: Sequence[Profile], fallback: str) -> str:

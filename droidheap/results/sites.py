@@ -7,6 +7,7 @@ themselves, and the `std::` templates (vector growth, allocators) inlined into t
 that is runtime all the way down keeps its leaf.
 """
 import dataclasses
+import functools
 import pathlib
 import re
 from typing import Dict, Iterable, List, Sequence, Tuple
@@ -53,6 +54,20 @@ def call_site(stack: Sequence[Location]) -> Location:
     return next((frame for frame in stack if not is_runtime(frame)), stack[0])
 
 
+class CallStack(tuple):
+    """A call stack as the reports read it: its Locations, leaf first. Whoever reads a profile
+    makes one per distinct stack and shares it between samples and dumps, so that its call site
+    is found once, not once per sample of every dump."""
+
+    @functools.cached_property
+    def site(self) -> Location:
+        return call_site(self)
+
+    @functools.cached_property
+    def site_key(self) -> Tuple[str, str, int, str]:
+        return _site_key(self.site)
+
+
 @dataclasses.dataclass
 class SiteFigures:
     site: Location
@@ -79,8 +94,10 @@ def _site_key(site: Location) -> Tuple[str, str, int, str]:
 def site_figures(samples: Iterable[StackSample]) -> Dict[Tuple, SiteFigures]:
     sites: Dict[Tuple, SiteFigures] = {}
     for sample in samples:
-        site = call_site(sample.stack)
-        sites.setdefault(_site_key(site), SiteFigures(site)).add(sample)
+        figures = sites.get(sample.stack.site_key)
+        if figures is None:
+            figures = sites[sample.stack.site_key] = SiteFigures(sample.stack.site)
+        figures.add(sample)
     return sites
 
 
@@ -126,9 +143,9 @@ def bottom_up(samples: Sequence[StackSample], metric: str = "in_use_bytes", site
 
     by_site: Dict[Tuple, list] = {}
     for sample in samples:
-        site = call_site(sample.stack)
-        callers_left = sample.stack[sample.stack.index(site) + 1:] if sample.stack else ()
-        by_site.setdefault(_site_key(site), []).append((callers_left, sample))
-    roots = [grow(paths, call_site(paths[0][1].stack), 1) for paths in by_site.values()]
+        stack = sample.stack
+        callers_left = stack[stack.index(stack.site) + 1:] if stack else ()
+        by_site.setdefault(stack.site_key, []).append((callers_left, sample))
+    roots = [grow(paths, paths[0][1].stack.site, 1) for paths in by_site.values()]
     roots.sort(key=lambda n: (-n.figures.value(metric), n.location.function))
     return [r for r in roots if r.figures.value(metric) > 0][:sites]

@@ -16,6 +16,7 @@ matched by path and build id) land on the same mapping there:
 """
 import bisect
 import dataclasses
+import functools
 from typing import Dict, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -44,7 +45,7 @@ class Mapping:
     # File offset of the ELF file's first byte: where an APK stores the library, else 0.
     elf_offset: int = 0
 
-    @property
+    @functools.cached_property  # asked of every frame by every writer
     def is_pseudo(self) -> bool:
         """Frames the daemon made up (unwind errors, ...): named by their path, never symbolized.
         Path joining turns the component "[droidheap: x]" into "/[droidheap: x]"."""
@@ -183,6 +184,7 @@ class _Sequence:
     def __init__(self):
         self.interned = _Tables(shared_strings=False)
         self.packet = _Tables(shared_strings=True)
+        self.missing = False  # whether a sample referred to an entry never interned
 
     def add_interned(self, data: pb.InternedData) -> None:
         t = self.interned
@@ -205,39 +207,44 @@ class _Sequence:
         for c in callstacks:
             t.raw_callstacks[c.iid] = list(c.frame_ids)
 
-    # A trace uses one style or the other; for a mix, the ProfilePacket's own tables win.
-    def _order(self):
-        return (self.packet, self.interned)
-
+    # A trace uses one style or the other; for a mix, the ProfilePacket's own tables win. Looked
+    # up per frame of every new stack and per sample of every dump: plain dict lookups.
     def mapping(self, iid: int) -> Mapping:
-        for t in self._order():
-            if iid in t.mappings:
-                return t.mappings[iid]
+        for t in (self.packet, self.interned):
+            known = t.mappings.get(iid)
+            if known is not None:
+                return known
             raw = t.raw_mappings.get(iid)
             if raw is not None:
-                t.mappings[iid] = _make_mapping(raw, t)
-                return t.mappings[iid]
+                known = t.mappings[iid] = _make_mapping(raw, t)
+                return known
+        self.missing = True
         return _missing("mapping")
 
     def frame(self, iid: int) -> Frame:
-        for t in self._order():
-            if iid in t.frames:
-                return t.frames[iid]
+        for t in (self.packet, self.interned):
+            known = t.frames.get(iid)
+            if known is not None:
+                return known
             raw = t.raw_frames.get(iid)
             if raw is not None:
                 name = t.function_names.get(raw.function_name_id, b"")
-                t.frames[iid] = Frame(self.mapping(raw.mapping_id), raw.rel_pc, _text(name))
-                return t.frames[iid]
+                known = t.frames[iid] = Frame(self.mapping(raw.mapping_id), raw.rel_pc,
+                                              _text(name))
+                return known
+        self.missing = True
         return Frame(_missing("frame"), 0)
 
     def callstack(self, iid: int) -> Tuple[Frame, ...]:
-        for t in self._order():
-            if iid in t.callstacks:
-                return t.callstacks[iid]
+        for t in (self.packet, self.interned):
+            known = t.callstacks.get(iid)
+            if known is not None:
+                return known
             raw = t.raw_callstacks.get(iid)
             if raw is not None:
-                t.callstacks[iid] = tuple(self.frame(f) for f in raw)
-                return t.callstacks[iid]
+                known = t.callstacks[iid] = tuple([self.frame(f) for f in raw])
+                return known
+        self.missing = True
         return (Frame(_missing("callstack"), 0),)
 
 
@@ -290,6 +297,7 @@ def _merge_header(dump: HeapDump, src: pb.ProfilePacket.ProcessHeapSamples) -> N
 def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
     result = TraceDumps(dumps={}, cmdlines={})
     sequences: Dict[int, _Sequence] = {}
+    missing = False  # whether some sequence, now or before a restart, lacked an entry
     # Per sequence: the dump being assembled, (pid, heap) -> HeapDump.
     pending: Dict[int, Dict[Tuple[int, str], HeapDump]] = {}
     # Per sequence: pid -> what the process_stats packet before the dump being assembled said.
@@ -299,6 +307,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
     for packet in packets:
         seq_id = packet.trusted_packet_sequence_id
         if packet.sequence_flags & _SEQ_INCREMENTAL_STATE_CLEARED or seq_id not in sequences:
+            missing = missing or (seq_id in sequences and sequences[seq_id].missing)
             sequences[seq_id] = _Sequence()
         seq = sequences[seq_id]
         tracks = counters.setdefault(seq_id, CounterTracks())
@@ -360,12 +369,23 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
     for dumps in result.dumps.values():
         for dump in dumps:
             dump.sampling_interval_bytes = dump.sampling_interval_bytes or configured
-    unknown = sum(1 for dumps in result.dumps.values() for d in dumps for s in d.samples
-                  if any(f.mapping.path.startswith(_MISSING) for f in s.frames))
+    if missing or any(seq.missing for seq in sequences.values()):
+        _count_missing(result)
+    return result
+
+
+def _count_missing(result: TraceDumps) -> None:
+    broken: Dict[int, bool] = {}  # by call stack: every dump shares a sequence's tuples
+    unknown = 0
+    for dumps in result.dumps.values():
+        for sample in (s for d in dumps for s in d.samples):
+            if id(sample.frames) not in broken:
+                broken[id(sample.frames)] = any(f.mapping.path.startswith(_MISSING)
+                                                for f in sample.frames)
+            unknown += broken[id(sample.frames)]
     if unknown:
         result.warnings.append(f"{unknown} samples refer to call stacks, frames or mappings "
                                "missing from the trace")
-    return result
 
 
 def _configured_interval(packets: List[pb.TracePacket]) -> int:

@@ -28,14 +28,17 @@ def _profile(dump, keep, churn=131072, time_s=None, pid=42):
             "time_s": time_s, "at_peak": False, "sampling_interval": 4096,
             "totals": {"alloc_count": 10, "alloc_bytes": 100, "free_count": 1, "free_bytes": 10,
                        "live_blocks": 9, "in_use_bytes": 90},
-            "notes": [], "samples": [
-                [[3, 1, 0], 1, keep // 4096, keep, keep // 4096, keep],
-                [[2, 0], 2, 10, churn, 0, 0],  # allocates, keeps nothing
-                [[4, 5, 0], 4, 1, 4096, 1, 4096]]}
+            "notes": [], "samples": [  # [stack (STACKS), site, figures]
+                [0, 1, keep // 4096, keep, keep // 4096, keep],
+                [1, 2, 10, churn, 0, 0],  # allocates, keeps nothing
+                [2, 4, 1, 4096, 1, 4096]]}
+
+
+STACKS = [[3, 1, 0], [2, 0], [4, 5, 0]]  # frame ids, leaf first
 
 
 def _data(**overrides):
-    data = {"version": 1, "title": "droidheap: app <test>", "frames": FRAMES,
+    data = {"version": 2, "title": "droidheap: app <test>", "frames": FRAMES, "stacks": STACKS,
             "profiles": [_profile(0, 8192, time_s=0.0), _profile(1, 65536, time_s=1.0)],
             "growth": [{"label": "pid 42 (app), libc.malloc",
                         "points": [[0.0, 12288, 53248], [1.0, 69632, 110592]]}],

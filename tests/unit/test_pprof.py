@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from droidheap.pprof import Profile, build_profile, pprof_file_name, write_pprof
+from droidheap.pprof import Profile, PprofWriter, pprof_file_name
 from droidheap.symbolizer import ModuleSymbols, SourceLine, SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -54,13 +54,14 @@ def go_validator(tmp_path_factory):
 @pytest.fixture
 def pprof_files(tmp_path):
     dumps = _dumps()
-    return [write_pprof(d, _symbols(), tmp_path, dumps.cmdlines.get(pid, ""), 123)
+    writer = PprofWriter(_symbols())
+    return [writer.write(d, tmp_path, dumps.cmdlines.get(pid, ""), 123)
             for pid in dumps.dumps for d in dumps.dumps[pid]]
 
 
 def test_sample_types_in_go_heap_order_with_inuse_space_default():
     dump = _dumps().dumps[100][0]
-    p = build_profile(dump, _symbols())
+    p = PprofWriter(_symbols()).profile(dump)
     assert p.string_table[0] == ""
     assert [(p.string_table[t.type], p.string_table[t.unit]) for t in p.sample_type] == [
         ("alloc_objects", "count"), ("alloc_space", "bytes"),
@@ -71,12 +72,12 @@ def test_sample_types_in_go_heap_order_with_inuse_space_default():
 
 
 def test_values_are_allocated_and_allocated_minus_freed():
-    p = build_profile(_dumps().dumps[100][0], _symbols())
+    p = PprofWriter(_symbols()).profile(_dumps().dumps[100][0])
     assert sorted(list(s.value) for s in p.sample) == [[2, 8192, 1, 4096], [10, 40960, 10, 40960]]
 
 
 def test_locations_are_leaf_first_with_symbolized_lines():
-    p = build_profile(_dumps().dumps[100][0], _symbols())
+    p = PprofWriter(_symbols()).profile(_dumps().dumps[100][0])
     locations = {loc.id: loc for loc in p.location}
     functions = {f.id: f for f in p.function}
     stacks = []
@@ -92,7 +93,7 @@ def test_locations_are_leaf_first_with_symbolized_lines():
 
 
 def test_ids_are_non_zero_and_mapping_flags_follow_symbolization():
-    p = build_profile(_dumps().dumps[100][0], _symbols())
+    p = PprofWriter(_symbols()).profile(_dumps().dumps[100][0])
     assert all(x.id for x in [*p.mapping, *p.location, *p.function])
     by_name = {p.string_table[m.filename]: m for m in p.mapping}
     app, libc = by_name[APP.path], by_name[LIBC.path]
@@ -105,7 +106,7 @@ def test_ids_are_non_zero_and_mapping_flags_follow_symbolization():
 
 
 def test_pseudo_frames_have_no_mapping_and_are_named_from_their_path():
-    p = build_profile(_dumps().dumps[200][0], _symbols())
+    p = PprofWriter(_symbols()).profile(_dumps().dumps[200][0])
     pseudo = [loc for loc in p.location if loc.mapping_id == 0]
     (loc,) = pseudo
     names = [p.string_table[f.name] for f in p.function if f.id == loc.line[0].function_id]
@@ -128,12 +129,12 @@ def test_comment_holds_the_exact_totals_and_mallinfo_when_known():
     b.dump({7: [(stack, 64, 0, 1, 0)]})
     b.dump({7: [(stack, 128, 0, 2, 0)]})  # none this time
     known, unknown = rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[7]
-    p = build_profile(known, _symbols())
+    p = PprofWriter(_symbols()).profile(known)
     comments = _strings(p, p.comment)
     assert ("exact since profiling began: 10 allocations (1000 bytes), 4 frees (400 bytes)"
             in comments)
     assert "mallinfo: 700 bytes in use, 300 free, 4096 from the system" in comments
-    p = build_profile(unknown, _symbols())
+    p = PprofWriter(_symbols()).profile(unknown)
     assert not [c for c in _strings(p, p.comment) if c.startswith(("exact", "mallinfo"))]
 
 

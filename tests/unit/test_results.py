@@ -8,7 +8,8 @@ from droidheap.results.diff import first_to_last, site_growth
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.model import Location, Profile, StackSample
 from droidheap.results.report import build_report, report_json
-from droidheap.results.sites import bottom_up, call_site, top_sites
+from droidheap.results.sites import CallStack, bottom_up, call_site, top_sites
+from droidheap.results.html import render_html
 from droidheap.results.text import format_report
 from test_cli_errors import assert_one_line_error, run_cli
 
@@ -23,7 +24,7 @@ def app(function: str, line: int = 1) -> Location:
 
 
 def sample(*stack, alloc=0, in_use=0) -> StackSample:
-    return StackSample(tuple(stack), alloc // 16, alloc, in_use // 16, in_use)
+    return StackSample(CallStack(stack), alloc // 16, alloc, in_use // 16, in_use)
 
 
 def profile(samples, dump=0, pid=1, heap="libc.malloc", at_peak=False) -> Profile:
@@ -177,8 +178,43 @@ def test_page_data_interns_frames_books_sites_and_caps_the_flamegraph_dumps():
     frames = data["frames"]
     assert len(frames) == 3  # operator new, leak, main: once each
     stack, site = data["profiles"][-1]["samples"][0][:2]
-    assert [frames[i]["function"] for i in stack] == [NEW.function, "leak", "main"]
+    assert [frames[i]["function"] for i in data["stacks"][stack]] == [NEW.function, "leak", "main"]
     assert frames[site]["function"] == "leak" and frames[site]["where"] == "app.c:1"
     (series,) = data["growth"]
     assert len(series["points"]) == 60 and series["points"][-1][1] == 6000  # every dump
     assert frames[data["leaks"][0]["frame"]]["function"] == "leak"
+
+
+def test_the_page_keeps_the_largest_stacks_and_folds_the_rest_per_site_exactly():
+    from droidheap.results.page import FOLDED_SITES, STACKS_PER_METRIC, page_data
+
+    def many(stacks):  # 4 sites per 10 stacks; sizes spread so that none ties
+        return profile([sample(NEW, app(f"site{i % (stacks // 10 * 4)}"), app(f"caller{i}"), MAIN,
+                               alloc=16 * (i % 977 + 1), in_use=16 * (i % 13)) for i in range(stacks)])
+    sizes = {}
+    for stacks in (4000, 40000):
+        dump = many(stacks)
+        data = page_data([dump], "t")
+        (shown,) = data["profiles"]
+        rows = shown["samples"]
+        assert len(rows) <= 4 * STACKS_PER_METRIC + FOLDED_SITES + 1
+        # Every column's total and every shown site's figures stay exact.
+        for column, metric in enumerate(("alloc_count", "alloc_bytes", "in_use_count",
+                                         "in_use_bytes"), start=2):
+            assert sum(r[column] for r in rows) == sum(getattr(s, metric) for s in dump.samples)
+        frames = data["frames"]
+        by_site = {}
+        for row in rows:
+            by_site.setdefault(frames[row[1]]["function"], []).append(row)
+        folded = [r for r in rows if frames[data["stacks"][r[0]][-1]]["function"] ==
+                  "[smaller call stacks, folded]"]
+        assert folded and len(folded) <= FOLDED_SITES + 1
+        # The sites the page's table shows (the largest by each metric) are exact.
+        for metric, column in (("alloc_bytes", 3), ("in_use_bytes", 5)):
+            shown_sums = sorted((sum(r[column] for r in site_rows)
+                                 for function, site_rows in by_site.items()
+                                 if function != "[other call sites]"), reverse=True)
+            assert shown_sums[:30] == [s.value(metric) for s in top_sites(dump.samples, metric, 30)]
+        assert any("folded per call site" in note for note in shown["notes"])
+        sizes[stacks] = len(render_html(data))
+    assert sizes[40000] < 1.5 * sizes[4000], sizes  # bounded, not ten times larger

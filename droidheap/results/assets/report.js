@@ -22,6 +22,12 @@ const data = JSON.parse(document.getElementById("droidheap-data").textContent);
 const frames = data.frames || [];
 const UNKNOWN_FRAME = { function: "?", where: "", module: "" };
 const profiles = data.profiles || [];
+// A sample names its call stack by index into data.stacks (shared by every dump): from here on
+// it holds the stack's frame ids themselves.
+const stacks = data.stacks || [];
+for (const profile of profiles) {
+  for (const sample of profile.samples) sample[0] = stacks[sample[0]] || [];
+}
 const state = { profile: 0, metric: "in_use_bytes", search: "", zoom: [] };
 
 function el(tag, attributes = {}, ...children) {
