@@ -2,6 +2,7 @@
 beside Perfetto's trace processor reading the same trace, in one run.
 
     .venv/bin/python bench/host_scale.py [--seconds 4,20,30] [--processes 1] [--keep DIR]
+                                         [--traces RAW_TRACE...]
 
 Each trace is made here as a user makes one: `droidheap --local -c 1000 -d MS` on a Python
 program that allocates along many different call paths (random recursion through map, sorted,
@@ -13,11 +14,11 @@ profiled with --disable-fork-teardown). Then, each timed with its peak RSS (its 
   behind ui.perfetto.dev; DROIDHEAP_TRACE_PROCESSOR, else the one scripts/install unpacked);
 - droidheap symbolize: the whole conversion a session ends with (symbolization, symbolized trace,
   pprof files, report.html, summary), from the raw trace;
-- droidheap report: on the converted output.
+- droidheap report, diff (first dump to last) and check: on the converted output.
 
 Printed: the trace's size, dumps and distinct call stacks, each tool's seconds and MB, the ratios
 to the trace processor and report.html's size. The goals (issue 39): conversion within 10x the
-trace processor's time and 3x its memory; report within 3x.
+trace processor's time and 3x its memory; report, diff and check within 3x.
 """
 import argparse
 import os
@@ -135,7 +136,10 @@ def measure(trace: pathlib.Path, work: pathlib.Path, tp: pathlib.Path):
     droidheap = [sys.executable, "-m", "droidheap.cli"]
     figures["droidheap symbolize"] = _run([*droidheap, "symbolize", str(trace), "-o", str(out)],
                                           env=env, cwd=ROOT)
-    figures["droidheap report"] = _run([*droidheap, "report", str(out)], env=env, cwd=ROOT)
+    # On the converted output: what the conversion stored, not the trace again.
+    for command in (["report"], ["diff"], ["check", "--max-growth", "1G"]):
+        figures[f"droidheap {command[0]}"] = _run([*droidheap, command[0], str(out),
+                                                   *command[1:]], env=env, cwd=ROOT)
     return figures, (out / "report.html").stat().st_size
 
 
@@ -145,6 +149,8 @@ def main() -> None:
                         help="how long each trace's workload runs, comma-separated")
     parser.add_argument("--processes", type=int, default=1,
                         help="workload processes profiled at once")
+    parser.add_argument("--traces", type=pathlib.Path, nargs="*", default=[],
+                        help="raw traces made before (--keep) to measure instead of new ones")
     parser.add_argument("--keep", type=pathlib.Path,
                         help="a directory to keep the traces and outputs in")
     args = parser.parse_args()
@@ -154,8 +160,8 @@ def main() -> None:
     print(f"{'trace':>8} {'dumps':>5} {'stacks':>7}  {'tool':20} {'seconds':>8} {'MB':>7} "
           f"{'x time':>6} {'x MB':>6}")
     try:
-        for seconds in (float(s) for s in args.seconds.split(",")):
-            trace = make_trace(work, seconds, args.processes)
+        for trace in args.traces or (make_trace(work, float(s), args.processes)
+                                     for s in args.seconds.split(",")):
             dumps, stacks = shape(trace)
             figures, html = measure(trace, work, tp)
             base_s, base_mb = figures["trace processor"]

@@ -144,6 +144,10 @@ def _run(argv) -> int:
     except OSError as e:  # a file or device failure nothing more specific caught: still one line
         print(f"droidheap: {e}", file=sys.stderr)
         return 1
+    except MemoryError:  # what is written is kept: every file is written whole or not at all
+        print("droidheap: out of memory: the input is larger than this machine can hold",
+              file=sys.stderr)
+        return 1
     except click.Abort:
         print("droidheap: interrupted", file=sys.stderr)
         return 130

@@ -9,12 +9,15 @@ import pathlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
+from droidheap.gc_pause import gc_paused
 from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, PprofWriter
 from droidheap.results.html import REPORT_HTML, write_html
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
+from droidheap.results.model import Results
 from droidheap.results.page import page_data, page_title
+from droidheap.results.store import RESULTS_FILE, write_results
 from droidheap.results.summary import ProcessSummary, format_summary, summarize
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import Symbolizer, reached_modules, symbolize_dumps
@@ -38,6 +41,7 @@ class ConversionResult:
         return [f.path for f in self.pprof_files]
 
 
+@gc_paused
 def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   search_dirs: Sequence[pathlib.Path] = (),
                   fetch_files: Optional[Callable[[List[Tuple[str, str]], List[str]],
@@ -52,7 +56,17 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     the trace leaves unnamed, in the outputs and the symbolized trace; `exit_statuses`
     ({pid: status}) says how the programs the caller started ended. Raises DroidheapError
     when the trace cannot be read at all;
-    damage after the first good packet only adds warnings."""
+    damage after the first good packet only adds warnings, and a trace too large for this
+    machine's memory is one error too (the trace itself is kept)."""
+    try:
+        return _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs or {},
+                        exit_statuses)
+    except MemoryError:
+        raise DroidheapError(f"not enough memory to convert {raw_trace}: it is kept; convert it "
+                             "where there is more with droidheap symbolize") from None
+
+
+def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_statuses):
     try:
         data = pathlib.Path(raw_trace).read_bytes()
     except OSError as e:
@@ -62,11 +76,11 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
         what = "is empty" if not data else "holds no readable Perfetto packet"
         raise DroidheapError(f"the trace {raw_trace} {what}; the daemon may have failed before "
                              "its first dump")
-    warnings = list(contents.warnings)
     dumps = rebuild_dumps(contents.packets)
-    warnings += dumps.warnings
+    trace_warnings = contents.warnings + dumps.warnings  # what reading the trace again would say
+    warnings = list(trace_warnings)
     # What the caller knows of processes the trace leaves unnamed (a program it started).
-    unnamed = {pid: argv for pid, argv in (process_argvs or {}).items()
+    unnamed = {pid: argv for pid, argv in process_argvs.items()
                if pid not in dumps.cmdlines}
     dumps.cmdlines.update({pid: " ".join(argv) for pid, argv in unnamed.items()})
 
@@ -120,6 +134,10 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     html = out_dir / REPORT_HTML
     suspects = leak_suspects(profiles)
     write_html(page_data(profiles, page_title(profiles, str(raw_trace)), suspects=suspects), html)
+    try:
+        write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE)
+    except OSError as e:
+        raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
     processes = summarize(dumps, profiles, exit_statuses)
     summary = format_summary(processes, suspects[:5])
     if warnings:

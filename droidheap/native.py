@@ -4,6 +4,7 @@ droidheap/bin/<abi>/; and the Linux emulator's (glibc; `pip install` for the hos
 scripts/build_arm64.sh for arm64 under qemu), in droidheap/bin/linux/<abi>/."""
 import os
 import pathlib
+import platform
 import site
 import sysconfig
 
@@ -43,12 +44,18 @@ def binary_dir(abi: str, required=(DAEMON, CLIENT), target: str = ANDROID) -> pa
                          f"{build_command(abi, target)}")
 
 
+def host_abi() -> str:
+    """This machine's ABI, in Android's names: the Linux emulator's binaries are built for it."""
+    machine = platform.machine()
+    return {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a",
+            "arm64": "arm64-v8a"}.get(machine, machine)
+
+
 def installed_bin_dir() -> pathlib.Path:
     """The installed package's droidheap/bin, where scripts/build_arm64.sh and
     scripts/build_android.sh add binaries to what pip installed: beside the host's emulator
     binaries (site-packages, for an editable install too, whose package stays in the source tree),
     or the package's own directory when there are none yet."""
-    from droidheap.device.local import host_abi  # droidheap.device.local imports this module
     try:
         return binary_dir(host_abi(), target=LINUX).parent.parent
     except DroidheapError:

@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from droidheap.output_files import write_output
+from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping
 
@@ -71,6 +72,7 @@ def _message_classes():
 
 _MESSAGES = _message_classes()
 Profile = _MESSAGES["Profile"]
+_LOCATION_FIELD = Profile.DESCRIPTOR.fields_by_name["location"].number
 
 SAMPLE_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
                 ("inuse_objects", "count"), ("inuse_space", "bytes")]
@@ -104,8 +106,9 @@ class PprofWriter:
         self._mapping_ids: Dict[Mapping, int] = {}
         self._function_ids: Dict[Tuple[str, str], int] = {}
         self._location_ids: Dict[Tuple[Mapping, int], int] = {}
-        # By id - 1: a location's message (its mapping and function ids global) and the ids.
-        self._locations: List[Tuple[object, int, Tuple[int, ...]]] = []
+        # By id - 1: a location as a framed Profile.location field (its mapping and function ids
+        # are global: the same bytes in every file), its mapping id and function ids.
+        self._locations: List[Tuple[bytes, int, Tuple[int, ...]]] = []
         self._by_frame: Dict[int, Tuple[Frame, int]] = {}  # id(frame) -> (frame, location id)
         self._stacks: Dict[int, Tuple[Sequence[Frame], List[int]]] = {}
 
@@ -133,8 +136,8 @@ class PprofWriter:
             for line in self.symbols.lines(frame):
                 message.line.add(function_id=self._function(line.function, line.file),
                                  line=line.line)
-            self._locations.append((message, mapping_id,
-                                    tuple(line.function_id for line in message.line)))
+            self._locations.append((encode_bytes_field(_LOCATION_FIELD, message.SerializeToString()),
+                                    mapping_id, tuple(line.function_id for line in message.line)))
         self._by_frame[id(frame)] = (frame, self._location_ids[key])
         return self._location_ids[key]
 
@@ -149,6 +152,12 @@ class PprofWriter:
     def profile(self, dump: HeapDump, cmdline: str = "", time_nanos: int = 0):
         """The pprof Profile message for one dump (values cumulative since the process
         connected, in-use = allocated - freed)."""
+        return Profile.FromString(self._serialized(dump, cmdline, time_nanos)[0])
+
+    def _serialized(self, dump: HeapDump, cmdline: str, time_nanos: int) -> Tuple[bytes, int]:
+        """The Profile's bytes, and how many samples it holds. Its locations are appended as
+        bytes made once per trace (a repeated field's entries may come anywhere in a message):
+        a large trace has hundreds of thousands, most of them in every dump."""
         p = Profile()
         strings = _Strings(p)
         for kind, unit in SAMPLE_TYPES:
@@ -171,10 +180,10 @@ class PprofWriter:
             location_ids = self._stack(sample.frames)
             used.update(location_ids)
             p.sample.add(location_id=location_ids, value=values)
-        mappings, functions = set(), set()
+        mappings, functions, locations = set(), set(), []
         for location_id in sorted(used):
-            message, mapping_id, function_ids = self._locations[location_id - 1]
-            p.location.append(message)
+            framed, mapping_id, function_ids = self._locations[location_id - 1]
+            locations.append(framed)
             mappings.add(mapping_id)
             functions.update(function_ids)
         for mapping, mapping_id in self._mapping_ids.items():
@@ -184,7 +193,7 @@ class PprofWriter:
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),
                                system_name=strings.id(name), filename=strings.id(file))
-        return p
+        return p.SerializeToString() + b"".join(locations), len(p.sample)
 
     def _add_mapping(self, p, strings: _Strings, mapping: Mapping, mapping_id: int) -> None:
         module = self.symbols.modules.get((mapping.path, mapping.build_id))
@@ -200,12 +209,12 @@ class PprofWriter:
 
     def write(self, dump: HeapDump, out_dir: pathlib.Path, cmdline: str = "",
               time_nanos: int = 0) -> "PprofFile":
-        profile = self.profile(dump, cmdline, time_nanos)
+        data, samples = self._serialized(dump, cmdline, time_nanos)
         path = out_dir / pprof_file_name(dump)
         # mtime=0: the same dump always gives the same bytes. Level 6, as Go's pprof writes:
         # level 9 took 6 times as long for 6% less.
-        write_output(path, gzip.compress(profile.SerializeToString(), compresslevel=6, mtime=0))
-        return PprofFile(path, dump.pid, dump.index, dump.heap_name, len(profile.sample))
+        write_output(path, gzip.compress(data, compresslevel=6, mtime=0))
+        return PprofFile(path, dump.pid, dump.index, dump.heap_name, samples)
 
 
 def _comments(dump: HeapDump, cmdline: str) -> List[str]:

@@ -6,7 +6,8 @@ import re
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.report import load, path_argument
+from droidheap.commands.reading import load, path_argument
+from droidheap.gc_pause import gc_paused
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
@@ -47,6 +48,7 @@ def _matches(pattern, site) -> bool:
               help="Check only the call sites whose name, file or module matches.")
 @symbols_option
 @click.pass_context
+@gc_paused
 def command(ctx, path, max_growth, site_pattern, symbol_dirs):
     """Exit 1 when a call site in PATH grew past --max-growth between its first and last dump."""
     from droidheap.errors import DroidheapError

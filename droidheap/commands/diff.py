@@ -7,7 +7,8 @@ import pathlib
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.report import html_option, load, path_argument, write_page
+from droidheap.commands.reading import html_option, load, path_argument, write_page
+from droidheap.gc_pause import gc_paused
 
 
 @click.command("diff")
@@ -18,6 +19,7 @@ from droidheap.commands.report import html_option, load, path_argument, write_pa
               help="Call sites shown per heap (default 20).")
 @html_option
 @symbols_option
+@gc_paused
 def command(path, current, as_json, top, html, symbol_dirs):
     """Growth per call site from PATH to CURRENT, or within PATH from its first dump to its
     last."""

@@ -1,28 +1,12 @@
 """`droidheap report PATH`: the top call sites, a bottom-up tree, exact totals and what was lost,
 and leak suspects over continuous dumps, of an output directory, a trace or a pprof file."""
 import json
-import os
-import pathlib
 
 import click
 
 from droidheap.commands.output import symbols_option
-
-path_argument = click.argument("path", type=click.Path(path_type=pathlib.Path))
-html_option = click.option("--html", type=click.Path(dir_okay=False, path_type=pathlib.Path),
-                           metavar="FILE", help="Write the page (report.html) to FILE instead.")
-
-
-def write_page(data: dict, path: pathlib.Path) -> None:
-    from droidheap.results.html import write_html
-    write_html(data, path)
-    click.echo(f"Wrote {path}")
-
-
-def load(path: pathlib.Path, symbol_dirs):
-    from droidheap.results.load import load_results  # protobuf loads only when needed
-    from droidheap.symbolizer import search_dirs
-    return load_results(path, search_dirs(symbol_dirs, os.environ))
+from droidheap.commands.reading import html_option, load, path_argument, write_page
+from droidheap.gc_pause import gc_paused
 
 
 @click.command("report")
@@ -34,6 +18,7 @@ def load(path: pathlib.Path, symbol_dirs):
               help="Call sites per table (default 10).")
 @html_option
 @symbols_option
+@gc_paused
 def command(path, as_json, dump, top, html, symbol_dirs):
     """Report what PATH (an output directory, a trace or a pprof file) says."""
     from droidheap.results.report import build_report, report_json

@@ -16,7 +16,6 @@ arm64-v8a ABI on an x86_64 machine they run under qemu-aarch64.
 import fcntl
 import os
 import pathlib
-import platform
 import shutil
 import subprocess
 import tempfile
@@ -35,12 +34,6 @@ QEMU_SYSROOTS = {"arm64-v8a": ("qemu-aarch64", "/usr/aarch64-linux-gnu")}
 # qemu-user options that take a value: the first other word is the emulated program.
 _QEMU_VALUE_OPTIONS = {"-L", "-E", "-U", "-cpu", "-g", "-s", "-R", "-B", "-d", "-D", "-p", "-r",
                        "-0", "-seed", "-trace", "-plugin", "-dfilter", "-t"}
-
-
-def host_abi() -> str:
-    machine = platform.machine()
-    return {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a",
-            "arm64": "arm64-v8a"}.get(machine, machine)
 
 
 def default_root() -> pathlib.Path:
@@ -158,11 +151,11 @@ def running_daemons(daemon: str) -> List[int]:
 class LocalDevice(Device):
     def __init__(self, root: Optional[pathlib.Path] = None, abi: Optional[str] = None):
         self.root = pathlib.Path(root or default_root()).resolve()
-        self.abi = abi or host_abi()
+        self.abi = abi or native.host_abi()
         if self.abi not in native.LINUX_BUILD_COMMANDS:
             raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")
         self._runner: List[str] = []
-        if self.abi != host_abi():
+        if self.abi != native.host_abi():
             if self.abi not in QEMU_SYSROOTS:
                 raise DroidheapError(f"the emulated device cannot run {self.abi} on this machine")
             qemu, sysroot = QEMU_SYSROOTS[self.abi]
@@ -342,7 +335,7 @@ class LocalDevice(Device):
             exe = ""
         emulated = exe.startswith("qemu-")
         if emulated != bool(self._runner):
-            abi = "arm64-v8a" if emulated else host_abi()
+            abi = "arm64-v8a" if emulated else native.host_abi()
             raise DroidheapError(f"pid {pid} runs as {abi}: use --abi {abi}")
 
     def check_program(self, argv: Sequence[str]) -> None:

@@ -9,7 +9,7 @@ import itertools
 from typing import Dict, List, Sequence, Tuple
 
 from droidheap.results.model import LeakSuspect, Profile
-from droidheap.results.sites import site_figures
+from droidheap.results.sites import profile_sites
 
 # Fewer dumps than this tell a jump from a trend no better than a coin.
 MIN_DUMPS = 3
@@ -28,7 +28,7 @@ def dump_series(profiles: Sequence[Profile]) -> Dict[Tuple[int, str], List[Profi
 
 
 def _suspects_of(dumps: List[Profile]) -> List[LeakSuspect]:
-    by_dump = [site_figures(d.samples) for d in dumps]
+    by_dump = [profile_sites(d) for d in dumps]
     suspects = []
     for key in set(itertools.chain.from_iterable(by_dump)):
         in_use = [sites[key].in_use_bytes if key in sites else 0 for sites in by_dump]

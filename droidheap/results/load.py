@@ -1,8 +1,8 @@
-"""Reads what the reports work on (model.py) from any of: an output directory (its
-symbolized-trace, else its raw-trace, else its pprof files), a Perfetto trace (ours or
-heapprofd's; symbolized by the module_symbols packets it carries, else here) or a pprof file.
+"""Reads what the reports work on (model.py) from any of: an output directory (what its
+conversion stored, store.py; else its symbolized-trace, else its raw-trace, else its pprof
+files), a Perfetto trace (ours or heapprofd's; symbolized by the module_symbols packets it
+carries, else here) or a pprof file.
 """
-import dataclasses
 import gzip
 import pathlib
 import re
@@ -12,8 +12,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from google.protobuf.message import DecodeError
 
 from droidheap.errors import DroidheapError
-from droidheap.results.model import Location, Profile, StackSample
+from droidheap.results.model import Location, Profile, Results, StackSample
 from droidheap.results.sites import CallStack
+from droidheap.results.store import RESULTS_FILE, read_results
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
 from droidheap.trace.counter_tracks import CONNECTION_LOST, EXITED, GUARDRAIL
@@ -24,12 +25,6 @@ from droidheap.trace.symbolized import read_module_symbols
 SYMBOLIZED_TRACE = "symbolized-trace"
 RAW_TRACE = "raw-trace"
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-@dataclasses.dataclass
-class Results:
-    profiles: List[Profile]  # by pid, then dump, then heap (libc's first)
-    warnings: List[str]
 
 
 def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
@@ -196,6 +191,20 @@ def _load_file(path: pathlib.Path, search_dirs: Sequence[pathlib.Path]) -> Resul
     return _load_trace(path, data, search_dirs)
 
 
+def _stored_results(directory: pathlib.Path) -> Optional[Results]:
+    """What the conversion stored, unless a trace there is newer (symbolized again by other
+    tools) or it is of another version."""
+    stored = directory / RESULTS_FILE
+    try:
+        written = stored.stat().st_mtime_ns
+        if any((directory / name).stat().st_mtime_ns > written
+               for name in (SYMBOLIZED_TRACE, RAW_TRACE) if (directory / name).exists()):
+            return None
+    except OSError:
+        return None
+    return read_results(stored)
+
+
 def load_results(path: pathlib.Path, search_dirs: Sequence[pathlib.Path] = ()) -> Results:
     """Everything in `path` (see the module docstring); raises DroidheapError when nothing can be
     read."""
@@ -204,6 +213,9 @@ def load_results(path: pathlib.Path, search_dirs: Sequence[pathlib.Path] = ()) -
         raise DroidheapError(f"{path} does not exist")
     if not path.is_dir():
         return _load_file(path, search_dirs)
+    stored = _stored_results(path)
+    if stored is not None:
+        return stored
     for name in (SYMBOLIZED_TRACE, RAW_TRACE):
         if (path / name).is_file():
             return _load_file(path / name, search_dirs)

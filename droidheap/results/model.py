@@ -60,6 +60,8 @@ class Profile:
     disconnected: bool = False
     ending: str = ""  # how a disconnected process's profile ended (HeapDump.ending)
     source: str = ""  # the file it was read from
+    # Its figures by call site (sites.profile_sites), made once, when first asked.
+    sites: Optional[dict] = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def alloc_bytes(self) -> int:
@@ -91,3 +93,10 @@ class LeakSuspect:
     growth_bytes: int  # last dump minus first
     steadiness: float  # 0..1: the share of dump-to-dump steps in which it grew
     score: float  # what suspects are ranked by, highest first
+
+
+@dataclasses.dataclass
+class Results:
+    """What the reports read: every profile, and what reading them warned of."""
+    profiles: List[Profile]  # by pid, then dump, then heap (libc's first)
+    warnings: List[str]

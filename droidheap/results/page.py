@@ -7,7 +7,6 @@ dump shown carries its largest call stacks by each metric; the rest are folded i
 call site (their sum, under a frame saying so), so every total and the table of sites stay
 exact. The symbolized trace and the pprof files keep every stack.
 """
-import heapq
 import pathlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -15,7 +14,7 @@ from droidheap.results.diff import SiteGrowth
 from droidheap.results.leaks import dump_series, leak_suspects
 from droidheap.results.load import ending_note
 from droidheap.results.model import LeakSuspect, Location, Profile
-from droidheap.results.sites import CallStack, site_figures
+from droidheap.results.sites import CallStack, profile_sites
 
 VERSION = 2
 # Flamegraphs per process's heap: an hour of 5 s dumps would make a page of hundreds of megabytes.
@@ -72,8 +71,8 @@ def _largest(figures: List[Sequence[int]], limit: int) -> set:
     chosen = set()
     for column in range(len(_METRICS)):
         values = [row[column] for row in figures]
-        chosen.update(i for value, i in heapq.nlargest(limit, zip(values, range(len(values))))
-                      if value > 0)
+        ranked = sorted(range(len(values)), key=values.__getitem__, reverse=True)[:limit]
+        chosen.update(i for i in ranked if values[i] > 0)
     return chosen
 
 
@@ -84,35 +83,34 @@ def _rows(profile: Profile, frames: _Frames) -> Tuple[List[list], List[str]]:
     samples = profile.samples
     figures = [sample[1:] for sample in samples]  # StackSample: (stack, *figures in _METRICS order)
     kept = _largest(figures, STACKS_PER_METRIC)
-    rows, folded = [], {}
-    for i, sample in enumerate(samples):
-        if i in kept:
-            rows.append([*frames.stack(sample.stack), *figures[i]])
-        elif any(figures[i]):
-            site = folded.setdefault(sample.stack.site_key,
-                                     [sample.stack.site, 0, [0] * len(_METRICS)])
-            site[1] += 1
-            site[2] = [a + b for a, b in zip(site[2], figures[i])]
-    if not folded:
-        return rows, []
-    sites = list(site_figures(samples).items())
-    largest = _largest([[f.value(metric) for metric in _METRICS] for _, f in sites],
-                       FOLDED_SITES // len(_METRICS))
-    own = {sites[i][0] for i in largest}
+    if len(kept) == len(samples):
+        return [[*frames.stack(s.stack), *s[1:]] for s in samples], []
+    # What is folded into a site's row: the site's figures less those of its stacks kept whole.
+    by_site = profile_sites(profile)
+    folded = {key: [f.value(metric) for metric in _METRICS] for key, f in by_site.items()}
+    rows = []
+    for i in sorted(kept):
+        sample = samples[i]
+        rows.append([*frames.stack(sample.stack), *figures[i]])
+        rest = folded[sample.stack.site_key]
+        rest[:] = [a - b for a, b in zip(rest, figures[i])]
+    sites = [key for key, rest in folded.items() if any(rest)]
+    # Rows of their own for the largest sites in all (those the page's table lists).
+    own = {sites[i] for i in _largest([[by_site[key].value(m) for m in _METRICS] for key in sites],
+                                      FOLDED_SITES // len(_METRICS))}
     others = [0] * len(_METRICS)
-    for key, (site, _, values) in folded.items():
+    for key in sites:
         if key in own:
-            site_id = frames.id(site)
-            rows.append([frames.stack_ids([site_id, frames.id(FOLDED)]), site_id, *values])
+            site_id = frames.id(by_site[key].site)
+            rows.append([frames.stack_ids([site_id, frames.id(FOLDED)]), site_id, *folded[key]])
         else:
-            others = [a + b for a, b in zip(others, values)]
+            others = [a + b for a, b in zip(others, folded[key])]
     if any(others):
         site_id = frames.id(OTHER_SITES)
         rows.append([frames.stack_ids([site_id, frames.id(FOLDED)]), site_id, *others])
-    count = sum(n for _, n, _ in folded.values())
-    return rows, [f"the flamegraph shows {len(kept)} call stacks whole; {count} smaller ones are "
-                  "folded per call site (every total stays exact; the symbolized trace and pprof "
-                  "files hold them all)"]
+    return rows, [f"the flamegraph shows {len(kept)} call stacks whole; "
+                  f"{len(samples) - len(kept)} smaller ones are folded per call site (every "
+                  "total stays exact; the symbolized trace and pprof files hold them all)"]
 
 
 def _notes(profile: Profile) -> List[str]:

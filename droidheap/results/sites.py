@@ -12,7 +12,7 @@ import pathlib
 import re
 from typing import Dict, Iterable, List, Sequence, Tuple
 
-from droidheap.results.model import Location, StackSample
+from droidheap.results.model import Location, Profile, StackSample
 
 # The runtime's shared objects, by file name (glibc's and bionic's, libstdc++ and libc++, the
 # unwinder and the dynamic linker, droidheap's own client).
@@ -42,8 +42,13 @@ def _qualified_name(function: str) -> str:
     return function[start:]
 
 
+@functools.lru_cache(maxsize=4096)  # a trace maps tens of files; each is asked of every stack
+def module_name(module: str) -> str:
+    return pathlib.PurePosixPath(module).name
+
+
 def is_runtime(location: Location) -> bool:
-    return bool(_RUNTIME_MODULE.match(pathlib.PurePosixPath(location.module).name)
+    return bool(_RUNTIME_MODULE.match(module_name(location.module))
                 or _RUNTIME_FUNCTION.match(_qualified_name(location.function)))
 
 
@@ -88,7 +93,7 @@ class SiteFigures:
 
 def _site_key(site: Location) -> Tuple[str, str, int, str]:
     # One function at one line is one site whichever path its module was mapped from.
-    return (site.function, site.file, site.line, pathlib.PurePosixPath(site.module).name)
+    return (site.function, site.file, site.line, module_name(site.module))
 
 
 def site_figures(samples: Iterable[StackSample]) -> Dict[Tuple, SiteFigures]:
@@ -99,6 +104,14 @@ def site_figures(samples: Iterable[StackSample]) -> Dict[Tuple, SiteFigures]:
             figures = sites[sample.stack.site_key] = SiteFigures(sample.stack.site)
         figures.add(sample)
     return sites
+
+
+def profile_sites(profile: Profile) -> Dict[Tuple, SiteFigures]:
+    """site_figures of the profile's samples, made once per profile: the leak suspects, the page
+    and the report each ask (read only)."""
+    if profile.sites is None:
+        profile.sites = site_figures(profile.samples)
+    return profile.sites
 
 
 def top_sites(samples: Iterable[StackSample], metric: str = "in_use_bytes",

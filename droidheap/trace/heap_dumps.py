@@ -17,7 +17,7 @@ matched by path and build id) land on the same mapping there:
 import bisect
 import dataclasses
 import functools
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -66,15 +66,15 @@ class Mapping:
         return max(0, rel_pc - self.load_bias - self.elf_file_offset + self.start)
 
 
-@dataclasses.dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
+    """A tuple: a trace has one per distinct frame, and a large one hundreds of thousands."""
     mapping: Mapping
     rel_pc: int
     function_name: str = ""  # when the trace itself names the frame
 
 
-@dataclasses.dataclass
-class Sample:
+class Sample(NamedTuple):
+    """One call stack's figures in one dump: a tuple, as there is one per stack of every dump."""
     frames: Tuple[Frame, ...]  # root (outermost caller) first, as in the trace
     self_allocated: int = 0    # cumulative since the process connected
     self_freed: int = 0
@@ -428,5 +428,4 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
                if sample.in_use == 0 and id(sample.frames) not in present_ids]
     if dropped:
         present = {sample.frames for sample in dump.samples}
-        dump.samples.extend(dataclasses.replace(sample) for sample in dropped
-                            if sample.frames not in present)
+        dump.samples.extend(sample for sample in dropped if sample.frames not in present)

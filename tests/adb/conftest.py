@@ -19,7 +19,7 @@ import adbutils
 import pytest
 
 from droidheap import native
-from droidheap.device.local import host_abi
+from droidheap.native import host_abi
 from tests.android import RELEASES, AndroidRelease
 from tests.conftest import why_no_m32
 from tests.e2e.conftest import compile_program

@@ -26,11 +26,13 @@ import sys
 import tempfile
 import threading
 
+from droidheap import native  # stdlib only, as errors.py
+
 from . import shell_service, sync_service
 from . import binfmt
 from .android_init import AndroidInit
 from .android_root import AndroidRoot
-from .device_root import DeviceRoot, host_abi
+from .device_root import DeviceRoot
 from .prop_area import PropertyArea
 from .property_service import PropertyService, TextStore
 from .transport import Connection, Stream
@@ -109,16 +111,15 @@ def _emulator_device(args, root_path: pathlib.Path):
     device.check()
     properties = PropertyService(TextStore(device.path),
                                  device.host_path("/dev/socket/property_service"))
-    properties.write(_properties(args.root, args.abi or host_abi(), args.libc32 is not None))
+    properties.write(_properties(args.root, args.abi or native.host_abi(), args.libc32 is not None))
     properties.start()
     return device, properties
 
 
 def _installed_libc():
-    from droidheap import native  # stdlib only, as errors.py
     from droidheap.errors import DroidheapError
     try:
-        directory = native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,),
+        directory = native.binary_dir(native.host_abi(), required=(native.EMULATED_LIBC,),
                                       target=native.LINUX)
     except DroidheapError:  # not built: programs then run without a bionic stand-in
         _log("no libdroidheap_libc.so found (pass --libc): programs cannot be profiled here")

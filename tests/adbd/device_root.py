@@ -17,7 +17,6 @@ Owned by the server; immutable after `prepare()`, so service threads share it fr
 import ctypes
 import os
 import pathlib
-import platform
 import shutil
 import signal
 import socket
@@ -74,10 +73,6 @@ _CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 def _die_with_parent() -> None:
     # The namespace's holder must not outlive this adbd, however it ends.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def host_abi() -> str:
-    return {"x86_64": "x86_64", "aarch64": "arm64-v8a"}.get(platform.machine(), platform.machine())
 
 
 class DeviceRoot:

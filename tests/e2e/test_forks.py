@@ -7,7 +7,8 @@ import re
 import shutil
 import signal
 
-from droidheap.device.local import QEMU_SYSROOTS, host_abi
+from droidheap.device.local import QEMU_SYSROOTS
+from droidheap.native import host_abi
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from tests.e2e.conftest import kill_all

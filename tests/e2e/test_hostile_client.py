@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from droidheap import native
-from droidheap.device.local import host_abi
+from droidheap.native import host_abi
 from tests.e2e.conftest import kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from droidheap.device.local import host_abi
+from droidheap.native import host_abi
 from tests.e2e.conftest import daemon_pids, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from droidheap import native
-from droidheap.device.local import host_abi
+from droidheap.native import host_abi
 from tests.e2e.conftest import Cli, compile_program, PROGRAMS
 from tests.e2e.trace_check import totals_by_leaf_function
 from tests.unit.test_sanitizers import ENVIRONMENT, SANITIZERS

@@ -130,5 +130,5 @@ def _free_port() -> int:
 @pytest.fixture
 def installed_binaries():
     from droidheap import native
-    from droidheap.device.local import host_abi
+    from droidheap.native import host_abi
     native.binary_dir(host_abi(), required=(native.EMULATED_LIBC,), target=native.LINUX)

@@ -17,7 +17,7 @@ import click
 import pytest
 
 from droidheap.cli import cli
-from droidheap.device.local import host_abi
+from droidheap.native import host_abi
 from tests.conftest import THIS_MACHINES_PROCESSES
 from tests.e2e.conftest import PROGRAMS, compile_program, kill_all
 from tests.e2e.test_profile import read_line_containing

@@ -1,0 +1,22 @@
+"""What `report`, `diff` and `check` share: the PATH they read (an output directory, a trace or a
+pprof file), how it is loaded, and --html."""
+import os
+import pathlib
+
+import click
+
+path_argument = click.argument("path", type=click.Path(path_type=pathlib.Path))
+html_option = click.option("--html", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+                           metavar="FILE", help="Write the page (report.html) to FILE instead.")
+
+
+def load(path: pathlib.Path, symbol_dirs):
+    from droidheap.results.load import load_results  # protobuf loads only when needed
+    from droidheap.symbolizer import search_dirs
+    return load_results(path, search_dirs(symbol_dirs, os.environ))
+
+
+def write_page(data: dict, path: pathlib.Path) -> None:
+    from droidheap.results.html import write_html
+    write_html(data, path)
+    click.echo(f"Wrote {path}")

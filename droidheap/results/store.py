@@ -1,0 +1,163 @@
+"""`droidheap-results.json.gz` in an output directory: its profiles as the reports read them (every
+dump's symbolized call stacks and figures, and what the trace's reading warned of), written by the
+conversion, so that `report`, `diff` and `check` answer without parsing the trace again.
+
+Each Location and each call stack is listed once (a stack as indexes of its Locations, leaf
+first), a dump's samples as one flat list of [stack, alloc_count, alloc_bytes, in_use_count,
+in_use_bytes] runs, so the file grows with the trace, never with dumps x depth. It is read as
+input like any other: decompression is capped, every field's type checked, every index bounded;
+damage is one DroidheapError.
+"""
+import gzip
+import itertools
+import json
+import pathlib
+import zlib
+from typing import Any, Dict, List, Optional
+
+from droidheap.errors import DroidheapError
+from droidheap.output_files import write_output
+from droidheap.results.model import Location, Profile, Results, StackSample
+from droidheap.results.sites import CallStack
+from droidheap.trace.counter_tracks import HeapTotals
+
+RESULTS_FILE = "droidheap-results.json.gz"
+_FORMAT = "droidheap-results"
+_VERSION = 1
+# The JSON of a real trace compresses 5-10 times; a file that inflates past this is not ours.
+_MAX_RATIO = 100
+_SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
+
+
+def write_results(results: Results, path: pathlib.Path) -> None:
+    # By identity: profiles share one CallStack per call stack and their Locations (load.py);
+    # hashing each Location of each stack would cost more than all the rest.
+    locations: Dict[int, int] = {}
+    location_rows: List[list] = []
+    stacks: Dict[int, int] = {}
+    stack_rows: List[List[int]] = []
+
+    def location_index(location: Location) -> int:
+        index = locations.get(id(location))
+        if index is None:
+            index = locations[id(location)] = len(location_rows)
+            location_rows.append([location.function, location.file, location.line,
+                                  location.module])
+        return index
+
+    def stack_index(stack) -> int:
+        if id(stack) not in stacks:
+            stacks[id(stack)] = len(stack_rows)
+            stack_rows.append([location_index(location) for location in stack])
+        return stacks[id(stack)]
+
+    profiles = []
+    for p in results.profiles:
+        samples = []
+        for sample in p.samples:
+            samples.append(stack_index(sample.stack))
+            samples.extend(sample[1:])
+        totals = p.totals
+        profiles.append({
+            "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
+            "timestamp_ns": p.timestamp_ns, "sampling_interval_bytes": p.sampling_interval_bytes,
+            "at_peak": p.at_peak, "unwinding_errors": p.unwinding_errors,
+            "totals": None if totals is None else [totals.alloc_count, totals.alloc_bytes,
+                                                   totals.free_count, totals.free_bytes],
+            "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
+            "ending": p.ending, "samples": samples})
+    data = {"format": _FORMAT, "version": _VERSION, "warnings": results.warnings,
+            "locations": location_rows,
+            "stacks": stack_rows, "profiles": profiles}
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    write_output(path, gzip.compress(text, compresslevel=6, mtime=0))
+
+
+def _inflate(data: bytes, path: pathlib.Path) -> bytes:
+    limit = max(1 << 20, _MAX_RATIO * len(data))
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip
+    try:
+        text = inflater.decompress(data, limit)
+    except zlib.error as e:
+        raise DroidheapError(f"{path} is damaged: {e}") from e
+    if inflater.unconsumed_tail:
+        raise DroidheapError(f"{path} inflates to more than {_MAX_RATIO} times its size: not a "
+                             "file droidheap wrote")
+    if not inflater.eof:
+        raise DroidheapError(f"{path} is damaged: it ends before its compressed data does")
+    return text
+
+
+def _typed(value: Any, kind: type, what: str) -> Any:
+    # bool is an int to Python; a figure must not be true or false.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{what} is not a {kind.__name__}")
+    return value
+
+
+def _list(value: Any, kind: type, what: str) -> list:
+    items = _typed(value, list, what)
+    if not set(map(type, items)) <= {kind}:  # bool is not int here, as in _typed
+        raise ValueError(f"{what} is not a {kind.__name__}")
+    return items
+
+
+def _profile(raw: Dict[str, Any], stacks: List[CallStack], source: str) -> Profile:
+    _typed(raw, dict, "a profile")
+    flat = _list(raw["samples"], int, "a sample's figure")
+    if len(flat) % _SAMPLE_FIELDS:
+        raise ValueError("a profile's samples are cut short")
+    indexes = flat[::_SAMPLE_FIELDS]
+    if indexes and not 0 <= min(indexes) <= max(indexes) < len(stacks):
+        raise ValueError("a sample names a stack that is not in the file")
+    # Column by column: a large trace has hundreds of thousands of samples.
+    samples = list(itertools.starmap(StackSample, zip(
+        map(stacks.__getitem__, indexes), *(flat[i::_SAMPLE_FIELDS] for i in range(1, 5)))))
+    totals = raw["totals"]
+    if totals is not None:
+        values = _list(totals, int, "a total")
+        if len(values) != 4:
+            raise ValueError("a profile's totals are not four figures")
+        totals = HeapTotals(*values)
+    return Profile(
+        pid=_typed(raw["pid"], int, "pid"), cmdline=_typed(raw["cmdline"], str, "cmdline"),
+        heap=_typed(raw["heap"], str, "heap"), dump_index=_typed(raw["dump"], int, "dump"),
+        timestamp_ns=_typed(raw["timestamp_ns"], int, "timestamp_ns"),
+        sampling_interval_bytes=_typed(raw["sampling_interval_bytes"], int, "the interval"),
+        samples=samples, at_peak=_typed(raw["at_peak"], bool, "at_peak"), totals=totals,
+        unwinding_errors=_typed(raw["unwinding_errors"], int, "unwinding_errors"),
+        samples_lost=tuple(_list(raw["samples_lost"], str, "samples_lost")),
+        disconnected=_typed(raw["disconnected"], bool, "disconnected"),
+        ending=_typed(raw["ending"], str, "ending"), source=source)
+
+
+def read_results(path: pathlib.Path) -> Optional[Results]:
+    """The results in `path`; None when the file is of another version (the caller reads the
+    trace instead). Raises DroidheapError when it cannot be read or is damaged."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DroidheapError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        raw = json.loads(_inflate(data, path))
+        if _typed(raw, dict, "the file").get("format") != _FORMAT:
+            raise ValueError("it is not droidheap's results")
+        if raw.get("version") != _VERSION:
+            return None
+        locations = []
+        for row in _list(raw["locations"], list, "a location"):
+            function, file, line, module = row
+            locations.append(Location(_typed(function, str, "a function"),
+                                      _typed(file, str, "a file"), _typed(line, int, "a line"),
+                                      _typed(module, str, "a module")))
+        stacks = []
+        for row in _list(raw["stacks"], list, "a stack"):
+            if row and not 0 <= min(_list(row, int, "a location index")) <= max(row) < len(
+                    locations):
+                raise ValueError("a stack names a location that is not in the file")
+            stacks.append(CallStack(map(locations.__getitem__, row)))
+        return Results([_profile(p, stacks, str(path))
+                        for p in _list(raw["profiles"], dict, "a profile")],
+                       _list(raw["warnings"], str, "a warning"))
+    except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
+        raise DroidheapError(f"{path} is damaged: {e}") from e

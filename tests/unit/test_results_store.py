@@ -1,0 +1,161 @@
+"""droidheap-results.json.gz (results/store.py): a conversion stores its profiles, and `report`,
+`diff` and `check` of the output directory read them without parsing the trace; a trace newer
+than the file, or a file of another version, is read instead; a damaged, inflated or ill-typed
+file is one DroidheapError. And a trace of many thousand call stacks converts within a memory
+cap (issue 39)."""
+import gzip
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from droidheap.convert import convert_trace
+from droidheap.errors import DroidheapError
+from droidheap.results import load
+from droidheap.results.load import SYMBOLIZED_TRACE, load_results
+from droidheap.results.report import build_report, report_json
+from droidheap.results.store import RESULTS_FILE, read_results
+from fixtures_trace import APP, LIBC, TraceBuilder, two_process_trace
+from test_damaged_input import mutate, survives
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def converted(tmp_path):
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(two_process_trace().to_bytes())
+    convert_trace(raw, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def _report(results):
+    data = report_json(build_report(results.profiles, results.warnings))
+    for profile in data["profiles"]:
+        profile.pop("source")
+    return data
+
+
+def test_reports_of_an_output_read_what_the_conversion_stored_not_the_trace(converted,
+                                                                            monkeypatch):
+    from_trace = load_results(converted / SYMBOLIZED_TRACE)
+
+    def no_parsing(data):
+        raise AssertionError("the trace was parsed again")
+    monkeypatch.setattr(load, "parse_trace", no_parsing)
+    stored = load_results(converted)
+    assert stored.profiles[0].source == str(converted / RESULTS_FILE)
+    assert _report(stored) == _report(from_trace)
+    assert [p.samples for p in stored.profiles] == [p.samples for p in from_trace.profiles]
+    # Each call stack is one object, shared by every dump that has it.
+    stacks = {id(s.stack) for p in stored.profiles for s in p.samples}
+    assert len(stacks) == len({s.stack for p in stored.profiles for s in p.samples})
+
+
+def test_a_trace_newer_than_the_stored_results_is_read_instead(converted, monkeypatch):
+    stored = (converted / RESULTS_FILE).stat().st_mtime_ns
+    os.utime(converted / SYMBOLIZED_TRACE, ns=(stored + 10**9, stored + 10**9))
+    read = []
+    monkeypatch.setattr(load, "read_results", lambda path: read.append(path))
+    assert load_results(converted).profiles[0].source == str(converted / SYMBOLIZED_TRACE)
+    assert read == []
+
+
+def test_results_of_another_version_are_left_for_the_trace(converted):
+    path = converted / RESULTS_FILE
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    path.write_bytes(gzip.compress(json.dumps({**data, "version": 99}).encode()))
+    assert read_results(path) is None
+    assert load_results(converted).profiles[0].source == str(converted / SYMBOLIZED_TRACE)
+
+
+def _write(path, data):
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["stacks"].append([10**6]), "a stack names a location that is not in the file"),
+    (lambda d: d["profiles"][0]["samples"].extend([10**6, 1, 1, 1, 1]),
+     "a sample names a stack that is not in the file"),
+    (lambda d: d["profiles"][0]["samples"].append(1), "samples are cut short"),
+    (lambda d: d["profiles"][0].update(pid="7"), "pid is not a int"),
+    (lambda d: d["profiles"][0].update(at_peak=1), "at_peak is not a bool"),
+    (lambda d: d["locations"].append(["f", "file", True, "m"]), "a line is not a int"),
+    (lambda d: d["locations"].append([["f"], "", 0, ""]), "a function is not a str"),
+    (lambda d: d["profiles"][0].pop("heap"), "'heap'"),
+    (lambda d: d.update(format="something else"), "it is not droidheap's results"),
+])
+def test_an_ill_formed_file_is_refused_in_one_line(converted, change, message):
+    path = converted / RESULTS_FILE
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    change(data)
+    _write(path, data)
+    with pytest.raises(DroidheapError, match="is damaged") as error:
+        read_results(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_file_that_inflates_past_any_honest_ratio_is_refused(converted):
+    path = converted / RESULTS_FILE
+    path.write_bytes(gzip.compress(b" " * (300 << 20)))  # 300 MiB of JSON whitespace, ~300 KB
+    with pytest.raises(DroidheapError, match="inflates to more than 100 times its size"):
+        read_results(path)
+
+
+def test_a_damaged_file_is_read_or_refused_in_one_line(converted):
+    path = converted / RESULTS_FILE
+    whole = path.read_bytes()
+    text = gzip.decompress(whole)
+    rng = random.Random("results")
+    for _ in range(150):
+        # Compressed again, most damage gets past gzip's checksum to the JSON inside.
+        path.write_bytes(gzip.compress(mutate(text, rng)) if rng.random() < 0.8
+                         else mutate(whole, rng))
+        survives(read_results, path)
+
+
+def _many_stacks_trace(stacks: int, dumps: int, depth: int = 120) -> bytes:
+    """`dumps` dumps of one process, each with every one of `stacks` distinct call stacks as deep
+    as an interpreter's, drawn from a few thousand frames as a real program's are."""
+    b = TraceBuilder().clock_snapshot().process(77, "/data/local/tmp/app")
+    rng = random.Random(stacks)
+    frames = [(APP, 0x1000 + 4 * i) for i in range(3000)]
+    ids = [b.callstack([(LIBC, 0x1000)] + rng.choices(frames, k=depth - 2) + [(LIBC, 0x2000)])
+           for _ in range(stacks)]
+    for dump in range(dumps):
+        b.dump({77: [(iid, 4096 * (dump + 1), 4096 * dump, dump + 1, dump) for iid in ids]},
+               timestamp=(dump + 1) * 10**9 + 10**12)
+    return b.to_bytes()
+
+
+def _symbolize_capped(tmp_path, raw, cap_mb: int) -> subprocess.CompletedProcess:
+    """`droidheap symbolize RAW` with its data (heap and anonymous memory) capped by RLIMIT_DATA:
+    a cap of the process itself, whatever started it."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_DATA, (cap_mb << 20, cap_mb << 20))
+    return subprocess.run(
+        [sys.executable, "-m", "droidheap.cli", "symbolize", str(raw), "-o", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, preexec_fn=cap,
+        env=dict(os.environ, DROIDHEAP_CACHE_DIR=str(tmp_path / "cache")))
+
+
+def test_a_trace_of_many_thousand_stacks_converts_within_a_memory_cap(tmp_path):
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(_many_stacks_trace(8000, 12))  # 4.5 MB: 96,000 samples 120 frames deep
+    # Each call stack held once, not dumps x samples x depth: before, this took 470 MB (RSS) and
+    # wrote a report.html of 55 MB; now 150 MB.
+    converted = _symbolize_capped(tmp_path, raw, cap_mb=250)
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    results = load_results(tmp_path / "out")
+    assert len(results.profiles) == 12 and len(results.profiles[-1].samples) == 8000
+    assert (tmp_path / "out" / "report.html").stat().st_size < 5e6
+    # Where memory runs out, one line says so and the trace stays.
+    starved = _symbolize_capped(tmp_path, raw, cap_mb=100)
+    assert starved.returncode == 1 and starved.stderr.strip() == (
+        f"droidheap: not enough memory to convert {raw}: it is kept; convert it where there is "
+        "more with droidheap symbolize"), starved.stderr[-2000:]
+    assert raw.is_file()
