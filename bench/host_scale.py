@@ -125,6 +125,15 @@ def shape(trace: pathlib.Path):
     return len(dumps), stacks
 
 
+def shape_in_child(trace: pathlib.Path):
+    """shape(), counted in a process of its own: Linux keeps a process's peak RSS across exec, and
+    a child started by vfork begins with its parent's, so this process must stay small for the
+    peaks that wait4 reports of the tools it starts to be theirs."""
+    out = subprocess.run([sys.executable, __file__, "--shape-of", str(trace)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
 def measure(trace: pathlib.Path, work: pathlib.Path, tp: pathlib.Path):
     query = work / "by_callsite.sql"
     query.write_text("select callsite_id, sum(size) as bytes, sum(count) as objects "
@@ -153,7 +162,11 @@ def main() -> None:
                         help="raw traces made before (--keep) to measure instead of new ones")
     parser.add_argument("--keep", type=pathlib.Path,
                         help="a directory to keep the traces and outputs in")
+    parser.add_argument("--shape-of", type=pathlib.Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.shape_of:
+        print(*shape(args.shape_of))
+        return
     tp = _trace_processor()
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="host-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -162,7 +175,7 @@ def main() -> None:
     try:
         for trace in args.traces or (make_trace(work, float(s), args.processes)
                                      for s in args.seconds.split(",")):
-            dumps, stacks = shape(trace)
+            dumps, stacks = shape_in_child(trace)
             figures, html = measure(trace, work, tp)
             base_s, base_mb = figures["trace processor"]
             size = f"{trace.stat().st_size / 1e6:.1f} MB"

@@ -78,6 +78,10 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
                              "its first dump")
     dumps = rebuild_dumps(contents.packets)
     trace_warnings = contents.warnings + dumps.warnings  # what reading the trace again would say
+    # A trace symbolized before (by us, or by Perfetto's traceconv) keeps what it said of the
+    # mappings this machine cannot symbolize.
+    earlier = read_module_symbols(contents.packets)
+    contents.packets.clear()  # several times the trace's size; all that is needed is read
     warnings = list(trace_warnings)
     # What the caller knows of processes the trace leaves unnamed (a program it started).
     unnamed = {pid: argv for pid, argv in process_argvs.items()
@@ -94,9 +98,6 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
             symbolizer.warnings.clear()
             symbolizer.add_device_files(fetched)
     symbols = symbolize_dumps(dumps, symbolizer)
-    # A trace symbolized before (by us, or by Perfetto's traceconv) keeps what it said of the
-    # mappings this machine cannot symbolize.
-    earlier = read_module_symbols(contents.packets)
     for key, module in symbols.modules.items():
         if not module.lines and earlier.get(key, module).lines:
             symbols.modules[key] = earlier[key]
@@ -130,7 +131,7 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
 
-    profiles = profiles_from_dumps(dumps, symbols, str(symbolized))
+    profiles = profiles_from_dumps(dumps, symbols, str(symbolized), consume=True)
     html = out_dir / REPORT_HTML
     suspects = leak_suspects(profiles)
     write_html(page_data(profiles, page_title(profiles, str(raw_trace)), suspects=suspects), html)

@@ -79,7 +79,10 @@ class _Stacks:
         return known[1]
 
 
-def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "") -> List[Profile]:
+def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",
+                        consume: bool = False) -> List[Profile]:
+    """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
+    (a conversion's peak memory would hold both)."""
     stacks = _Stacks(symbols)
     profiles = []
     for pid in sorted(dumps.dumps):
@@ -88,6 +91,8 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
                                    sample.self_allocated, sample.alloc_count - sample.free_count,
                                    sample.in_use)
                        for sample in dump.samples]
+            if consume:
+                dump.samples = []
             profiles.append(Profile(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
                 dump_index=dump.index, timestamp_ns=dump.timestamp,

@@ -11,9 +11,10 @@ damage is one DroidheapError.
 import gzip
 import itertools
 import json
+import operator
 import pathlib
 import zlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_output
@@ -29,34 +30,25 @@ _MAX_RATIO = 100
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
 
 
+def _interned(objects: Iterable) -> Dict[int, object]:
+    """{id: object} of `objects` in first-seen order, found by identity: profiles share one
+    CallStack per call stack and their Locations (load.py), and hashing each Location of each
+    stack would cost more than all the rest. Built by C loops (map, zip): a large trace has
+    millions of references."""
+    objects = list(objects)
+    return dict(zip(map(id, objects), objects))
+
+
 def write_results(results: Results, path: pathlib.Path) -> None:
-    # By identity: profiles share one CallStack per call stack and their Locations (load.py);
-    # hashing each Location of each stack would cost more than all the rest.
-    locations: Dict[int, int] = {}
-    location_rows: List[list] = []
-    stacks: Dict[int, int] = {}
-    stack_rows: List[List[int]] = []
-
-    def location_index(location: Location) -> int:
-        index = locations.get(id(location))
-        if index is None:
-            index = locations[id(location)] = len(location_rows)
-            location_rows.append([location.function, location.file, location.line,
-                                  location.module])
-        return index
-
-    def stack_index(stack) -> int:
-        if id(stack) not in stacks:
-            stacks[id(stack)] = len(stack_rows)
-            stack_rows.append([location_index(location) for location in stack])
-        return stacks[id(stack)]
-
+    stacks = _interned(map(operator.itemgetter(0),  # StackSample.stack
+                           itertools.chain.from_iterable(p.samples for p in results.profiles)))
+    stack_index = {key: i for i, key in enumerate(stacks)}
+    locations = _interned(itertools.chain.from_iterable(stacks.values()))
+    location_index = {key: i for i, key in enumerate(locations)}
     profiles = []
     for p in results.profiles:
-        samples = []
-        for sample in p.samples:
-            samples.append(stack_index(sample.stack))
-            samples.extend(sample[1:])
+        columns = list(zip(*p.samples)) or [()] * _SAMPLE_FIELDS
+        columns[0] = map(stack_index.__getitem__, map(id, columns[0]))
         totals = p.totals
         profiles.append({
             "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
@@ -65,12 +57,14 @@ def write_results(results: Results, path: pathlib.Path) -> None:
             "totals": None if totals is None else [totals.alloc_count, totals.alloc_bytes,
                                                    totals.free_count, totals.free_bytes],
             "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
-            "ending": p.ending, "samples": samples})
+            "ending": p.ending, "samples": list(itertools.chain.from_iterable(zip(*columns)))})
     data = {"format": _FORMAT, "version": _VERSION, "warnings": results.warnings,
-            "locations": location_rows,
-            "stacks": stack_rows, "profiles": profiles}
+            "locations": [[l.function, l.file, l.line, l.module] for l in locations.values()],
+            "stacks": [list(map(location_index.__getitem__, map(id, stack)))
+                       for stack in stacks.values()],
+            "profiles": profiles}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-    write_output(path, gzip.compress(text, compresslevel=6, mtime=0))
+    write_output(path, gzip.compress(text, compresslevel=3, mtime=0))
 
 
 def _inflate(data: bytes, path: pathlib.Path) -> bytes:

@@ -68,7 +68,7 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
               exit_statuses: Optional[Dict[int, int]] = None) -> List[ProcessSummary]:
     """`profiles`: the dumps' call stacks, symbolized (results.load.profiles_from_dumps).
     `exit_statuses`: {pid: status} of the programs the host started and saw exit."""
-    stacks = {(p.pid, p.dump_index, p.heap): p.samples for p in profiles}
+    by_dump = {(p.pid, p.dump_index, p.heap): p for p in profiles}
     summaries = []
     for pid in sorted(dumps.dumps):
         by_heap: Dict[str, List[HeapDump]] = {}
@@ -77,19 +77,18 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
         # libc's heap first, where the process's own figures print (format_summary).
         for heap, heap_dumps in sorted(by_heap.items(), key=lambda h: (h[0] != MALLOC_HEAP, h[0])):
             last = heap_dumps[-1]
-            samples = last.samples
+            shown = by_dump.get((pid, last.index, heap)) or Profile(pid, "", heap, 0, 0, 0, [])
             read = _last_known([d if d.memory else None for d in heap_dumps])  # the kernel's
             summaries.append(ProcessSummary(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap_name=heap,
                 dumps=len(heap_dumps), sampling_interval_bytes=last.sampling_interval_bytes,
-                allocated=sum(s.self_allocated for s in samples),
-                freed=sum(s.self_freed for s in samples),
-                alloc_count=sum(s.alloc_count for s in samples),
-                free_count=sum(s.free_count for s in samples),
+                allocated=shown.alloc_bytes, freed=shown.alloc_bytes - shown.in_use_bytes,
+                alloc_count=sum(s.alloc_count for s in shown.samples),
+                free_count=sum(s.alloc_count - s.in_use_count for s in shown.samples),
                 disconnected=last.disconnected, ending=last.ending,
                 samples_lost=samples_lost(last),
                 unwinding_errors=last.stats.unwinding_errors,
-                top_sites=top_sites(stacks.get((pid, last.index, heap), []), limit=TOP_SITES), at_peak=last.at_peak,
+                top_sites=top_sites(shown.samples, limit=TOP_SITES), at_peak=last.at_peak,
                 memory=read.memory if read else None,
                 memory_when=_memory_when(read, last) if read else "",
                 exit_status=(exit_statuses or {}).get(pid),
