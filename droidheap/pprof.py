@@ -111,9 +111,9 @@ class PprofWriter:
         # are global: the same bytes in every file), its mapping id and function ids.
         self._locations: List[Tuple[bytes, int, Tuple[int, ...]]] = []
         self._by_frame: Dict[int, Tuple[Frame, int]] = {}  # id(frame) -> (frame, location id)
-        # By id(frames): [frames, location ids, the figures last written (Sample[1:]), that
-        # sample's framed bytes]. A stack's cumulative figures stay the same through the dumps in
-        # which nothing happened at it: most samples of a long run are written as before.
+        # By id(frames): [frames, location ids, the Sample last written, its framed bytes]. A
+        # stack nothing happened at between dumps is one Sample (heap_dumps): most samples of a
+        # long run are written as the dump before wrote them.
         self._stacks: Dict[int, list] = {}
 
     def _mapping(self, mapping: Mapping) -> int:
@@ -157,7 +157,7 @@ class PprofWriter:
         else:
             values = (sample.alloc_count, sample.self_allocated,
                       sample.alloc_count - sample.free_count, sample.in_use)
-        entry[2] = None if at_peak else sample[1:]
+        entry[2] = None if at_peak else sample
         entry[3] = encode_bytes_field(_SAMPLE_FIELD, _MESSAGES["Sample"](
             location_id=entry[1], value=values).SerializeToString()) if any(values) else b""
         return entry
@@ -186,7 +186,7 @@ class PprofWriter:
         used, samples, entries = set(), [], self._stacks
         for sample in dump.samples:  # the one loop per sample of every dump: kept lean
             entry = entries.get(id(sample.frames))
-            if entry is None or entry[0] is not sample.frames or entry[2] != sample[1:]:
+            if entry is None or entry[0] is not sample.frames or entry[2] is not sample:
                 entry = self._entry(sample, dump.at_peak)
             if entry[3]:
                 samples.append(entry[3])

@@ -18,7 +18,7 @@ from droidheap.results.store import RESULTS_FILE, read_results
 from droidheap.symbol_cache import SymbolCache
 from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
 from droidheap.trace.counter_tracks import CONNECTION_LOST, EXITED, GUARDRAIL
-from droidheap.trace.heap_dumps import Frame, HeapDump, TraceDumps, rebuild_dumps
+from droidheap.trace.heap_dumps import Frame, HeapDump, Sample, TraceDumps, rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from droidheap.trace.symbolized import read_module_symbols
 
@@ -84,13 +84,22 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
     """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
     (a conversion's peak memory would hold both)."""
     stacks = _Stacks(symbols)
+    # By the Sample's identity: a stack nothing happened at between dumps is one Sample
+    # (heap_dumps), and so one StackSample.
+    made: Dict[int, Tuple[Sample, StackSample]] = {}
+
+    def stack_sample(sample: Sample) -> StackSample:
+        known = made.get(id(sample))
+        if known is None or known[0] is not sample:
+            known = made[id(sample)] = (sample, StackSample(
+                stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
+                sample.alloc_count - sample.free_count, sample.in_use))
+        return known[1]
+
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            samples = [StackSample(stacks.stack(sample.frames), sample.alloc_count,
-                                   sample.self_allocated, sample.alloc_count - sample.free_count,
-                                   sample.in_use)
-                       for sample in dump.samples]
+            samples = list(map(stack_sample, dump.samples))
             if consume:
                 dump.samples = []
             profiles.append(Profile(

@@ -185,6 +185,10 @@ class _Sequence:
         self.interned = _Tables(shared_strings=False)
         self.packet = _Tables(shared_strings=True)
         self.missing = False  # whether a sample referred to an entry never interned
+        # (pid, heap) -> callstack iid -> its Sample in the dump before. Figures are cumulative:
+        # a stack nothing happened at since is the same Sample again, one object for every dump
+        # (most of a long run's samples; their memory, and every later step's work, saved).
+        self.last_samples: Dict[Tuple[int, str], Dict[int, Sample]] = {}
 
     def add_interned(self, data: pb.InternedData) -> None:
         t = self.interned
@@ -346,14 +350,19 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             dump.allocator = tracks.allocator(src.pid)
             dump.ending = tracks.ending(src.pid)
             _merge_header(dump, src)
+            last = seq.last_samples.setdefault(key, {})
             for s in src.samples:
-                frames = seq.callstack(s.callstack_id)
                 if s.HasField("self_max") or s.HasField("self_max_count"):
                     dump.at_peak = True
-                    dump.samples.append(Sample(frames, s.self_max, 0, s.self_max_count, 0))
-                else:
-                    dump.samples.append(Sample(frames, s.self_allocated, s.self_freed,
-                                               s.alloc_count, s.free_count))
+                    dump.samples.append(Sample(seq.callstack(s.callstack_id), s.self_max, 0,
+                                               s.self_max_count, 0))
+                    continue
+                figures = (s.self_allocated, s.self_freed, s.alloc_count, s.free_count)
+                sample = last.get(s.callstack_id)
+                if sample is None or sample[1:] != figures:
+                    sample = last[s.callstack_id] = Sample(seq.callstack(s.callstack_id),
+                                                           *figures)
+                dump.samples.append(sample)
         if not profile.continued:
             _finish(result, pending.pop(seq_id))
             memory.pop(seq_id, None)
