@@ -2,9 +2,11 @@
 dump's symbolized call stacks and figures, and what the trace's reading warned of), written by the
 conversion, so that `report`, `diff` and `check` answer without parsing the trace again.
 
-Each Location and each call stack is listed once (a stack as indexes of its Locations, leaf
-first), a dump's samples as one flat list of [stack, alloc_count, alloc_bytes, in_use_count,
-in_use_bytes] runs, so the file grows with the trace, never with dumps x depth. It is read as
+Each Location, each call stack (as indexes of its Locations, leaf first) and each distinct sample
+(one flat list of [stack, alloc_count, alloc_bytes, in_use_count, in_use_bytes] runs) is listed
+once, and a dump as the indexes of its samples: a stack nothing happened at between dumps is one
+sample for all of them (figures are cumulative). The file grows with the trace, never with
+dumps x depth. It is read as
 input like any other: decompression is capped, every field's type checked, every index bounded;
 damage is one DroidheapError.
 """
@@ -40,15 +42,16 @@ def _interned(objects: Iterable) -> Dict[int, object]:
 
 
 def write_results(results: Results, path: pathlib.Path) -> None:
-    stacks = _interned(map(operator.itemgetter(0),  # StackSample.stack
-                           itertools.chain.from_iterable(p.samples for p in results.profiles)))
+    samples = _interned(itertools.chain.from_iterable(p.samples for p in results.profiles))
+    sample_index = {key: i for i, key in enumerate(samples)}
+    stacks = _interned(map(operator.itemgetter(0), samples.values()))  # StackSample.stack
     stack_index = {key: i for i, key in enumerate(stacks)}
     locations = _interned(itertools.chain.from_iterable(stacks.values()))
     location_index = {key: i for i, key in enumerate(locations)}
+    columns = list(zip(*samples.values())) or [()] * _SAMPLE_FIELDS
+    columns[0] = map(stack_index.__getitem__, map(id, columns[0]))
     profiles = []
     for p in results.profiles:
-        columns = list(zip(*p.samples)) or [()] * _SAMPLE_FIELDS
-        columns[0] = map(stack_index.__getitem__, map(id, columns[0]))
         totals = p.totals
         profiles.append({
             "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
@@ -57,11 +60,12 @@ def write_results(results: Results, path: pathlib.Path) -> None:
             "totals": None if totals is None else [totals.alloc_count, totals.alloc_bytes,
                                                    totals.free_count, totals.free_bytes],
             "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
-            "ending": p.ending, "samples": list(itertools.chain.from_iterable(zip(*columns)))})
+            "ending": p.ending, "samples": list(map(sample_index.__getitem__, map(id, p.samples)))})
     data = {"format": _FORMAT, "version": _VERSION, "warnings": results.warnings,
             "locations": [[l.function, l.file, l.line, l.module] for l in locations.values()],
             "stacks": [list(map(location_index.__getitem__, map(id, stack)))
                        for stack in stacks.values()],
+            "samples": list(itertools.chain.from_iterable(zip(*columns))),
             "profiles": profiles}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
     write_output(path, gzip.compress(text, compresslevel=3, mtime=0))
@@ -96,17 +100,23 @@ def _list(value: Any, kind: type, what: str) -> list:
     return items
 
 
-def _profile(raw: Dict[str, Any], stacks: List[CallStack], source: str) -> Profile:
-    _typed(raw, dict, "a profile")
-    flat = _list(raw["samples"], int, "a sample's figure")
+def _samples(flat: List[int], stacks: List[CallStack]) -> List[StackSample]:
+    """The distinct samples: runs of [stack, alloc_count, alloc_bytes, in_use_count,
+    in_use_bytes], decoded column by column (a large trace has hundreds of thousands)."""
     if len(flat) % _SAMPLE_FIELDS:
-        raise ValueError("a profile's samples are cut short")
+        raise ValueError("the samples are cut short")
     indexes = flat[::_SAMPLE_FIELDS]
     if indexes and not 0 <= min(indexes) <= max(indexes) < len(stacks):
         raise ValueError("a sample names a stack that is not in the file")
-    # Column by column: a large trace has hundreds of thousands of samples.
-    samples = list(itertools.starmap(StackSample, zip(
+    return list(itertools.starmap(StackSample, zip(
         map(stacks.__getitem__, indexes), *(flat[i::_SAMPLE_FIELDS] for i in range(1, 5)))))
+
+
+def _profile(raw: Dict[str, Any], samples: List[StackSample], source: str) -> Profile:
+    _typed(raw, dict, "a profile")
+    indexes = _list(raw["samples"], int, "a sample index")
+    if indexes and not 0 <= min(indexes) <= max(indexes) < len(samples):
+        raise ValueError("a profile names a sample that is not in the file")
     totals = raw["totals"]
     if totals is not None:
         values = _list(totals, int, "a total")
@@ -118,7 +128,8 @@ def _profile(raw: Dict[str, Any], stacks: List[CallStack], source: str) -> Profi
         heap=_typed(raw["heap"], str, "heap"), dump_index=_typed(raw["dump"], int, "dump"),
         timestamp_ns=_typed(raw["timestamp_ns"], int, "timestamp_ns"),
         sampling_interval_bytes=_typed(raw["sampling_interval_bytes"], int, "the interval"),
-        samples=samples, at_peak=_typed(raw["at_peak"], bool, "at_peak"), totals=totals,
+        samples=list(map(samples.__getitem__, indexes)),
+        at_peak=_typed(raw["at_peak"], bool, "at_peak"), totals=totals,
         unwinding_errors=_typed(raw["unwinding_errors"], int, "unwinding_errors"),
         samples_lost=tuple(_list(raw["samples_lost"], str, "samples_lost")),
         disconnected=_typed(raw["disconnected"], bool, "disconnected"),
@@ -150,7 +161,8 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
                     locations):
                 raise ValueError("a stack names a location that is not in the file")
             stacks.append(CallStack(map(locations.__getitem__, row)))
-        return Results([_profile(p, stacks, str(path))
+        samples = _samples(_list(raw["samples"], int, "a sample's figure"), stacks)
+        return Results([_profile(p, samples, str(path))
                         for p in _list(raw["profiles"], dict, "a profile")],
                        _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors

@@ -19,7 +19,7 @@ from droidheap.results import load
 from droidheap.results.load import SYMBOLIZED_TRACE, load_results
 from droidheap.results.report import build_report, report_json
 from droidheap.results.store import RESULTS_FILE, read_results
-from fixtures_trace import APP, LIBC, TraceBuilder, two_process_trace
+from fixtures_trace import APP, COARSE_NS, LIBC, TraceBuilder, two_process_trace
 from test_damaged_input import mutate, survives
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,6 +56,20 @@ def test_reports_of_an_output_read_what_the_conversion_stored_not_the_trace(conv
     assert len(stacks) == len({s.stack for p in stored.profiles for s in p.samples})
 
 
+def test_a_sample_nothing_happened_at_between_dumps_is_stored_and_read_once(tmp_path):
+    b = TraceBuilder().clock_snapshot().process(7, "app")
+    quiet, busy = (b.callstack([(LIBC, 0x1000), (APP, pc)]) for pc in (0x2000, 0x3000))
+    b.dump({7: [(quiet, 4096, 0, 1, 0), (busy, 4096, 0, 1, 0)]})
+    b.dump({7: [(quiet, 4096, 0, 1, 0), (busy, 8192, 0, 2, 0)]}, timestamp=COARSE_NS + 2 * 10**9)
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(b.to_bytes())
+    convert_trace(raw, tmp_path / "out")
+    first, second = (p.samples for p in read_results(tmp_path / "out" / RESULTS_FILE).profiles)
+    assert first[0] is second[0] and first[1] != second[1]
+    stored = json.loads(gzip.decompress((tmp_path / "out" / RESULTS_FILE).read_bytes()))
+    assert len(stored["samples"]) == 3 * 5  # three distinct samples of five fields
+
+
 def test_a_trace_newer_than_the_stored_results_is_read_instead(converted, monkeypatch):
     stored = (converted / RESULTS_FILE).stat().st_mtime_ns
     os.utime(converted / SYMBOLIZED_TRACE, ns=(stored + 10**9, stored + 10**9))
@@ -79,9 +93,13 @@ def _write(path, data):
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["stacks"].append([10**6]), "a stack names a location that is not in the file"),
-    (lambda d: d["profiles"][0]["samples"].extend([10**6, 1, 1, 1, 1]),
+    (lambda d: d["samples"].extend([10**6, 1, 1, 1, 1]),
      "a sample names a stack that is not in the file"),
-    (lambda d: d["profiles"][0]["samples"].append(1), "samples are cut short"),
+    (lambda d: d["samples"].append(1), "the samples are cut short"),
+    (lambda d: d["profiles"][0]["samples"].append(10**6),
+     "a profile names a sample that is not in the file"),
+    (lambda d: d["profiles"][0]["samples"].append(-1),
+     "a profile names a sample that is not in the file"),
     (lambda d: d["profiles"][0].update(pid="7"), "pid is not a int"),
     (lambda d: d["profiles"][0].update(at_peak=1), "at_peak is not a bool"),
     (lambda d: d["locations"].append(["f", "file", True, "m"]), "a line is not a int"),
