@@ -6,10 +6,13 @@ heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; th
 in-use bytes, like heapprofd's.
 """
 import dataclasses
+import functools
 import gzip
+import itertools
+import operator
 import pathlib
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -73,6 +76,7 @@ def _message_classes():
 _MESSAGES = _message_classes()
 Profile = _MESSAGES["Profile"]
 _SAMPLE_FIELD = Profile.DESCRIPTOR.fields_by_name["sample"].number
+_is_none = functools.partial(operator.is_, None)
 _LOCATION_FIELD = Profile.DESCRIPTOR.fields_by_name["location"].number
 
 SAMPLE_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
@@ -110,11 +114,20 @@ class PprofWriter:
         # By id - 1: a location as a framed Profile.location field (its mapping and function ids
         # are global: the same bytes in every file), its mapping id and function ids.
         self._locations: List[Tuple[bytes, int, Tuple[int, ...]]] = []
-        self._by_frame: Dict[int, Tuple[Frame, int]] = {}  # id(frame) -> (frame, location id)
-        # By id(frames): [frames, location ids, the Sample last written, its framed bytes]. A
+        # By id(frame): its location id. A trace's frames are interned objects, kept alive here
+        # so that their ids stay theirs; equal frames interned twice share a location by value.
+        self._frame_ids: Dict[int, int] = {}
+        self._frames: List[Frame] = []
+        # By id(frames): (frames, their location ids).
+        self._stacks: Dict[int, Tuple[Sequence[Frame], List[int]]] = {}
+        # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say). A
         # stack nothing happened at between dumps is one Sample (heap_dumps): most samples of a
-        # long run are written as the dump before wrote them.
-        self._stacks: Dict[int, list] = {}
+        # long run are written as the dump before wrote them. The Samples are kept alive here so
+        # that their ids stay theirs.
+        self._framed: Dict[int, bytes] = {}
+        self._samples: List[Sample] = []
+        # By (pid, heap): the ids of the stacks of its last dump written, and their locations.
+        self._last_stacks: Dict[Tuple[int, str], Tuple[Set[int], Set[int]]] = {}
 
     def _mapping(self, mapping: Mapping) -> int:
         if mapping.is_pseudo:
@@ -125,11 +138,6 @@ class PprofWriter:
         return self._function_ids.setdefault((name, file), len(self._function_ids) + 1)
 
     def _location(self, frame: Frame) -> int:
-        # A trace's frames are interned objects: most lookups are of one seen before, by identity
-        # (no hashing of its mapping's fields).
-        known = self._by_frame.get(id(frame))
-        if known is not None and known[0] is frame:
-            return known[1]
         key = (frame.mapping, frame.rel_pc)
         if key not in self._location_ids:
             self._location_ids[key] = len(self._location_ids) + 1
@@ -142,25 +150,43 @@ class PprofWriter:
                                  line=line.line)
             self._locations.append((encode_bytes_field(_LOCATION_FIELD, message.SerializeToString()),
                                     mapping_id, tuple(line.function_id for line in message.line)))
-        self._by_frame[id(frame)] = (frame, self._location_ids[key])
         return self._location_ids[key]
 
-    def _entry(self, sample: Sample, at_peak: bool) -> list:
-        """The stack's entry with `sample` framed in it (b"" for one with nothing to say)."""
-        frames = sample.frames
-        entry = self._stacks.get(id(frames))
-        if entry is None or entry[0] is not frames:
-            entry = self._stacks[id(frames)] = [frames, [self._location(f)
-                                                         for f in reversed(frames)], None, b""]
+    def _stack_locations(self, frames: Sequence[Frame]) -> List[int]:
+        """Perfetto's frames are root first, pprof's leaf first."""
+        known = self._stacks.get(id(frames))
+        if known is None or known[0] is not frames:
+            # Frames seen before (most of them) found by a C loop (map), by identity.
+            ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
+            for i in itertools.compress(range(len(ids)), map(_is_none, ids)):
+                frame = frames[len(frames) - 1 - i]
+                ids[i] = self._frame_ids[id(frame)] = self._location(frame)
+                self._frames.append(frame)
+            known = self._stacks[id(frames)] = (frames, ids)
+        return known[1]
+
+    def _frame_sample(self, sample: Sample, at_peak: bool) -> bytes:
         if at_peak:  # what was in use at the peak; what was allocated is not known
             values = (0, 0, sample.alloc_count - sample.free_count, sample.in_use)
         else:
             values = (sample.alloc_count, sample.self_allocated,
                       sample.alloc_count - sample.free_count, sample.in_use)
-        entry[2] = None if at_peak else sample
-        entry[3] = encode_bytes_field(_SAMPLE_FIELD, _MESSAGES["Sample"](
-            location_id=entry[1], value=values).SerializeToString()) if any(values) else b""
-        return entry
+        self._samples.append(sample)
+        location_ids = self._stack_locations(sample.frames)  # _used_locations asks for them
+        framed = self._framed[id(sample)] = encode_bytes_field(_SAMPLE_FIELD, _MESSAGES["Sample"](
+            location_id=location_ids, value=values).SerializeToString()) if any(values) else b""
+        return framed
+
+    def _used_locations(self, dump: HeapDump) -> Set[int]:
+        """The location ids of the dump's stacks: those of the dump before of its process's
+        heap, plus those of the stacks new since (as a rule no stack leaves a dump)."""
+        stacks = set(map(id, map(operator.itemgetter(0), dump.samples)))  # Sample.frames
+        before = self._last_stacks.get((dump.pid, dump.heap_name))
+        used = set(before[1]) if before and before[0] <= stacks else set()
+        for stack in (stacks - before[0]) if used else stacks:
+            used.update(self._stacks[stack][1])
+        self._last_stacks[(dump.pid, dump.heap_name)] = (stacks, used)
+        return used
 
     def profile(self, dump: HeapDump, cmdline: str = "", time_nanos: int = 0):
         """The pprof Profile message for one dump (values cumulative since the process
@@ -183,16 +209,12 @@ class PprofWriter:
         if dump.start_timestamp and dump.timestamp > dump.start_timestamp:
             p.duration_nanos = dump.timestamp - dump.start_timestamp
         p.comment.extend(strings.id(c) for c in _comments(dump, cmdline))
-        used, samples, entries = set(), [], self._stacks
-        for sample in dump.samples:  # the one loop per sample of every dump: kept lean
-            entry = entries.get(id(sample.frames))
-            if entry is None or entry[0] is not sample.frames or entry[2] is not sample:
-                entry = self._entry(sample, dump.at_peak)
-            if entry[3]:
-                samples.append(entry[3])
-                used.update(entry[1])
+        # Looked up by C loops (map), framed in Python only for the samples new in this dump.
+        samples = list(map(self._framed.get, map(id, dump.samples)))
+        for i in itertools.compress(range(len(samples)), map(_is_none, samples)):
+            samples[i] = self._frame_sample(dump.samples[i], dump.at_peak)
         mappings, functions, locations = set(), set(), []
-        for location_id in sorted(used):
+        for location_id in sorted(self._used_locations(dump)):
             framed, mapping_id, function_ids = self._locations[location_id - 1]
             locations.append(framed)
             mappings.add(mapping_id)
@@ -204,7 +226,8 @@ class PprofWriter:
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),
                                system_name=strings.id(name), filename=strings.id(file))
-        return p.SerializeToString() + b"".join(samples) + b"".join(locations), len(samples)
+        return (p.SerializeToString() + b"".join(samples) + b"".join(locations),
+                len(samples) - samples.count(b""))
 
     def _add_mapping(self, p, strings: _Strings, mapping: Mapping, mapping_id: int) -> None:
         module = self.symbols.modules.get((mapping.path, mapping.build_id))

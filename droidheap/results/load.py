@@ -4,6 +4,8 @@ files), a Perfetto trace (ours or heapprofd's; symbolized by the module_symbols 
 carries, else here) or a pprof file.
 """
 import gzip
+import itertools
+import operator
 import pathlib
 import re
 import zlib
@@ -86,20 +88,19 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
     stacks = _Stacks(symbols)
     # By the Sample's identity: a stack nothing happened at between dumps is one Sample
     # (heap_dumps), and so one StackSample.
-    made: Dict[int, Tuple[Sample, StackSample]] = {}
-
-    def stack_sample(sample: Sample) -> StackSample:
-        known = made.get(id(sample))
-        if known is None or known[0] is not sample:
-            known = made[id(sample)] = (sample, StackSample(
-                stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
-                sample.alloc_count - sample.free_count, sample.in_use))
-        return known[1]
-
+    made: Dict[int, StackSample] = {}
+    kept: List[Sample] = []  # the Samples `made` knows, alive: their ids stay theirs
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            samples = list(map(stack_sample, dump.samples))
+            # Looked up by C loops (map), made in Python only for the samples new in this dump.
+            samples = list(map(made.get, map(id, dump.samples)))
+            for i in itertools.compress(range(len(samples)), map(operator.not_, samples)):
+                sample = dump.samples[i]
+                kept.append(sample)
+                samples[i] = made[id(sample)] = StackSample(
+                    stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
+                    sample.alloc_count - sample.free_count, sample.in_use)
             if consume:
                 dump.samples = []
             profiles.append(Profile(

@@ -351,12 +351,15 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             dump.ending = tracks.ending(src.pid)
             _merge_header(dump, src)
             last = seq.last_samples.setdefault(key, {})
+            # A dump at the peak (heapprofd's dump_at_max) gives every sample self_max: asked
+            # of its first, not of each of hundreds of thousands.
+            if src.samples and (src.samples[0].HasField("self_max") or
+                                src.samples[0].HasField("self_max_count")):
+                dump.at_peak = True
+                dump.samples.extend(Sample(seq.callstack(s.callstack_id), s.self_max, 0,
+                                           s.self_max_count, 0) for s in src.samples)
+                continue
             for s in src.samples:
-                if s.HasField("self_max") or s.HasField("self_max_count"):
-                    dump.at_peak = True
-                    dump.samples.append(Sample(seq.callstack(s.callstack_id), s.self_max, 0,
-                                               s.self_max_count, 0))
-                    continue
                 figures = (s.self_allocated, s.self_freed, s.alloc_count, s.free_count)
                 sample = last.get(s.callstack_id)
                 if sample is None or sample[1:] != figures:
