@@ -14,7 +14,8 @@ from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, PprofWriter
 from droidheap.results.html import REPORT_HTML, write_html
 from droidheap.results.leaks import leak_suspects
-from droidheap.results.load import SYMBOLIZED_TRACE, profiles_from_dumps
+from droidheap.results.from_trace import profiles_from_dumps
+from droidheap.results.load import SYMBOLIZED_TRACE
 from droidheap.results.model import Results
 from droidheap.results.page import page_data, page_title
 from droidheap.results.store import RESULTS_FILE, write_results

@@ -6,7 +6,6 @@ heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; th
 in-use bytes, like heapprofd's.
 """
 import dataclasses
-import functools
 import gzip
 import itertools
 import operator
@@ -16,6 +15,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from droidheap.bulk import misses
 from droidheap.output_files import write_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
@@ -76,7 +76,6 @@ def _message_classes():
 _MESSAGES = _message_classes()
 Profile = _MESSAGES["Profile"]
 _SAMPLE_FIELD = Profile.DESCRIPTOR.fields_by_name["sample"].number
-_is_none = functools.partial(operator.is_, None)
 _LOCATION_FIELD = Profile.DESCRIPTOR.fields_by_name["location"].number
 
 SAMPLE_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
@@ -111,15 +110,18 @@ class PprofWriter:
         self._mapping_ids: Dict[Mapping, int] = {}
         self._function_ids: Dict[Tuple[str, str], int] = {}
         self._location_ids: Dict[Tuple[Mapping, int], int] = {}
-        # By id - 1: a location as a framed Profile.location field (its mapping and function ids
-        # are global: the same bytes in every file), its mapping id and function ids.
-        self._locations: List[Tuple[bytes, int, Tuple[int, ...]]] = []
+        # By location id (0: none): a location as a framed Profile.location field (its mapping
+        # and function ids are global: the same bytes in every file), its mapping id and its
+        # function ids; read for a whole dump at once by C loops.
+        self._location_bytes: List[bytes] = [b""]
+        self._location_mapping: List[int] = [0]
+        self._location_functions: List[Tuple[int, ...]] = [()]
         # By id(frame): its location id. A trace's frames are interned objects, kept alive here
         # so that their ids stay theirs; equal frames interned twice share a location by value.
         self._frame_ids: Dict[int, int] = {}
         self._frames: List[Frame] = []
-        # By id(frames): (frames, their location ids).
-        self._stacks: Dict[int, Tuple[Sequence[Frame], List[int]]] = {}
+        # By id(frames): (frames, their location ids, those as a serialized Sample.location_id).
+        self._stacks: Dict[int, Tuple[Sequence[Frame], List[int], bytes]] = {}
         # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say). A
         # stack nothing happened at between dumps is one Sample (heap_dumps): most samples of a
         # long run are written as the dump before wrote them. The Samples are kept alive here so
@@ -148,22 +150,25 @@ class PprofWriter:
             for line in self.symbols.lines(frame):
                 message.line.add(function_id=self._function(line.function, line.file),
                                  line=line.line)
-            self._locations.append((encode_bytes_field(_LOCATION_FIELD, message.SerializeToString()),
-                                    mapping_id, tuple(line.function_id for line in message.line)))
+            self._location_bytes.append(encode_bytes_field(_LOCATION_FIELD,
+                                                           message.SerializeToString()))
+            self._location_mapping.append(mapping_id)
+            self._location_functions.append(tuple(line.function_id for line in message.line))
         return self._location_ids[key]
 
-    def _stack_locations(self, frames: Sequence[Frame]) -> List[int]:
-        """Perfetto's frames are root first, pprof's leaf first."""
+    def _stack(self, frames: Sequence[Frame]) -> Tuple[Sequence[Frame], List[int], bytes]:
+        """The stack's entry in _stacks. Perfetto's frames are root first, pprof's leaf first."""
         known = self._stacks.get(id(frames))
         if known is None or known[0] is not frames:
             # Frames seen before (most of them) found by a C loop (map), by identity.
             ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
-            for i in itertools.compress(range(len(ids)), map(_is_none, ids)):
+            for i in misses(ids):
                 frame = frames[len(frames) - 1 - i]
                 ids[i] = self._frame_ids[id(frame)] = self._location(frame)
                 self._frames.append(frame)
-            known = self._stacks[id(frames)] = (frames, ids)
-        return known[1]
+            known = self._stacks[id(frames)] = (frames, ids, _MESSAGES["Sample"](
+                location_id=ids).SerializeToString())
+        return known
 
     def _frame_sample(self, sample: Sample, at_peak: bool) -> bytes:
         if at_peak:  # what was in use at the peak; what was allocated is not known
@@ -172,9 +177,12 @@ class PprofWriter:
             values = (sample.alloc_count, sample.self_allocated,
                       sample.alloc_count - sample.free_count, sample.in_use)
         self._samples.append(sample)
-        location_ids = self._stack_locations(sample.frames)  # _used_locations asks for them
-        framed = self._framed[id(sample)] = encode_bytes_field(_SAMPLE_FIELD, _MESSAGES["Sample"](
-            location_id=location_ids, value=values).SerializeToString()) if any(values) else b""
+        stack = self._stack(sample.frames)  # made for _used_locations too
+        # Two serialized Samples, one with its location ids and one with its values, joined are
+        # one with both: the ids' bytes are made once per stack.
+        framed = self._framed[id(sample)] = encode_bytes_field(
+            _SAMPLE_FIELD, stack[2] + _MESSAGES["Sample"](value=values).SerializeToString()
+        ) if any(values) else b""
         return framed
 
     def _used_locations(self, dump: HeapDump) -> Set[int]:
@@ -211,14 +219,13 @@ class PprofWriter:
         p.comment.extend(strings.id(c) for c in _comments(dump, cmdline))
         # Looked up by C loops (map), framed in Python only for the samples new in this dump.
         samples = list(map(self._framed.get, map(id, dump.samples)))
-        for i in itertools.compress(range(len(samples)), map(_is_none, samples)):
+        for i in misses(samples):
             samples[i] = self._frame_sample(dump.samples[i], dump.at_peak)
-        mappings, functions, locations = set(), set(), []
-        for location_id in sorted(self._used_locations(dump)):
-            framed, mapping_id, function_ids = self._locations[location_id - 1]
-            locations.append(framed)
-            mappings.add(mapping_id)
-            functions.update(function_ids)
+        used = sorted(self._used_locations(dump))
+        locations = b"".join(map(self._location_bytes.__getitem__, used))
+        mappings = set(map(self._location_mapping.__getitem__, used))
+        functions = set(itertools.chain.from_iterable(
+            map(self._location_functions.__getitem__, used)))
         for mapping, mapping_id in self._mapping_ids.items():
             if mapping_id in mappings:
                 self._add_mapping(p, strings, mapping, mapping_id)
@@ -226,7 +233,7 @@ class PprofWriter:
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),
                                system_name=strings.id(name), filename=strings.id(file))
-        return (p.SerializeToString() + b"".join(samples) + b"".join(locations),
+        return (p.SerializeToString() + b"".join(samples) + locations,
                 len(samples) - samples.count(b""))
 
     def _add_mapping(self, p, strings: _Strings, mapping: Mapping, mapping_id: int) -> None:

@@ -9,9 +9,10 @@ is found by its name (the largest first: an unstripped file is larger than its s
 the same build id), else, when no name matches, by its build id among the ELF files there.
 Both walks stop at MAX_FILES files.
 """
+import dataclasses
 import os
 import pathlib
-from typing import Dict, List, Optional
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from droidheap.elf.headers import file_build_id
 
@@ -62,3 +63,25 @@ def _size(path: pathlib.Path) -> int:
         return path.lstat().st_size
     except OSError:
         return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchDirs:
+    """Where unstripped files are looked for: `searched`, in order; `walked` (the user's --symbols
+    directories) also anywhere below, where an app's build keeps them (symbol_dirs). The
+    environment's directories are not walked: an Android build's symbols/ is gigabytes, laid out
+    as the device is."""
+    searched: Tuple[pathlib.Path, ...]
+    walked: Tuple[pathlib.Path, ...]
+
+
+def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> SearchDirs:
+    """The --symbols directories, then PERFETTO_BINARY_PATH (colon-separated, as Perfetto's
+    heap_profile reads it), then $ANDROID_PRODUCT_OUT/symbols (an Android build tree's unstripped
+    files)."""
+    dirs = [pathlib.Path(d) for d in flags]
+    dirs += [pathlib.Path(d) for d in environ.get("PERFETTO_BINARY_PATH", "").split(":") if d]
+    product_out = environ.get("ANDROID_PRODUCT_OUT", "")
+    if product_out and (pathlib.Path(product_out) / "symbols").is_dir():
+        dirs.append(pathlib.Path(product_out) / "symbols")
+    return SearchDirs(tuple(dirs), tuple(pathlib.Path(d) for d in flags))

@@ -22,14 +22,14 @@ inlined from, ending with the function the symbol table names.
 """
 import dataclasses
 import pathlib
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from droidheap.apk_library import library_file_name, split_library_path
 from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
 from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
 from droidheap.symbol_cache import Frames, SymbolCache, fingerprint
-from droidheap.symbol_dirs import DirectoryIndex
+from droidheap.symbol_dirs import DirectoryIndex, SearchDirs
 from droidheap.trace.heap_dumps import Frame, TraceDumps
 
 SYSTEM_DEBUG_DIR = pathlib.Path("/usr/lib/debug")
@@ -68,28 +68,6 @@ class ModuleSymbols:
     @property
     def has_inline_frames(self) -> bool:
         return any(len(lines) > 1 for lines in self.lines.values())
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchDirs:
-    """Where unstripped files are looked for: `searched`, in order; `walked` (the user's --symbols
-    directories) also anywhere below, where an app's build keeps them (symbol_dirs). The
-    environment's directories are not walked: an Android build's symbols/ is gigabytes, laid out
-    as the device is."""
-    searched: Tuple[pathlib.Path, ...]
-    walked: Tuple[pathlib.Path, ...]
-
-
-def search_dirs(flags: Sequence[pathlib.Path], environ: Mapping[str, str]) -> SearchDirs:
-    """The --symbols directories, then PERFETTO_BINARY_PATH (colon-separated, as Perfetto's
-    heap_profile reads it), then $ANDROID_PRODUCT_OUT/symbols (an Android build tree's unstripped
-    files)."""
-    dirs = [pathlib.Path(d) for d in flags]
-    dirs += [pathlib.Path(d) for d in environ.get("PERFETTO_BINARY_PATH", "").split(":") if d]
-    product_out = environ.get("ANDROID_PRODUCT_OUT", "")
-    if product_out and (pathlib.Path(product_out) / "symbols").is_dir():
-        dirs.append(pathlib.Path(product_out) / "symbols")
-    return SearchDirs(tuple(dirs), tuple(pathlib.Path(d) for d in flags))
 
 
 class Symbolizer:

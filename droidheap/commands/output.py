@@ -51,7 +51,7 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
     """Symbolizes and converts a trace pulled from `device` into `out` (see convert_trace)."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     from droidheap.device_files import fetch_device_files
-    from droidheap.symbolizer import search_dirs
+    from droidheap.symbol_dirs import search_dirs
     # The device's own libraries, where this machine has no copy, are pulled beside the outputs.
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda modules, warnings: fetch_device_files(

@@ -17,6 +17,6 @@ from droidheap.commands.output import echo_conversion, symbols_option
 def command(trace, output, symbol_dirs):
     """Symbolize TRACE and write its symbolized trace, pprof files and summary again."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
-    from droidheap.symbolizer import search_dirs
+    from droidheap.symbol_dirs import search_dirs
     out = output or trace.parent
     echo_conversion(convert_trace(trace, out, search_dirs(symbol_dirs, os.environ)), out)

@@ -4,118 +4,30 @@ files), a Perfetto trace (ours or heapprofd's; symbolized by the module_symbols 
 carries, else here) or a pprof file.
 """
 import gzip
-import itertools
-import operator
 import pathlib
 import re
 import zlib
-from typing import Dict, List, Optional, Sequence, Tuple
-
-from google.protobuf.message import DecodeError
+from typing import Dict, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, Results, StackSample
 from droidheap.results.sites import CallStack
 from droidheap.results.store import RESULTS_FILE, read_results
-from droidheap.symbol_cache import SymbolCache
-from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
-from droidheap.trace.counter_tracks import CONNECTION_LOST, EXITED, GUARDRAIL
-from droidheap.trace.heap_dumps import Frame, HeapDump, Sample, TraceDumps, rebuild_dumps
-from droidheap.trace.reader import parse_trace
-from droidheap.trace.symbolized import read_module_symbols
 
 SYMBOLIZED_TRACE = "symbolized-trace"
 RAW_TRACE = "raw-trace"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
-    return tuple(why for flag, why in (
-        (dump.buffer_overran, "the buffer overran"),
-        (dump.buffer_corrupted, "the buffer was corrupted"),
-        (dump.hit_guardrail, "droidheapd's memory cap (--max-daemon-memory) ended the profile"),
-        (dump.rejected_concurrent, "another profiler held the process")) if flag)
-
-
-def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = None) -> str:
-    """What became of a process gone by its last dump (`ending`: HeapDump.ending), for a note; ""
-    for one still connected. `exit_status`: what the host saw of a program it started."""
-    if not disconnected:
-        return ""
-    status = "" if exit_status is None else f"the process exited with status {exit_status}"
-    if ending == EXITED:
-        return status or "the process exited"
-    if ending == GUARDRAIL:  # samples_lost says which, before this
-        return "its profile ended early" + (f"; {status}" if status else "")
-    if ending == CONNECTION_LOST:
-        return ("its connection was lost before the process exited normally (" +
-                (status or "a crash, a kill, _exit or a closed socket") + ")")
-    # An older daemon's trace, or heapprofd's: either.
-    return status or "the process exited or its connection was lost"
-
-
-class _Stacks:
-    """A trace's call stacks as CallStacks of Locations. Its frames and stacks are interned
-    objects (heap_dumps), so each frame's Locations and each stack are made once, found again
-    by identity, and shared by every sample of every dump that has them."""
-
-    def __init__(self, symbols: SymbolTable):
-        self._symbols = symbols
-        self._frames: Dict[int, Tuple[Frame, Tuple[Location, ...]]] = {}
-        self._stacks: Dict[int, Tuple[Sequence[Frame], CallStack]] = {}
-
-    def _frame(self, frame: Frame) -> Tuple[Location, ...]:
-        known = self._frames.get(id(frame))
-        if known is None or known[0] is not frame:
-            known = self._frames[id(frame)] = (frame, tuple(
-                Location(line.function, line.file, line.line, frame.mapping.path)
-                for line in self._symbols.lines(frame)))
-        return known[1]
-
-    def stack(self, frames: Sequence[Frame]) -> CallStack:
-        """`frames` (root first) leaf first, each frame's inline functions innermost first."""
-        known = self._stacks.get(id(frames))
-        if known is None or known[0] is not frames:
-            known = self._stacks[id(frames)] = (frames, CallStack(
-                location for frame in reversed(frames) for location in self._frame(frame)))
-        return known[1]
-
-
-def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",
-                        consume: bool = False) -> List[Profile]:
-    """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
-    (a conversion's peak memory would hold both)."""
-    stacks = _Stacks(symbols)
-    # By the Sample's identity: a stack nothing happened at between dumps is one Sample
-    # (heap_dumps), and so one StackSample.
-    made: Dict[int, StackSample] = {}
-    kept: List[Sample] = []  # the Samples `made` knows, alive: their ids stay theirs
-    profiles = []
-    for pid in sorted(dumps.dumps):
-        for dump in dumps.dumps[pid]:
-            # Looked up by C loops (map), made in Python only for the samples new in this dump.
-            samples = list(map(made.get, map(id, dump.samples)))
-            for i in itertools.compress(range(len(samples)), map(operator.not_, samples)):
-                sample = dump.samples[i]
-                kept.append(sample)
-                samples[i] = made[id(sample)] = StackSample(
-                    stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
-                    sample.alloc_count - sample.free_count, sample.in_use)
-            if consume:
-                dump.samples = []
-            profiles.append(Profile(
-                pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
-                dump_index=dump.index, timestamp_ns=dump.timestamp,
-                sampling_interval_bytes=dump.sampling_interval_bytes, samples=samples,
-                at_peak=dump.at_peak, totals=dump.totals,
-                unwinding_errors=dump.stats.unwinding_errors,
-                samples_lost=samples_lost(dump), disconnected=dump.disconnected,
-                ending=dump.ending,
-                source=source))
-    return profiles
-
-
 def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.Path]) -> Results:
+    # The trace's readers (protobuf, pyelftools) load only here: `report` of an output directory
+    # reads what its conversion stored, and needs none of them.
+    from droidheap.results.from_trace import profiles_from_dumps
+    from droidheap.symbol_cache import SymbolCache
+    from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
+    from droidheap.trace.heap_dumps import rebuild_dumps
+    from droidheap.trace.reader import parse_trace
+    from droidheap.trace.symbolized import read_module_symbols
     contents = parse_trace(data)
     if not contents.packets:
         raise DroidheapError(f"{path} is neither a Perfetto trace nor a pprof file")
@@ -146,6 +58,7 @@ def _pprof_identity(profile, path: pathlib.Path) -> Tuple[int, str, int, str]:
 
 
 def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
+    from google.protobuf.message import DecodeError
     from droidheap.pprof import Profile as PprofProfile  # the message class
     try:
         profile = PprofProfile.FromString(gzip.decompress(data) if data[:2] == _GZIP_MAGIC

@@ -8,7 +8,7 @@ import dataclasses
 import pathlib
 from typing import List, NamedTuple, Optional, Tuple
 
-from droidheap.trace.counter_tracks import HeapTotals
+from droidheap.trace.process_figures import CONNECTION_LOST, EXITED, GUARDRAIL, HeapTotals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +80,24 @@ class Profile:
     @property
     def title(self) -> str:
         return f"{self.series_title}, dump {self.dump_index}"
+
+
+def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = None) -> str:
+    """What became of a process gone by its last dump (`ending`: Profile.ending), for a note; ""
+    for one still connected. `exit_status`: what the host saw of a program it started."""
+    if not disconnected:
+        return ""
+    status = "" if exit_status is None else f"the process exited with status {exit_status}"
+    if ending == EXITED:
+        return status or "the process exited"
+    if ending == GUARDRAIL:  # samples_lost says which, before this
+        return "its profile ended early" + (f"; {status}" if status else "")
+    if ending == CONNECTION_LOST:
+        return ("its connection was lost before the process exited normally (" +
+                (status or "a crash, a kill, _exit or a closed socket") + ")")
+    # An older daemon's trace, or heapprofd's: either.
+    return status or "the process exited or its connection was lost"
+
 
 
 @dataclasses.dataclass

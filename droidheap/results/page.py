@@ -12,8 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from droidheap.results.diff import SiteGrowth
 from droidheap.results.leaks import dump_series, leak_suspects
-from droidheap.results.load import ending_note
-from droidheap.results.model import LeakSuspect, Location, Profile
+from droidheap.results.model import LeakSuspect, Location, Profile, ending_note
 from droidheap.results.sites import CallStack, profile_sites
 
 VERSION = 2

@@ -154,11 +154,14 @@ def bottom_up(samples: Sequence[StackSample], metric: str = "in_use_bytes", site
             node.children = [c for c in children if c.figures.value(metric) > 0][:branches]
         return node
 
-    by_site: Dict[Tuple, list] = {}
+    # The largest sites first, then the callers of those only.
+    ranked = sorted(((key, figures) for key, figures in site_figures(samples).items()
+                     if figures.value(metric) > 0),
+                    key=lambda item: (-item[1].value(metric), item[1].site.function))
+    chosen = {key: [] for key, _ in ranked[:sites]}
     for sample in samples:
-        stack = sample.stack
-        callers_left = stack[stack.index(stack.site) + 1:] if stack else ()
-        by_site.setdefault(stack.site_key, []).append((callers_left, sample))
-    roots = [grow(paths, paths[0][1].stack.site, 1) for paths in by_site.values()]
-    roots.sort(key=lambda n: (-n.figures.value(metric), n.location.function))
-    return [r for r in roots if r.figures.value(metric) > 0][:sites]
+        paths = chosen.get(sample.stack.site_key)
+        if paths is not None:
+            stack = sample.stack
+            paths.append((stack[stack.index(stack.site) + 1:] if stack else (), sample))
+    return [grow(chosen[key], figures.site, 1) for key, figures in ranked[:sites]]

@@ -16,13 +16,14 @@ import json
 import operator
 import pathlib
 import zlib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, List, Optional
 
+from droidheap.bulk import by_identity
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_output
 from droidheap.results.model import Location, Profile, Results, StackSample
 from droidheap.results.sites import CallStack
-from droidheap.trace.counter_tracks import HeapTotals
+from droidheap.trace.process_figures import HeapTotals
 
 RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
@@ -32,21 +33,12 @@ _MAX_RATIO = 100
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
 
 
-def _interned(objects: Iterable) -> Dict[int, object]:
-    """{id: object} of `objects` in first-seen order, found by identity: profiles share one
-    CallStack per call stack and their Locations (load.py), and hashing each Location of each
-    stack would cost more than all the rest. Built by C loops (map, zip): a large trace has
-    millions of references."""
-    objects = list(objects)
-    return dict(zip(map(id, objects), objects))
-
-
 def write_results(results: Results, path: pathlib.Path) -> None:
-    samples = _interned(itertools.chain.from_iterable(p.samples for p in results.profiles))
+    samples = by_identity(itertools.chain.from_iterable(p.samples for p in results.profiles))
     sample_index = {key: i for i, key in enumerate(samples)}
-    stacks = _interned(map(operator.itemgetter(0), samples.values()))  # StackSample.stack
+    stacks = by_identity(map(operator.itemgetter(0), samples.values()))  # StackSample.stack
     stack_index = {key: i for i, key in enumerate(stacks)}
-    locations = _interned(itertools.chain.from_iterable(stacks.values()))
+    locations = by_identity(itertools.chain.from_iterable(stacks.values()))
     location_index = {key: i for i, key in enumerate(locations)}
     columns = list(zip(*samples.values())) or [()] * _SAMPLE_FIELDS
     columns[0] = map(stack_index.__getitem__, map(id, columns[0]))

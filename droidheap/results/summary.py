@@ -5,11 +5,11 @@ and, over continuous dumps, the leak suspects (leaks.py)."""
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from droidheap.results.load import ending_note, samples_lost
-from droidheap.results.model import LeakSuspect, Profile
+from droidheap.results.from_trace import samples_lost
+from droidheap.results.model import LeakSuspect, Profile, ending_note
 from droidheap.results.sites import SiteFigures, top_sites
 from droidheap.results.text import exact_line, format_suspects, human_bytes, sampled_line
-from droidheap.trace.counter_tracks import EXITED, AllocatorStats, HeapTotals
+from droidheap.trace.process_figures import EXITED, AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
@@ -66,7 +66,7 @@ def _memory_when(read: HeapDump, last: HeapDump) -> str:
 
 def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
               exit_statuses: Optional[Dict[int, int]] = None) -> List[ProcessSummary]:
-    """`profiles`: the dumps' call stacks, symbolized (results.load.profiles_from_dumps).
+    """`profiles`: the dumps' call stacks, symbolized (results.from_trace.profiles_from_dumps).
     `exit_statuses`: {pid: status} of the programs the host started and saw exit."""
     by_dump = {(p.pid, p.dump_index, p.heap): p for p in profiles}
     summaries = []

@@ -4,11 +4,10 @@ import pathlib
 from typing import List, Sequence
 
 from droidheap.results.diff import SiteGrowth
-from droidheap.results.load import ending_note
-from droidheap.results.model import LeakSuspect
+from droidheap.results.model import LeakSuspect, ending_note
 from droidheap.results.report import ProfileReport, Report
 from droidheap.results.sites import SiteFigures, TreeNode
-from droidheap.trace.counter_tracks import HeapTotals
+from droidheap.trace.process_figures import HeapTotals
 
 
 def human_bytes(count: int) -> str:

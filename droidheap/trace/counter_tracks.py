@@ -11,46 +11,15 @@ before its profile packets. A counter that did not arrive is unknown, not 0.
 A process's last dump also says how its profile ended, as an instant event on the process track
 named "process exited", "profile ended" (a guardrail) or "connection lost" (ENDINGS).
 """
-import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.trace.process_figures import ENDINGS, AllocatorStats, HeapTotals
 from droidheap.trace.reader import as_text
 
 _TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
 _MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
-EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
-ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST)
-
-
-@dataclasses.dataclass(frozen=True)
-class HeapTotals:
-    """Every allocation and free of one heap since profiling of the process began, counted exactly
-    (not sampled), bytes at usable sizes (what the allocator handed out)."""
-    alloc_count: int
-    alloc_bytes: int
-    free_count: int
-    free_bytes: int
-
-    # Exact when profiling began with the process. For one attached while running, frees of blocks
-    # allocated before count too: these can then be below what is in use, even negative.
-    @property
-    def in_use_bytes(self) -> int:
-        return self.alloc_bytes - self.free_bytes
-
-    @property
-    def live_blocks(self) -> int:
-        return self.alloc_count - self.free_count
-
-
-@dataclasses.dataclass(frozen=True)
-class AllocatorStats:
-    """What the allocator says (mallinfo), as the process last reported it: at most every 100 ms
-    while it allocates, and at exit."""
-    in_use_bytes: int  # in allocated blocks
-    free_bytes: int    # free inside the allocator
-    system_bytes: int  # taken from the system
 
 
 class CounterTracks:

@@ -17,12 +17,15 @@ matched by path and build id) land on the same mapping there:
 import bisect
 import dataclasses
 import functools
+import operator
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.apk_library import split_library_path
-from droidheap.trace.counter_tracks import AllocatorStats, CounterTracks, HeapTotals
+from droidheap.bulk import misses
+from droidheap.trace.counter_tracks import CounterTracks
+from droidheap.trace.process_figures import AllocatorStats, HeapTotals
 from droidheap.trace.reader import as_text
 
 PSEUDO_PREFIX = "[droidheap"
@@ -32,6 +35,8 @@ HEAPPROFD_ERROR_PATH = "/ERROR"
 HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
+_SERIALIZED = operator.methodcaller("SerializeToString")
+_FRAMES = operator.itemgetter(0)  # Sample.frames
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,10 +190,28 @@ class _Sequence:
         self.interned = _Tables(shared_strings=False)
         self.packet = _Tables(shared_strings=True)
         self.missing = False  # whether a sample referred to an entry never interned
-        # (pid, heap) -> callstack iid -> its Sample in the dump before. Figures are cumulative:
-        # a stack nothing happened at since is the same Sample again, one object for every dump
-        # (most of a long run's samples; their memory, and every later step's work, saved).
-        self.last_samples: Dict[Tuple[int, str], Dict[int, Sample]] = {}
+        # (pid, heap) -> a sample's serialized bytes -> its Sample, in the dump before and in
+        # the one being assembled. Figures are cumulative: a stack nothing happened at since is
+        # the same Sample again, one object for every dump (most of a long run's samples; their
+        # memory, and every later step's work, saved).
+        self.samples_before: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
+        self.samples_now: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
+
+    def samples(self, key: Tuple[int, str], samples) -> List[Sample]:
+        """The Samples of a dump fragment's ProfilePacket.HeapSample messages. Its hundreds of
+        thousands are looked up by C loops (map) in the dump before, by their bytes; only the
+        samples new since are read field by field."""
+        serialized = list(map(_SERIALIZED, samples))
+        found = list(map(self.samples_before.get(key, {}).get, serialized))
+        for i in misses(found):
+            s = samples[i]
+            found[i] = Sample(self.callstack(s.callstack_id), s.self_allocated, s.self_freed,
+                              s.alloc_count, s.free_count)
+        self.samples_now.setdefault(key, {}).update(zip(serialized, found))
+        return found
+
+    def dump_finished(self) -> None:
+        self.samples_before, self.samples_now = self.samples_now, {}
 
     def add_interned(self, data: pb.InternedData) -> None:
         t = self.interned
@@ -239,6 +262,15 @@ class _Sequence:
         self.missing = True
         return Frame(_missing("frame"), 0)
 
+    def _frames(self, iids: List[int]) -> Tuple[Frame, ...]:
+        # Where the ProfilePacket style interned no frame (as a rule), the frames resolved
+        # before are found by a C loop (map).
+        frames = (list(map(self.interned.frames.get, iids))
+                  if not (self.packet.frames or self.packet.raw_frames) else [None] * len(iids))
+        for i in misses(frames):
+            frames[i] = self.frame(iids[i])
+        return tuple(frames)
+
     def callstack(self, iid: int) -> Tuple[Frame, ...]:
         for t in (self.packet, self.interned):
             known = t.callstacks.get(iid)
@@ -246,7 +278,7 @@ class _Sequence:
                 return known
             raw = t.raw_callstacks.get(iid)
             if raw is not None:
-                known = t.callstacks[iid] = tuple([self.frame(f) for f in raw])
+                known = t.callstacks[iid] = self._frames(raw)
                 return known
         self.missing = True
         return (Frame(_missing("callstack"), 0),)
@@ -350,7 +382,6 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             dump.allocator = tracks.allocator(src.pid)
             dump.ending = tracks.ending(src.pid)
             _merge_header(dump, src)
-            last = seq.last_samples.setdefault(key, {})
             # A dump at the peak (heapprofd's dump_at_max) gives every sample self_max: asked
             # of its first, not of each of hundreds of thousands.
             if src.samples and (src.samples[0].HasField("self_max") or
@@ -359,14 +390,9 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 dump.samples.extend(Sample(seq.callstack(s.callstack_id), s.self_max, 0,
                                            s.self_max_count, 0) for s in src.samples)
                 continue
-            for s in src.samples:
-                figures = (s.self_allocated, s.self_freed, s.alloc_count, s.free_count)
-                sample = last.get(s.callstack_id)
-                if sample is None or sample[1:] != figures:
-                    sample = last[s.callstack_id] = Sample(seq.callstack(s.callstack_id),
-                                                           *figures)
-                dump.samples.append(sample)
+            dump.samples.extend(seq.samples(key, src.samples))
         if not profile.continued:
+            seq.dump_finished()
             _finish(result, pending.pop(seq_id))
             memory.pop(seq_id, None)
             tracks.dump_finished()
@@ -435,7 +461,10 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
     # By identity first: a sequence's dumps share one tuple per call stack (_Sequence.callstack),
     # and hashing every frame of every stack is most of the cost. Equal stacks interned again
     # (after the sequence's state was cleared) are told apart by value.
-    present_ids = {id(sample.frames) for sample in dump.samples}
+    # Counted by C loops (map, set operations): as a rule no stack is left out.
+    present_ids = set(map(id, map(_FRAMES, dump.samples)))
+    if set(map(id, map(_FRAMES, previous.samples))) <= present_ids:
+        return
     dropped = [sample for sample in previous.samples
                if sample.in_use == 0 and id(sample.frames) not in present_ids]
     if dropped:

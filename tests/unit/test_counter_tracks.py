@@ -1,6 +1,6 @@
 """The exact heap totals and mallinfo figures read back from counter tracks beside each dump, as
 the host reads them and as Perfetto's trace processor shows them."""
-from droidheap.trace.counter_tracks import AllocatorStats, HeapTotals
+from droidheap.trace.process_figures import AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from fixtures_trace import (APP, BOOTTIME_NS, COARSE_NS, TraceBuilder, heap_counters,

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from droidheap.convert import convert_trace
 from droidheap.pprof import Profile
-from droidheap.trace.counter_tracks import HeapTotals
+from droidheap.trace.process_figures import HeapTotals
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from fixtures_trace import (APP, BOOTTIME_NS, COARSE_NS, TraceBuilder, heap_counters,

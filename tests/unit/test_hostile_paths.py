@@ -197,4 +197,4 @@ def test_pull_refuses_leftover_trace_names_that_are_not_its_own(tmp_path, monkey
     assert device.pulled == ["/t/droidheap-1.trace", "/t/droidheap-3.trace"]
     assert sorted(p.name for p in out.iterdir()) == ["droidheap-1", "droidheap-3"]
     for refused in ("/t/..", "/t/droidheap-2.trace/."):
-        assert f"refused" in result.output and refused in result.output
+        assert "refused" in result.output and refused in result.output

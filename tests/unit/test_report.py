@@ -2,7 +2,7 @@
 the trace has them, then what the kernel said."""
 import dataclasses
 
-from droidheap.results.load import profiles_from_dumps
+from droidheap.results.from_trace import profiles_from_dumps
 from droidheap.results.summary import format_summary, summarize
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps

@@ -19,6 +19,7 @@ from droidheap.results import load
 from droidheap.results.load import SYMBOLIZED_TRACE, load_results
 from droidheap.results.report import build_report, report_json
 from droidheap.results.store import RESULTS_FILE, read_results
+from droidheap.trace import reader
 from fixtures_trace import APP, COARSE_NS, LIBC, TraceBuilder, two_process_trace
 from test_damaged_input import mutate, survives
 
@@ -46,7 +47,7 @@ def test_reports_of_an_output_read_what_the_conversion_stored_not_the_trace(conv
 
     def no_parsing(data):
         raise AssertionError("the trace was parsed again")
-    monkeypatch.setattr(load, "parse_trace", no_parsing)
+    monkeypatch.setattr(reader, "parse_trace", no_parsing)
     stored = load_results(converted)
     assert stored.profiles[0].source == str(converted / RESULTS_FILE)
     assert _report(stored) == _report(from_trace)
@@ -68,6 +69,17 @@ def test_a_sample_nothing_happened_at_between_dumps_is_stored_and_read_once(tmp_
     assert first[0] is second[0] and first[1] != second[1]
     stored = json.loads(gzip.decompress((tmp_path / "out" / RESULTS_FILE).read_bytes()))
     assert len(stored["samples"]) == 3 * 5  # three distinct samples of five fields
+
+
+def test_reading_stored_results_loads_no_trace_reader(converted):
+    # Neither protobuf's Perfetto messages nor pyelftools: a report starts in a tenth of a second.
+    check = ("import sys; from droidheap.results.load import load_results; "
+             f"load_results({str(converted)!r}); "
+             "print(sorted(m for m in sys.modules if m.startswith(('droidheap.trace.reader', "
+             "'droidheap.symbolizer', 'perfetto', 'elftools'))))")
+    loaded = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True,
+                            text=True, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
 
 
 def test_a_trace_newer_than_the_stored_results_is_read_instead(converted, monkeypatch):

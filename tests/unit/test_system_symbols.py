@@ -12,7 +12,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from droidheap.elf.elf_file import demangle
-from droidheap.symbolizer import Symbolizer, search_dirs
+from droidheap.symbol_dirs import search_dirs
+from droidheap.symbolizer import Symbolizer
 
 LIB_DIR = pathlib.Path("/usr/lib") / (sysconfig.get_config_var("MULTIARCH") or "")
 

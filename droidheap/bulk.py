@@ -1,0 +1,25 @@
+"""Looking up hundreds of thousands of things at once: a large trace has that many samples in
+every dump, and a Python loop over them costs seconds where C loops (map, zip, compress over
+dicts keyed by identity or by bytes) cost tenths. The pattern: look every one up with map, then
+make in Python only what was not found."""
+import functools
+import itertools
+import operator
+from typing import Dict, Iterable, Iterator, List, Optional, TypeVar
+
+T = TypeVar("T")
+
+_is_none = functools.partial(operator.is_, None)
+
+
+def misses(found: List[Optional[T]]) -> Iterator[int]:
+    """The indexes of `found` (the results of a map over dict.get) that hold None."""
+    return itertools.compress(range(len(found)), map(_is_none, found))
+
+
+def by_identity(objects: Iterable[T]) -> Dict[int, T]:
+    """{id: object} of `objects`, each once, in first-seen order: for objects shared by
+    reference (a trace's frames, call stacks and samples), where hashing their contents would
+    cost more than all the rest."""
+    objects = list(objects)
+    return dict(zip(map(id, objects), objects))

@@ -1,0 +1,79 @@
+"""A trace's dumps (trace/heap_dumps.py), symbolized (symbolizer.py), as the Profiles the reports
+read (model.py): each distinct frame's Locations, call stack and sample made once and shared by
+every dump that has them."""
+from typing import Dict, List, Sequence, Tuple
+
+from droidheap.bulk import misses
+from droidheap.results.model import Location, Profile, StackSample
+from droidheap.results.sites import CallStack
+from droidheap.symbolizer import SymbolTable
+from droidheap.trace.heap_dumps import Frame, HeapDump, Sample, TraceDumps
+
+
+def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
+    return tuple(why for flag, why in (
+        (dump.buffer_overran, "the buffer overran"),
+        (dump.buffer_corrupted, "the buffer was corrupted"),
+        (dump.hit_guardrail, "droidheapd's memory cap (--max-daemon-memory) ended the profile"),
+        (dump.rejected_concurrent, "another profiler held the process")) if flag)
+
+
+class _Stacks:
+    """A trace's call stacks as CallStacks of Locations. Its frames and stacks are interned
+    objects (heap_dumps), so each frame's Locations and each stack are made once, found again
+    by identity, and shared by every sample of every dump that has them."""
+
+    def __init__(self, symbols: SymbolTable):
+        self._symbols = symbols
+        self._frames: Dict[int, Tuple[Frame, Tuple[Location, ...]]] = {}
+        self._stacks: Dict[int, Tuple[Sequence[Frame], CallStack]] = {}
+
+    def _frame(self, frame: Frame) -> Tuple[Location, ...]:
+        known = self._frames.get(id(frame))
+        if known is None or known[0] is not frame:
+            known = self._frames[id(frame)] = (frame, tuple(
+                Location(line.function, line.file, line.line, frame.mapping.path)
+                for line in self._symbols.lines(frame)))
+        return known[1]
+
+    def stack(self, frames: Sequence[Frame]) -> CallStack:
+        """`frames` (root first) leaf first, each frame's inline functions innermost first."""
+        known = self._stacks.get(id(frames))
+        if known is None or known[0] is not frames:
+            known = self._stacks[id(frames)] = (frames, CallStack(
+                location for frame in reversed(frames) for location in self._frame(frame)))
+        return known[1]
+
+
+def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",
+                        consume: bool = False) -> List[Profile]:
+    """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
+    (a conversion's peak memory would hold both)."""
+    stacks = _Stacks(symbols)
+    # By the Sample's identity: a stack nothing happened at between dumps is one Sample
+    # (heap_dumps), and so one StackSample.
+    made: Dict[int, StackSample] = {}
+    kept: List[Sample] = []  # the Samples `made` knows, alive: their ids stay theirs
+    profiles = []
+    for pid in sorted(dumps.dumps):
+        for dump in dumps.dumps[pid]:
+            # Looked up by C loops (map), made in Python only for the samples new in this dump.
+            samples = list(map(made.get, map(id, dump.samples)))
+            for i in misses(samples):
+                sample = dump.samples[i]
+                kept.append(sample)
+                samples[i] = made[id(sample)] = StackSample(
+                    stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
+                    sample.alloc_count - sample.free_count, sample.in_use)
+            if consume:
+                dump.samples = []
+            profiles.append(Profile(
+                pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap=dump.heap_name,
+                dump_index=dump.index, timestamp_ns=dump.timestamp,
+                sampling_interval_bytes=dump.sampling_interval_bytes, samples=samples,
+                at_peak=dump.at_peak, totals=dump.totals,
+                unwinding_errors=dump.stats.unwinding_errors,
+                samples_lost=samples_lost(dump), disconnected=dump.disconnected,
+                ending=dump.ending,
+                source=source))
+    return profiles

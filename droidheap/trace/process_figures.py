@@ -1,0 +1,36 @@
+"""What the counter tracks beside a process's dumps say (counter_tracks.py reads them), as plain
+data the reports use without reading a trace: the exact totals of a heap, what the allocator
+holds, and how a profile ended."""
+import dataclasses
+
+EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
+ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeapTotals:
+    """Every allocation and free of one heap since profiling of the process began, counted exactly
+    (not sampled), bytes at usable sizes (what the allocator handed out)."""
+    alloc_count: int
+    alloc_bytes: int
+    free_count: int
+    free_bytes: int
+
+    # Exact when profiling began with the process. For one attached while running, frees of blocks
+    # allocated before count too: these can then be below what is in use, even negative.
+    @property
+    def in_use_bytes(self) -> int:
+        return self.alloc_bytes - self.free_bytes
+
+    @property
+    def live_blocks(self) -> int:
+        return self.alloc_count - self.free_count
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocatorStats:
+    """What the allocator says (mallinfo), as the process last reported it: at most every 100 ms
+    while it allocates, and at exit."""
+    in_use_bytes: int  # in allocated blocks
+    free_bytes: int    # free inside the allocator
+    system_bytes: int  # taken from the system
