@@ -21,10 +21,13 @@ first: the inlined function at the address's own line, then each caller at the l
 inlined from, ending with the function the symbol table names.
 """
 import dataclasses
+import itertools
+import operator
 import pathlib
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from droidheap.apk_library import library_file_name, split_library_path
+from droidheap.bulk import by_identity
 from droidheap.elf.elf_file import ElfFile, demangle
 from droidheap.progress import progress_bar
 from droidheap.safe_paths import UnsafePath, contained, device_relative, hex_build_id, plain_name
@@ -296,22 +299,23 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, int]]:
     reach. Android 10's heapprofd gives a library inside an APK the mapping's offset in the APK
     alone: _OFFSET_UNKNOWN."""
     wanted: Dict[Tuple[str, str], Dict[int, int]] = {}
-    # Each call stack once: every dump that has it shares one tuple (heap_dumps interns them).
-    stacks = {id(sample.frames): sample.frames for process_dumps in dumps.dumps.values()
-              for dump in process_dumps for sample in dump.samples}
-    for frames in stacks.values():
-        for frame in frames:
-            mapping = frame.mapping
-            if not mapping.is_pseudo and mapping.path:
-                pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
-                if pcs.get(frame.rel_pc, _BIASED) != _BIASED:
-                    continue
-                if mapping.load_bias:
-                    pcs[frame.rel_pc] = _BIASED
-                elif split_library_path(mapping.path) and not mapping.elf_offset:
-                    pcs[frame.rel_pc] = _OFFSET_UNKNOWN
-                else:
-                    pcs[frame.rel_pc] = mapping.elf_file_offset
+    # Each call stack, then each frame, once: every dump that has them shares one object
+    # (heap_dumps interns them), found by identity with C loops.
+    samples = itertools.chain.from_iterable(
+        dump.samples for process_dumps in dumps.dumps.values() for dump in process_dumps)
+    stacks = by_identity(map(operator.itemgetter(0), samples))  # Sample.frames
+    for frame in by_identity(itertools.chain.from_iterable(stacks.values())).values():
+        mapping = frame.mapping
+        if not mapping.is_pseudo and mapping.path:
+            pcs = wanted.setdefault((mapping.path, mapping.build_id), {})
+            if pcs.get(frame.rel_pc, _BIASED) != _BIASED:
+                continue
+            if mapping.load_bias:
+                pcs[frame.rel_pc] = _BIASED
+            elif split_library_path(mapping.path) and not mapping.elf_offset:
+                pcs[frame.rel_pc] = _OFFSET_UNKNOWN
+            else:
+                pcs[frame.rel_pc] = mapping.elf_file_offset
     return wanted
 
 

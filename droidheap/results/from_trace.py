@@ -1,6 +1,7 @@
 """A trace's dumps (trace/heap_dumps.py), symbolized (symbolizer.py), as the Profiles the reports
 read (model.py): each distinct frame's Locations, call stack and sample made once and shared by
 every dump that has them."""
+import itertools
 from typing import Dict, List, Sequence, Tuple
 
 from droidheap.bulk import misses
@@ -25,23 +26,25 @@ class _Stacks:
 
     def __init__(self, symbols: SymbolTable):
         self._symbols = symbols
-        self._frames: Dict[int, Tuple[Frame, Tuple[Location, ...]]] = {}
+        # By id(frame): its Locations. The frames are kept alive, so that their ids stay theirs.
+        self._frames: Dict[int, Tuple[Location, ...]] = {}
+        self._kept: List[Frame] = []
         self._stacks: Dict[int, Tuple[Sequence[Frame], CallStack]] = {}
-
-    def _frame(self, frame: Frame) -> Tuple[Location, ...]:
-        known = self._frames.get(id(frame))
-        if known is None or known[0] is not frame:
-            known = self._frames[id(frame)] = (frame, tuple(
-                Location(line.function, line.file, line.line, frame.mapping.path)
-                for line in self._symbols.lines(frame)))
-        return known[1]
 
     def stack(self, frames: Sequence[Frame]) -> CallStack:
         """`frames` (root first) leaf first, each frame's inline functions innermost first."""
         known = self._stacks.get(id(frames))
         if known is None or known[0] is not frames:
+            leaf_first = frames[::-1]
+            locations = list(map(self._frames.get, map(id, leaf_first)))
+            for i in misses(locations):
+                frame = leaf_first[i]
+                self._kept.append(frame)
+                locations[i] = self._frames[id(frame)] = tuple(
+                    Location(line.function, line.file, line.line, frame.mapping.path)
+                    for line in self._symbols.lines(frame))
             known = self._stacks[id(frames)] = (frames, CallStack(
-                location for frame in reversed(frames) for location in self._frame(frame)))
+                itertools.chain.from_iterable(locations)))
         return known[1]
 
 
