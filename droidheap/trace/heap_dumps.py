@@ -18,7 +18,7 @@ import bisect
 import dataclasses
 import functools
 import operator
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -136,6 +136,9 @@ class HeapDump:
     allocator: Optional[AllocatorStats] = None  # the whole process's, the same for each heap
     stats: DumpStats = dataclasses.field(default_factory=DumpStats)
     samples: List[Sample] = dataclasses.field(default_factory=list)
+    # The ids of its samples' call stacks (their frames tuples, interned), from when it is
+    # finished until the next dump of its process's heap is: what that one is compared with.
+    stack_ids: Set[int] = dataclasses.field(default_factory=set, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -445,9 +448,12 @@ def _next_index(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump], pi
 
 def _finish(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump]) -> None:
     for dump in current.values():
+        dump.stack_ids = set(map(id, map(_FRAMES, dump.samples)))  # C loops
         earlier = result.dumps.setdefault(dump.pid, [])
-        _keep_dropped_call_stacks(next((d for d in reversed(earlier)
-                                        if d.heap_name == dump.heap_name), None), dump)
+        previous = next((d for d in reversed(earlier) if d.heap_name == dump.heap_name), None)
+        _keep_dropped_call_stacks(previous, dump)
+        if previous is not None:
+            previous.stack_ids = set()  # a set per dump of a long run would cost 100s of MB
         earlier.append(dump)
 
 
@@ -461,12 +467,12 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
     # By identity first: a sequence's dumps share one tuple per call stack (_Sequence.callstack),
     # and hashing every frame of every stack is most of the cost. Equal stacks interned again
     # (after the sequence's state was cleared) are told apart by value.
-    # Counted by C loops (map, set operations): as a rule no stack is left out.
-    present_ids = set(map(id, map(_FRAMES, dump.samples)))
-    if set(map(id, map(_FRAMES, previous.samples))) <= present_ids:
+    if previous.stack_ids <= dump.stack_ids:  # as a rule no stack is left out
         return
     dropped = [sample for sample in previous.samples
-               if sample.in_use == 0 and id(sample.frames) not in present_ids]
+               if sample.in_use == 0 and id(sample.frames) not in dump.stack_ids]
     if dropped:
         present = {sample.frames for sample in dump.samples}
-        dump.samples.extend(sample for sample in dropped if sample.frames not in present)
+        kept = [sample for sample in dropped if sample.frames not in present]
+        dump.samples.extend(kept)
+        dump.stack_ids.update(map(id, map(_FRAMES, kept)))
