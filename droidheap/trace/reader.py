@@ -6,6 +6,7 @@ last one, cut short when the daemon or the adb link died -- costs only itself: e
 it is still returned, and the damage is reported as counts.
 """
 import dataclasses
+import functools
 from typing import List, Tuple
 
 from google.protobuf.message import DecodeError
@@ -51,9 +52,16 @@ def encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
+@functools.lru_cache(maxsize=None)
+def _bytes_tag(field: int) -> bytes:
+    return encode_varint(field << 3 | _WIRE_BYTES)
+
+
 def encode_bytes_field(field: int, payload: bytes) -> bytes:
-    """One length-delimited field: tag, length, payload."""
-    return encode_varint(field << 3 | _WIRE_BYTES) + encode_varint(len(payload)) + payload
+    """One length-delimited field: tag, length, payload. (The pprof writer frames hundreds of
+    thousands: the tag is made once, a length under 128 is its own byte.)"""
+    size = len(payload)
+    return _bytes_tag(field) + (bytes((size,)) if size < 0x80 else encode_varint(size)) + payload
 
 
 def iter_fields(data: bytes):
