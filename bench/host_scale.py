@@ -1,7 +1,7 @@
 """The host side at scale: droidheap's conversion of a large trace, and `report` on its outputs,
 beside Perfetto's trace processor reading the same trace, in one run.
 
-    .venv/bin/python bench/host_scale.py [--seconds 4,20,30] [--processes 1] [--keep DIR]
+    .venv/bin/python bench/host_scale.py [--seconds 4,38,50] [--processes 1] [--keep DIR]
                                          [--traces RAW_TRACE...]
 
 Each trace is made here as a user makes one: `droidheap --local -c 1000 -d MS` on a Python
@@ -154,7 +154,7 @@ def measure(trace: pathlib.Path, work: pathlib.Path, tp: pathlib.Path):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", default="4,20,30",
+    parser.add_argument("--seconds", default="4,38,50",
                         help="how long each trace's workload runs, comma-separated")
     parser.add_argument("--processes", type=int, default=1,
                         help="workload processes profiled at once")
