@@ -11,7 +11,7 @@ html_option = click.option("--html", type=click.Path(dir_okay=False, path_type=p
 
 
 def load(path: pathlib.Path, symbol_dirs):
-    from droidheap.results.load import load_results  # protobuf loads only when needed
+    from droidheap.results.load import load_results  # a trace's readers load only for a trace
     from droidheap.symbol_dirs import search_dirs
     return load_results(path, search_dirs(symbol_dirs, os.environ))
 

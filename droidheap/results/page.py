@@ -35,7 +35,7 @@ class _Frames:
         self.rows: List[dict] = []
         self._ids: Dict[Location, int] = {}
         # By identity first: profiles share their Locations and one CallStack per call stack
-        # (load.py), so each is interned once, not once per sample of every dump.
+        # (from_trace.py, store.py), so each is interned once, not once per sample of every dump.
         self._by_identity: Dict[int, Tuple[Location, int]] = {}
         self._stacks: Dict[int, Tuple[CallStack, int, int]] = {}
         self.stack_rows: List[List[int]] = []

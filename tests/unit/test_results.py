@@ -189,8 +189,10 @@ def test_the_page_keeps_the_largest_stacks_and_folds_the_rest_per_site_exactly()
     from droidheap.results.page import FOLDED_SITES, STACKS_PER_METRIC, page_data
 
     def many(stacks):  # 4 sites per 10 stacks; sizes spread so that none ties
-        return profile([sample(NEW, app(f"site{i % (stacks // 10 * 4)}"), app(f"caller{i}"), MAIN,
-                               alloc=16 * (i % 977 + 1), in_use=16 * (i % 13)) for i in range(stacks)])
+        sites = stacks // 10 * 4
+        return profile([sample(NEW, app(f"site{i % sites}"), app(f"caller{i}"), MAIN,
+                               alloc=16 * (i % 977 + 1), in_use=16 * (i % 13))
+                        for i in range(stacks)])
     sizes = {}
     for stacks in (4000, 40000):
         dump = many(stacks)
