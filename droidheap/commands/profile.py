@@ -1,12 +1,8 @@
 """The default command: profile a program from its start (`-- CMD ARGS...`) or attach to running
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
 import contextlib
-import dataclasses
 import re
 import signal
-import subprocess
-import time
-from typing import List
 
 import click
 
@@ -17,10 +13,8 @@ from droidheap.device.names import check_start_name
 from droidheap.errors import DroidheapError
 from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
                                Session, target_args)
-
-_CONNECT_TIMEOUT_S = 5.0
-_EXIT_DUMP_TIMEOUT_S = 10.0
-
+from droidheap.session_runs import (Targets, resolve_targets, run_attached, run_spawned,
+                                    wait_for_program)
 
 def _split_list(value, convert, what):
     if value is None:
@@ -148,7 +142,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     pid_list = _split_list(pids, int, "pid")
     targets = Targets(name_list, pid_list, every_process, running=not no_running,
                       startup=not no_startup)
-    targets.check(argv)
+    _check_targets(targets, argv)
     if heaps and all_heaps:
         raise click.UsageError("--all-heaps already records every heap: no --heaps with it")
     options = ProfileOptions(sampling_interval=interval, dump_interval_ms=dump_interval_ms,
@@ -182,7 +176,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
             _note(f"{device.mode} mode: processes that start later are not profiled (root would "
                   f"profile them); the running ones are")
             targets.startup = False
-        running = _resolve_targets(device, targets)
+        running = resolve_targets(device, targets, _note)
         if device.prefer_platform_profiler(running):
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
@@ -203,9 +197,9 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     try:
         with _sigterm_as_interrupt():
             if argv:
-                _run_spawned(device, session, list(argv), duration_ms)
+                run_spawned(device, session, list(argv), duration_ms, _note)
             else:
-                _run_attached(device, session, running, targets, duration_ms)
+                run_attached(device, session, running, targets, duration_ms, _note)
         _collect(session, out, symbol_dirs)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
@@ -221,42 +215,26 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         device.unlock()
 
 
-@dataclasses.dataclass
-class Targets:
-    """What -n/-p/--all and --no-running/--no-startup ask for."""
-    names: List[str]
-    pids: List[int]
-    every_process: bool
-    running: bool
-    startup: bool
-
-    def check(self, argv) -> None:
-        """Usage errors (exit 2): what cannot go together."""
-        if argv and (self.names or self.pids or self.every_process):
-            raise click.UsageError("give either -- CMD ARGS... or -n/-p/--all, not both")
-        if self.every_process and (self.names or self.pids):
-            raise click.UsageError("--all already takes every process: no -n or -p with it")
-        if not argv and not self.names and not self.pids and not self.every_process:
-            raise click.UsageError("nothing to profile: give -- CMD ARGS..., -n NAME, -p PID or "
-                                   "--all")
-        if not self.running and not self.startup:
-            raise click.UsageError("--no-running and --no-startup together leave nothing to "
-                                   "profile")
-        if argv and not self.startup:
-            raise click.UsageError("--no-startup cannot go with -- CMD: droidheap profiles it "
-                                   "from its start")
-        if argv and not self.running:
-            raise click.UsageError("--no-running applies to -n, not to -- CMD")
-        if self.pids and not self.running:
-            raise click.UsageError("--no-running leaves -p nothing to profile: processes that "
-                                   "start later have other pids")
-
-    def startup_names(self) -> List[str]:
-        return self.names if self.startup else []
-
-    def from_startup(self) -> bool:
-        """Whether processes that start during the session are profiled."""
-        return self.startup and bool(self.names or self.every_process)
+def _check_targets(targets, argv) -> None:
+    """Usage errors (exit 2): what cannot go together."""
+    if argv and (targets.names or targets.pids or targets.every_process):
+        raise click.UsageError("give either -- CMD ARGS... or -n/-p/--all, not both")
+    if targets.every_process and (targets.names or targets.pids):
+        raise click.UsageError("--all already takes every process: no -n or -p with it")
+    if not argv and not targets.names and not targets.pids and not targets.every_process:
+        raise click.UsageError("nothing to profile: give -- CMD ARGS..., -n NAME, -p PID or "
+                               "--all")
+    if not targets.running and not targets.startup:
+        raise click.UsageError("--no-running and --no-startup together leave nothing to "
+                               "profile")
+    if argv and not targets.startup:
+        raise click.UsageError("--no-startup cannot go with -- CMD: droidheap profiles it "
+                               "from its start")
+    if argv and not targets.running:
+        raise click.UsageError("--no-running applies to -n, not to -- CMD")
+    if targets.pids and not targets.running:
+        raise click.UsageError("--no-running leaves -p nothing to profile: processes that "
+                               "start later have other pids")
 
 
 def _print_config(obj, options, targets, argv, duration_ms):
@@ -283,143 +261,6 @@ def _print_config(obj, options, targets, argv, duration_ms):
     click.echo(" ".join(words))
     if argv:
         click.echo(f"then starts: {' '.join(argv)} (profiled from its start)")
-
-
-def _resolve_targets(device, targets):
-    """The running processes to signal: the -p pids, and those named -n (or all, with --all)
-    unless --no-running."""
-    if targets.every_process:
-        return device.profileable_pids() if targets.running else []
-    resolved = []
-    if targets.running:
-        for name in targets.names:
-            try:
-                found = device.pidof(name)
-            except DroidheapError as e:  # named processes the device cannot reach
-                if not targets.startup:
-                    raise
-                _note(f"warning: {e}; profiling only those named {name} that start from now")
-                found = []
-            if not found and not targets.startup:
-                raise DroidheapError(f"no process named {name} on {device.describe()}")
-            resolved += found
-    for pid in targets.pids:
-        if pid <= 0 or not device.process_exists(pid):
-            raise DroidheapError(f"no process with pid {pid} on {device.describe()}")
-        resolved.append(pid)
-    return sorted(set(resolved))
-
-
-def _run_spawned(device, session, argv, duration_ms):
-    name = program_name(argv)
-    try:
-        session.start(names=[name])
-        device.enable_at_start(name)
-        profiling = True
-    except DroidheapError as e:
-        # As ddprof's wrapper does: the program runs even when profiling cannot.
-        _note(f"warning: profiling cannot start ({e}); running {argv[0]} without it")
-        profiling = False
-    try:
-        process = device.spawn(argv)
-        code = _wait_for_program(process, duration_ms if profiling else 0)
-        if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
-            session.stop()
-            _note(f"stopped profiling after {duration_ms} ms; {argv[0]} goes on without it")
-            code = _wait_for_program(process, 0)
-    finally:
-        if profiling:
-            device.disable_at_start(name)
-    if code != 0:
-        _note(f"{argv[0]} exited with status {code}")
-    session.exit_statuses[process.pid] = code
-    if not profiling:
-        raise DroidheapError(f"{argv[0]} ran without profiling")
-    if process.pid not in session.connected_pids():
-        _note(f"warning: {argv[0]} (pid {process.pid}) never connected to droidheapd "
-              "(statically linked, or no allocation at all?)")
-    else:
-        session.wait_until(lambda: process.pid in session.exited_pids(), _EXIT_DUMP_TIMEOUT_S)
-    session.stop()
-
-
-def _wait_for_program(process, duration_ms):
-    """The program's exit code, or None when it still runs after `duration_ms` (0: no limit)."""
-    deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
-    while True:
-        try:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:  # a local program's; an adb one's wait returns None
-            code = None
-        except KeyboardInterrupt:
-            # The terminal's Ctrl-C reached the program too; a SIGTERM to us is passed on.
-            with contextlib.suppress(OSError):
-                process.send_signal(signal.SIGTERM)
-            continue
-        if code is None:
-            return None
-        return 128 - code if code < 0 else code
-
-
-def _run_attached(device, session, pids, targets, duration_ms):
-    """Profiles `pids` (signalled) and, from their start, the programs `targets` names (or all)
-    until -d, Ctrl-C or, when no program is taken at its start, every profiled process's exit."""
-    startup_names = targets.startup_names()
-    every_process = targets.every_process and targets.startup  # else the pids found running
-    session.start(pids=pids, names=startup_names, every_process=every_process,
-                  exit_when_clients_gone=not targets.from_startup())
-    apps = {}
-    try:
-        # Only once droidheapd listens: a program starting before would find no one to talk to.
-        for name in startup_names:
-            device.enable_at_start(name)
-        if every_process:
-            device.enable_all_at_start()
-        if targets.from_startup():
-            _note(f"profiling {'every process' if every_process else ', '.join(startup_names)} "
-                  f"from the start of each new process too; Ctrl-C to stop")
-        session.wait_until(lambda: set(pids) <= session.recording_pids(), _CONNECT_TIMEOUT_S)
-        connected = session.recording_pids()
-        # An app takes the profiling signal only when profileable: one that does not connect may
-        # never do so, which the end of the session says.
-        if not targets.every_process:  # --all: most processes idle, and not asked for by name
-            apps = {pid: device.app_name(pid) for pid in pids if pid not in connected}
-        for pid in pids:
-            if pid in connected:
-                _note(f"attached to pid {pid}")
-            elif not targets.every_process:
-                _note(f"warning: pid {pid} has not connected yet; it will at its next allocation")
-        idle = len(set(pids) - connected)
-        if targets.every_process and idle:
-            # Most of a phone's processes sit idle: one line for them all.
-            _note(f"{idle} of {len(pids)} running processes have not connected yet; each will "
-                  f"at its next allocation")
-        announced = set(pids)
-        deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
-        while session.running() and (deadline is None or time.monotonic() < deadline):
-            for pid in sorted(session.recording_pids() - announced):
-                _note(f"profiling pid {pid} from its start")
-                announced.add(pid)
-            time.sleep(0.05)
-    except KeyboardInterrupt:
-        _note("stopping")
-    finally:
-        for name in startup_names:
-            device.disable_at_start(name)
-        if every_process:
-            device.disable_all_at_start()
-    session.stop()
-    for name in startup_names:  # apps that started during the session and never connected
-        for pid in device.pidof(name):
-            if pid not in apps and pid not in session.connected_pids():
-                apps[pid] = device.app_name(pid)
-    for pid, name in sorted(apps.items()):
-        if name and pid not in session.connected_pids():
-            _note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes "
-                  "the profiling signal in an app only when the app is profileable "
-                  '(<profileable android:shell="true"/> in its manifest, or a debuggable build '
-                  "of it, or a userdebug phone)")
 
 
 def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):
@@ -455,7 +296,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
             program = starter and starter.program
             if program and program.poll() is None:  # -d is over, or Ctrl-C: as in root mode
                 _note(f"stopped profiling; {argv[0]} goes on without it")
-                _wait_for_program(program, 0)
+                wait_for_program(program, 0)
     except BaseException:
         if starter and starter.program and starter.program.poll() is None:
             starter.program.send_signal(signal.SIGTERM)

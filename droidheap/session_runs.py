@@ -1,0 +1,170 @@
+"""How a session is driven once droidheapd runs (session.py): a program started and waited for
+(`-- CMD`), or running processes signalled and those that start watched (`-n`, `-p`, `--all`),
+until the program exits, -d is over, Ctrl-C, or every profiled process is gone. What it has to
+say goes to `note` (the command prints it)."""
+import contextlib
+import dataclasses
+import signal
+import subprocess
+import time
+from typing import List
+
+from droidheap.device.local import program_name
+from droidheap.errors import DroidheapError
+
+_CONNECT_TIMEOUT_S = 5.0
+_EXIT_DUMP_TIMEOUT_S = 10.0
+
+
+@dataclasses.dataclass
+class Targets:
+    """What -n/-p/--all and --no-running/--no-startup ask for."""
+    names: List[str]
+    pids: List[int]
+    every_process: bool
+    running: bool
+    startup: bool
+
+    def startup_names(self) -> List[str]:
+        return self.names if self.startup else []
+
+    def from_startup(self) -> bool:
+        """Whether processes that start during the session are profiled."""
+        return self.startup and bool(self.names or self.every_process)
+
+
+def resolve_targets(device, targets, note):
+    """The running processes to signal: the -p pids, and those named -n (or all, with --all)
+    unless --no-running."""
+    if targets.every_process:
+        return device.profileable_pids() if targets.running else []
+    resolved = []
+    if targets.running:
+        for name in targets.names:
+            try:
+                found = device.pidof(name)
+            except DroidheapError as e:  # named processes the device cannot reach
+                if not targets.startup:
+                    raise
+                note(f"warning: {e}; profiling only those named {name} that start from now")
+                found = []
+            if not found and not targets.startup:
+                raise DroidheapError(f"no process named {name} on {device.describe()}")
+            resolved += found
+    for pid in targets.pids:
+        if pid <= 0 or not device.process_exists(pid):
+            raise DroidheapError(f"no process with pid {pid} on {device.describe()}")
+        resolved.append(pid)
+    return sorted(set(resolved))
+
+
+def run_spawned(device, session, argv, duration_ms, note):
+    name = program_name(argv)
+    try:
+        session.start(names=[name])
+        device.enable_at_start(name)
+        profiling = True
+    except DroidheapError as e:
+        # As ddprof's wrapper does: the program runs even when profiling cannot.
+        note(f"warning: profiling cannot start ({e}); running {argv[0]} without it")
+        profiling = False
+    try:
+        process = device.spawn(argv)
+        code = wait_for_program(process, duration_ms if profiling else 0)
+        if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
+            session.stop()
+            note(f"stopped profiling after {duration_ms} ms; {argv[0]} goes on without it")
+            code = wait_for_program(process, 0)
+    finally:
+        if profiling:
+            device.disable_at_start(name)
+    if code != 0:
+        note(f"{argv[0]} exited with status {code}")
+    session.exit_statuses[process.pid] = code
+    if not profiling:
+        raise DroidheapError(f"{argv[0]} ran without profiling")
+    if process.pid not in session.connected_pids():
+        note(f"warning: {argv[0]} (pid {process.pid}) never connected to droidheapd "
+              "(statically linked, or no allocation at all?)")
+    else:
+        session.wait_until(lambda: process.pid in session.exited_pids(), _EXIT_DUMP_TIMEOUT_S)
+    session.stop()
+
+
+def wait_for_program(process, duration_ms):
+    """The program's exit code, or None when it still runs after `duration_ms` (0: no limit)."""
+    deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
+    while True:
+        try:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # a local program's; an adb one's wait returns None
+            code = None
+        except KeyboardInterrupt:
+            # The terminal's Ctrl-C reached the program too; a SIGTERM to us is passed on.
+            with contextlib.suppress(OSError):
+                process.send_signal(signal.SIGTERM)
+            continue
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+
+def run_attached(device, session, pids, targets, duration_ms, note):
+    """Profiles `pids` (signalled) and, from their start, the programs `targets` names (or all)
+    until -d, Ctrl-C or, when no program is taken at its start, every profiled process's exit."""
+    startup_names = targets.startup_names()
+    every_process = targets.every_process and targets.startup  # else the pids found running
+    session.start(pids=pids, names=startup_names, every_process=every_process,
+                  exit_when_clients_gone=not targets.from_startup())
+    apps = {}
+    try:
+        # Only once droidheapd listens: a program starting before would find no one to talk to.
+        for name in startup_names:
+            device.enable_at_start(name)
+        if every_process:
+            device.enable_all_at_start()
+        if targets.from_startup():
+            note(f"profiling {'every process' if every_process else ', '.join(startup_names)} "
+                  f"from the start of each new process too; Ctrl-C to stop")
+        session.wait_until(lambda: set(pids) <= session.recording_pids(), _CONNECT_TIMEOUT_S)
+        connected = session.recording_pids()
+        # An app takes the profiling signal only when profileable: one that does not connect may
+        # never do so, which the end of the session says.
+        if not targets.every_process:  # --all: most processes idle, and not asked for by name
+            apps = {pid: device.app_name(pid) for pid in pids if pid not in connected}
+        for pid in pids:
+            if pid in connected:
+                note(f"attached to pid {pid}")
+            elif not targets.every_process:
+                note(f"warning: pid {pid} has not connected yet; it will at its next allocation")
+        idle = len(set(pids) - connected)
+        if targets.every_process and idle:
+            # Most of a phone's processes sit idle: one line for them all.
+            note(f"{idle} of {len(pids)} running processes have not connected yet; each will "
+                  f"at its next allocation")
+        announced = set(pids)
+        deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
+        while session.running() and (deadline is None or time.monotonic() < deadline):
+            for pid in sorted(session.recording_pids() - announced):
+                note(f"profiling pid {pid} from its start")
+                announced.add(pid)
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        note("stopping")
+    finally:
+        for name in startup_names:
+            device.disable_at_start(name)
+        if every_process:
+            device.disable_all_at_start()
+    session.stop()
+    for name in startup_names:  # apps that started during the session and never connected
+        for pid in device.pidof(name):
+            if pid not in apps and pid not in session.connected_pids():
+                apps[pid] = device.app_name(pid)
+    for pid, name in sorted(apps.items()):
+        if name and pid not in session.connected_pids():
+            note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes "
+                  "the profiling signal in an app only when the app is profileable "
+                  '(<profileable android:shell="true"/> in its manifest, or a debuggable build '
+                  "of it, or a userdebug phone)")
