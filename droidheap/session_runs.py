@@ -143,11 +143,14 @@ def run_attached(device, session, pids, targets, duration_ms, note):
             # Most of a phone's processes sit idle: one line for them all.
             note(f"{idle} of {len(pids)} running processes have not connected yet; each will "
                   f"at its next allocation")
-        announced = set(pids)
+        # A running process that connects later (at its next allocation) is said to be attached
+        # when it does, as those that connected at once were.
+        announced = set(connected)
         deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
         while session.running() and (deadline is None or time.monotonic() < deadline):
             for pid in sorted(session.recording_pids() - announced):
-                note(f"profiling pid {pid} from its start")
+                note(f"attached to pid {pid}" if pid in pids else
+                     f"profiling pid {pid} from its start")
                 announced.add(pid)
             time.sleep(0.05)
     except KeyboardInterrupt:
