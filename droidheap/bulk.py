@@ -5,7 +5,7 @@ make in Python only what was not found."""
 import functools
 import itertools
 import operator
-from typing import Dict, Iterable, Iterator, List, Optional, TypeVar
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -23,3 +23,11 @@ def by_identity(objects: Iterable[T]) -> Dict[int, T]:
     cost more than all the rest."""
     objects = list(objects)
     return dict(zip(map(id, objects), objects))
+
+
+def changed_places(now: Sequence[T], before: Sequence[T]) -> List[int]:
+    """The indexes of `now` whose object is not `before`'s at the same place (all past its end).
+    A dump's samples keep their places from the dump before (the daemon keeps its stacks in
+    order), and a sample nothing happened at is the same object: its changes are these few."""
+    return list(itertools.compress(range(len(now)), map(operator.is_not, now, before))) + list(
+        range(len(before), len(now)))

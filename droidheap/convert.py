@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.gc_pause import gc_paused
+from droidheap.output_files import BackgroundWrites
 from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, PprofWriter
 from droidheap.results.html import REPORT_HTML, write_html
@@ -118,30 +119,29 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
     out_dir = pathlib.Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        symbolized = out_dir / SYMBOLIZED_TRACE
-        raw = data[:contents.intact_length]
-        write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
-                               symbols.modules.values(), symbolized, unnamed)
-        every_dump = [dump for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
-        pprofs, writer = [], PprofWriter(symbols)
-        with progress_bar("writing pprof files", len(every_dump)) as bar:
-            for dump in every_dump:
-                pprofs.append(writer.write(dump, out_dir, dumps.cmdlines.get(dump.pid, ""),
-                                           dumps.wall_time_ns(dump.timestamp)))
-                bar.update(1)
-    except OSError as e:
-        raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
-
-    profiles = profiles_from_dumps(dumps, symbols, str(symbolized), consume=True)
-    html = out_dir / REPORT_HTML
-    suspects = leak_suspects(profiles)
-    write_html(page_data(profiles, page_title(profiles, str(raw_trace)), suspects=suspects), html)
-    try:
-        write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE)
+        with BackgroundWrites() as files:
+            symbolized = out_dir / SYMBOLIZED_TRACE
+            raw = data[:contents.intact_length]
+            write_symbolized_trace(without_module_symbols(raw) if earlier else raw,
+                                   symbols.modules.values(), symbolized, unnamed)
+            every_dump = [dump for pid in sorted(dumps.dumps) for dump in dumps.dumps[pid]]
+            pprofs, writer = [], PprofWriter(symbols)
+            with progress_bar("writing pprof files", len(every_dump)) as bar:
+                for dump in every_dump:
+                    pprofs.append(writer.write(dump, out_dir, dumps.cmdlines.get(dump.pid, ""),
+                                               dumps.wall_time_ns(dump.timestamp),
+                                               files.write_gzip))
+                    bar.update(1)
+            profiles = profiles_from_dumps(dumps, symbols, str(symbolized), consume=True)
+            suspects = leak_suspects(profiles)
+            write_html(page_data(profiles, page_title(profiles, str(raw_trace)),
+                                 suspects=suspects), out_dir / REPORT_HTML)
+            write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE,
+                          files.write_gzip)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
     processes = summarize(dumps, profiles, exit_statuses)
     summary = format_summary(processes, suspects[:5])
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)
-    return ConversionResult(symbolized, html, pprofs, processes, warnings, summary)
+    return ConversionResult(symbolized, out_dir / REPORT_HTML, pprofs, processes, warnings, summary)

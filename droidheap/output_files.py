@@ -7,12 +7,15 @@ replaced itself: os.replace renames over the link, never through it to what it p
 The directory itself is trusted: the caller named it, or checked it (safe_paths). A failure is an
 OSError, the temporary file removed.
 """
+import collections
+import concurrent.futures
 import contextlib
+import gzip
 import os
 import pathlib
 import secrets
 import shutil
-from typing import IO, Iterator, Tuple, Union
+from typing import IO, Deque, Iterator, Tuple, Union
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NAME_ROOM = 200  # of a final name kept in the temporary one, which must fit NAME_MAX
@@ -58,6 +61,43 @@ def open_output(path: pathlib.Path, mode: str = "wb", **kwargs) -> Iterator[IO]:
 def write_output(path: pathlib.Path, data: Union[bytes, str]) -> None:
     with open_output(path, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def write_gzip_output(path: pathlib.Path, data: bytes) -> None:
+    """`data` gzip'd at `path`. mtime=0: the same data always gives the same file. Level 3: on a
+    40 MB trace's 51 pprof files, 6 took 2.4 times as long for 15% less, 9 another 6 times."""
+    write_output(path, gzip.compress(data, compresslevel=3, mtime=0))
+
+
+class BackgroundWrites:
+    """write_gzip_output on one thread beside its owner's: zlib lets go of the GIL while it
+    compresses, so a conversion's Python work goes on meanwhile (its files' compression is a
+    tenth of it). Owned by one thread; at most `pending` files' bytes wait. Used as a context: at
+    its end every file is written, or the first error is raised (OSError as from
+    write_gzip_output)."""
+
+    def __init__(self, pending: int = 4):
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "droidheap-writes")
+        self._waiting: Deque[concurrent.futures.Future] = collections.deque()
+        self._pending = pending
+
+    def write_gzip(self, path: pathlib.Path, data: bytes) -> None:
+        while len(self._waiting) >= self._pending:
+            self._waiting.popleft().result()
+        self._waiting.append(self._pool.submit(write_gzip_output, path, data))
+
+    def __enter__(self) -> "BackgroundWrites":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        try:
+            while self._waiting:
+                if kind is None:
+                    self._waiting.popleft().result()
+                else:  # the block's own error is the one to say; the writes only end
+                    concurrent.futures.wait([self._waiting.popleft()])
+        finally:
+            self._pool.shutdown(cancel_futures=True)
 
 
 def copy_output(source: pathlib.Path, path: pathlib.Path) -> None:

@@ -28,7 +28,7 @@ def dump_series(profiles: Sequence[Profile]) -> Dict[Tuple[int, str], List[Profi
 
 
 def _suspects_of(dumps: List[Profile]) -> List[LeakSuspect]:
-    by_dump = [profile_sites(d) for d in dumps]
+    by_dump = [profile_sites(d, before) for d, before in zip(dumps, [None, *dumps])]
     suspects = []
     for key in set(itertools.chain.from_iterable(by_dump)):
         in_use = [sites[key].in_use_bytes if key in sites else 0 for sites in by_dump]

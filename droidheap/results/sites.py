@@ -10,8 +10,9 @@ import dataclasses
 import functools
 import pathlib
 import re
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from droidheap.bulk import changed_places
 from droidheap.results.model import Location, Profile, StackSample
 
 # The runtime's shared objects, by file name (glibc's and bionic's, libstdc++ and libc++, the
@@ -106,12 +107,43 @@ def site_figures(samples: Iterable[StackSample]) -> Dict[Tuple, SiteFigures]:
     return sites
 
 
-def profile_sites(profile: Profile) -> Dict[Tuple, SiteFigures]:
+def profile_sites(profile: Profile, before: Optional[Profile] = None) -> Dict[Tuple, SiteFigures]:
     """site_figures of the profile's samples, made once per profile: the leak suspects, the page
-    and the report each ask (read only)."""
+    and the report each ask (read only). Given the dump `before` it of the same process's heap,
+    made from that one's where few samples changed."""
     if profile.sites is None:
-        profile.sites = site_figures(profile.samples)
+        if before is not None and before.sites is not None:
+            profile.sites = _sites_since(before.sites, before.samples, profile.samples)
+        if profile.sites is None:
+            profile.sites = site_figures(profile.samples)
     return profile.sites
+
+
+def _sites_since(sites: Dict[Tuple, SiteFigures], before: List[StackSample],
+                 now: List[StackSample]) -> Optional[Dict[Tuple, SiteFigures]]:
+    """site_figures(now) from site_figures(before): the changed samples' figures taken out and
+    the new ones' put in. None unless every changed place holds a sample of the same site as
+    before (then no site loses its last sample, and the sites come in the same order)."""
+    at = changed_places(now, before)
+    if len(at) > len(now) // 2 or len(now) < len(before):
+        return None
+    replaced = at[:len(at) - (len(now) - len(before))]  # the rest are past before's end
+    old, new = list(map(before.__getitem__, replaced)), list(map(now.__getitem__, replaced))
+    if any(a.stack.site != b.stack.site for a, b in zip(old, new) if a.stack is not b.stack):
+        return None
+    sites = {key: dataclasses.replace(figures) for key, figures in sites.items()}
+    for (_, *was), (stack, *figures) in zip(old, new):
+        site = sites[stack.site_key]
+        site.alloc_count += figures[0] - was[0]
+        site.alloc_bytes += figures[1] - was[1]
+        site.in_use_count += figures[2] - was[2]
+        site.in_use_bytes += figures[3] - was[3]
+    for sample in map(now.__getitem__, at[len(replaced):]):
+        figures = sites.get(sample.stack.site_key)
+        if figures is None:
+            figures = sites[sample.stack.site_key] = SiteFigures(sample.stack.site)
+        figures.add(sample)
+    return sites
 
 
 def top_sites(samples: Iterable[StackSample], metric: str = "in_use_bytes",

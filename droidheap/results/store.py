@@ -4,55 +4,67 @@ conversion, so that `report`, `diff` and `check` answer without parsing the trac
 
 Each Location, each call stack (as indexes of its Locations, leaf first) and each distinct sample
 (one flat list of [stack, alloc_count, alloc_bytes, in_use_count, in_use_bytes] runs) is listed
-once, and a dump as the indexes of its samples: a stack nothing happened at between dumps is one
-sample for all of them (figures are cumulative). The file grows with the trace, never with
-dumps x depth. It is read as
+once: a stack nothing happened at between dumps is one sample for all of them (figures are
+cumulative). A dump is the indexes of its samples, or, where most are those of the dump before of
+its process's heap at the same places (as a rule: the daemon keeps its stacks in order), that
+dump's index ("base"), its length, and the places that differ ("at") with their samples. So the
+file grows with the trace, never with dumps x depth nor dumps x stacks. It is read as
 input like any other: decompression is capped, every field's type checked, every index bounded;
 damage is one DroidheapError.
 """
-import gzip
 import itertools
 import json
 import operator
 import pathlib
 import zlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from droidheap.bulk import by_identity
+from droidheap.bulk import by_identity, changed_places, misses
 from droidheap.errors import DroidheapError
-from droidheap.output_files import write_output
+from droidheap.output_files import write_gzip_output
 from droidheap.results.model import Location, Profile, Results, StackSample
 from droidheap.results.sites import CallStack
 from droidheap.trace.process_figures import HeapTotals
 
 RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
-_VERSION = 1
+_VERSION = 2
 # The JSON of a real trace compresses 5-10 times; a file that inflates past this is not ours.
 _MAX_RATIO = 100
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
 
 
-def write_results(results: Results, path: pathlib.Path) -> None:
-    samples = by_identity(itertools.chain.from_iterable(p.samples for p in results.profiles))
-    sample_index = {key: i for i, key in enumerate(samples)}
-    stacks = by_identity(map(operator.itemgetter(0), samples.values()))  # StackSample.stack
-    stack_index = {key: i for i, key in enumerate(stacks)}
-    locations = by_identity(itertools.chain.from_iterable(stacks.values()))
-    location_index = {key: i for i, key in enumerate(locations)}
-    columns = list(zip(*samples.values())) or [()] * _SAMPLE_FIELDS
-    columns[0] = map(stack_index.__getitem__, map(id, columns[0]))
+def write_results(results: Results, path: pathlib.Path,
+                  write_gzip: Callable[[pathlib.Path, bytes], None] = write_gzip_output) -> None:
+    distinct = _DistinctSamples()
+    last: Dict[Tuple[int, str], Tuple[int, List[StackSample]]] = {}  # (pid, heap) -> dump before
     profiles = []
-    for p in results.profiles:
+    for number, p in enumerate(results.profiles):
         totals = p.totals
-        profiles.append({
+        profile = {
             "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
             "timestamp_ns": p.timestamp_ns, "sampling_interval_bytes": p.sampling_interval_bytes,
             "at_peak": p.at_peak, "unwinding_errors": p.unwinding_errors,
             "totals": None if totals is None else [totals.alloc_count, totals.alloc_bytes,
                                                    totals.free_count, totals.free_bytes],
             "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
-            "ending": p.ending, "samples": list(map(sample_index.__getitem__, map(id, p.samples)))})
+            "ending": p.ending}
+        base, before = last.get((p.pid, p.heap), (None, []))
+        at = changed_places(p.samples, before)
+        if base is not None and len(at) <= len(p.samples) // 2:
+            profile.update(base=base, length=len(p.samples), at=at,
+                           samples=distinct.indexes(map(p.samples.__getitem__, at)))
+        else:
+            profile.update(base=None, samples=distinct.indexes(p.samples))
+        profiles.append(profile)
+        last[(p.pid, p.heap)] = (number, p.samples)
+    samples = distinct.samples
+    stacks = by_identity(map(operator.itemgetter(0), samples))  # StackSample.stack
+    stack_index = {key: i for i, key in enumerate(stacks)}
+    locations = by_identity(itertools.chain.from_iterable(stacks.values()))
+    location_index = {key: i for i, key in enumerate(locations)}
+    columns = list(zip(*samples)) or [()] * _SAMPLE_FIELDS
+    columns[0] = map(stack_index.__getitem__, map(id, columns[0]))
     data = {"format": _FORMAT, "version": _VERSION, "warnings": results.warnings,
             "locations": [[l.function, l.file, l.line, l.module] for l in locations.values()],
             "stacks": [list(map(location_index.__getitem__, map(id, stack)))
@@ -60,7 +72,24 @@ def write_results(results: Results, path: pathlib.Path) -> None:
             "samples": list(itertools.chain.from_iterable(zip(*columns))),
             "profiles": profiles}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-    write_output(path, gzip.compress(text, compresslevel=3, mtime=0))
+    write_gzip(path, text)
+
+
+class _DistinctSamples:
+    """Numbers each distinct StackSample (by identity) in the order first met."""
+
+    def __init__(self):
+        self.samples: List[StackSample] = []  # alive while numbered: their ids stay theirs
+        self._index: Dict[int, int] = {}
+
+    def indexes(self, samples: Iterable[StackSample]) -> List[int]:
+        samples = list(samples)
+        found = list(map(self._index.get, map(id, samples)))
+        for i in misses(found):
+            found[i] = self._index.setdefault(id(samples[i]), len(self.samples))
+            if found[i] == len(self.samples):
+                self.samples.append(samples[i])
+        return found
 
 
 def _inflate(data: bytes, path: pathlib.Path) -> bytes:
@@ -104,11 +133,28 @@ def _samples(flat: List[int], stacks: List[CallStack]) -> List[StackSample]:
         map(stacks.__getitem__, indexes), *(flat[i::_SAMPLE_FIELDS] for i in range(1, 5)))))
 
 
-def _profile(raw: Dict[str, Any], samples: List[StackSample], source: str) -> Profile:
+def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
+             source: str) -> Profile:
     _typed(raw, dict, "a profile")
     indexes = _list(raw["samples"], int, "a sample index")
     if indexes and not 0 <= min(indexes) <= max(indexes) < len(samples):
         raise ValueError("a profile names a sample that is not in the file")
+    changed = list(map(samples.__getitem__, indexes))
+    base = raw["base"]
+    if base is None:
+        dump_samples = changed
+    else:
+        if not 0 <= _typed(base, int, "a base") < len(earlier):
+            raise ValueError("a profile's base is not a profile before it")
+        length, at = _typed(raw["length"], int, "a length"), _list(raw["at"], int, "a place")
+        if length < 0 or len(at) != len(changed) or at and not 0 <= min(at) <= max(at) < length:
+            raise ValueError("a profile's changes are not places in it")
+        dump_samples = earlier[base].samples[:length]
+        dump_samples += [None] * (length - len(dump_samples))
+        for i, sample in zip(at, changed):
+            dump_samples[i] = sample
+        if None in dump_samples:
+            raise ValueError("a profile has places nothing fills")
     totals = raw["totals"]
     if totals is not None:
         values = _list(totals, int, "a total")
@@ -120,7 +166,7 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], source: str) -> Pr
         heap=_typed(raw["heap"], str, "heap"), dump_index=_typed(raw["dump"], int, "dump"),
         timestamp_ns=_typed(raw["timestamp_ns"], int, "timestamp_ns"),
         sampling_interval_bytes=_typed(raw["sampling_interval_bytes"], int, "the interval"),
-        samples=list(map(samples.__getitem__, indexes)),
+        samples=dump_samples,
         at_peak=_typed(raw["at_peak"], bool, "at_peak"), totals=totals,
         unwinding_errors=_typed(raw["unwinding_errors"], int, "unwinding_errors"),
         samples_lost=tuple(_list(raw["samples_lost"], str, "samples_lost")),
@@ -154,8 +200,9 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
                 raise ValueError("a stack names a location that is not in the file")
             stacks.append(CallStack(map(locations.__getitem__, row)))
         samples = _samples(_list(raw["samples"], int, "a sample's figure"), stacks)
-        return Results([_profile(p, samples, str(path))
-                        for p in _list(raw["profiles"], dict, "a profile")],
-                       _list(raw["warnings"], str, "a warning"))
+        profiles: List[Profile] = []
+        for p in _list(raw["profiles"], dict, "a profile"):
+            profiles.append(_profile(p, samples, profiles, str(path)))
+        return Results(profiles, _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
         raise DroidheapError(f"{path} is damaged: {e}") from e

@@ -8,7 +8,9 @@ from droidheap.results.diff import first_to_last, site_growth
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.model import Location, Profile, StackSample
 from droidheap.results.report import build_report, report_json
-from droidheap.results.sites import CallStack, bottom_up, call_site, top_sites
+from droidheap.results.sites import (CallStack, bottom_up, call_site, profile_sites, site_figures,
+                                     top_sites)
+from droidheap.results import sites
 from droidheap.results.html import render_html
 from droidheap.results.text import format_report
 from test_cli_errors import assert_one_line_error, run_cli
@@ -89,6 +91,27 @@ def test_no_leak_suspects_from_too_few_dumps_or_from_peaks():
     # Each process's heap is a series of its own.
     both = _series({"leak": [100, 200, 300]}) + _series({"leak": [1, 2, 3]}, pid=2)
     assert [(s.pid, s.growth_bytes) for s in leak_suspects(both)] == [(1, 200), (2, 2)]
+
+
+def test_a_dumps_sites_made_from_the_dump_before_are_those_of_its_samples(monkeypatch):
+    quiet = [sample(app("quiet", line), MAIN, in_use=100) for line in (1, 2, 3)]
+    busy = sample(app("busy"), MAIN, in_use=100)
+    grown = [*quiet, sample(app("busy"), MAIN, alloc=300, in_use=200),
+             sample(app("new"), MAIN, in_use=5)]
+    moved = [*quiet, sample(app("elsewhere"), MAIN, in_use=100)]  # a place of another site
+    shorter = quiet[:2]
+    made_whole = []
+    monkeypatch.setattr(sites, "site_figures",
+                        lambda samples: made_whole.append(1) or site_figures(samples))
+    for now, whole in ((grown, False), (moved, True), (shorter, True), ([busy] * 4, True)):
+        before = profile([*quiet, busy])
+        profile_sites(before)
+        made_whole.clear()
+        after = profile(now, dump=1)
+        assert list(profile_sites(after, before).items()) == list(site_figures(now).items())
+        assert made_whole == [1] * whole
+        # The dump before keeps its own figures.
+        assert before.sites[("busy", "app.c", 1, "bin")].in_use_bytes == 100
 
 
 def test_growth_between_two_profiles_puts_the_most_grown_first():

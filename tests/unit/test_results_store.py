@@ -58,6 +58,10 @@ def test_reports_of_an_output_read_what_the_conversion_stored_not_the_trace(conv
 
 
 def test_a_sample_nothing_happened_at_between_dumps_is_stored_and_read_once(tmp_path):
+    _two_dumps_one_sample_changed(tmp_path)
+
+
+def _two_dumps_one_sample_changed(tmp_path):
     b = TraceBuilder().clock_snapshot().process(7, "app")
     quiet, busy = (b.callstack([(LIBC, 0x1000), (APP, pc)]) for pc in (0x2000, 0x3000))
     b.dump({7: [(quiet, 4096, 0, 1, 0), (busy, 4096, 0, 1, 0)]})
@@ -69,6 +73,28 @@ def test_a_sample_nothing_happened_at_between_dumps_is_stored_and_read_once(tmp_
     assert first[0] is second[0] and first[1] != second[1]
     stored = json.loads(gzip.decompress((tmp_path / "out" / RESULTS_FILE).read_bytes()))
     assert len(stored["samples"]) == 3 * 5  # three distinct samples of five fields
+    # The second dump is the first's samples but at the place that changed.
+    assert {k: stored["profiles"][1][k] for k in ("base", "length", "at")} == {
+        "base": 0, "length": 2, "at": [1]}
+    return tmp_path / "out" / RESULTS_FILE
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"base": 1}, "a profile's base is not a profile before it"),
+    ({"base": -1}, "a profile's base is not a profile before it"),
+    ({"at": [2]}, "a profile's changes are not places in it"),
+    ({"at": [0, 1]}, "a profile's changes are not places in it"),
+    ({"length": 3}, "a profile has places nothing fills"),
+    ({"base": "0"}, "a base is not a int"),
+])
+def test_a_dump_told_by_its_changes_is_refused_when_they_do_not_fit(tmp_path, change, message):
+    path = _two_dumps_one_sample_changed(tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["profiles"][1].update(change)
+    _write(path, data)
+    with pytest.raises(DroidheapError, match="is damaged") as error:
+        read_results(path)
+    assert message in str(error.value)
 
 
 def test_reading_stored_results_loads_no_trace_reader(converted):
