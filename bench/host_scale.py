@@ -13,7 +13,9 @@ profiled with --disable-fork-teardown). Then, each timed with its peak RSS (its 
 - trace processor: `trace_processor_shell -q` summing the allocations by call site (the engine
   behind ui.perfetto.dev; DROIDHEAP_TRACE_PROCESSOR, else the one scripts/install unpacked);
 - droidheap symbolize: the whole conversion a session ends with (symbolization, symbolized trace,
-  pprof files, report.html, summary), from the raw trace;
+  pprof files, report.html, summary), from the raw trace, with the symbol cache the first
+  conversion of the same binaries left ("1st": that first one, the cache empty, every module's
+  DWARF read);
 - droidheap report, diff (first dump to last) and check: on the converted output.
 
 Printed: the trace's size, dumps and distinct call stacks, each tool's seconds and MB, the ratios
@@ -140,11 +142,16 @@ def measure(trace: pathlib.Path, work: pathlib.Path, tp: pathlib.Path):
                      "from heap_profile_allocation group by callsite_id;\n")
     figures = {"trace processor": _run([str(tp), "-q", str(query), str(trace)])}
     out = work / f"converted-{trace.parent.name}"
-    shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, DROIDHEAP_CACHE_DIR=str(work / "cache"))
+    cache = work / "cache"
+    env = dict(os.environ, DROIDHEAP_CACHE_DIR=str(cache))
     droidheap = [sys.executable, "-m", "droidheap.cli"]
-    figures["droidheap symbolize"] = _run([*droidheap, "symbolize", str(trace), "-o", str(out)],
-                                          env=env, cwd=ROOT)
+    # First with an empty symbol cache (what the first conversion of these binaries costs: their
+    # DWARF read), then with the cache it left (every later one, a session's as a rule).
+    shutil.rmtree(cache, ignore_errors=True)
+    for tool in ("droidheap symbolize 1st", "droidheap symbolize"):
+        shutil.rmtree(out, ignore_errors=True)
+        figures[tool] = _run([*droidheap, "symbolize", str(trace), "-o", str(out)], env=env,
+                             cwd=ROOT)
     # On the converted output: what the conversion stored, not the trace again.
     for command in (["report"], ["diff"], ["check", "--max-growth", "1G"]):
         figures[f"droidheap {command[0]}"] = _run([*droidheap, command[0], str(out),
@@ -170,7 +177,7 @@ def main() -> None:
     tp = _trace_processor()
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="host-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"{'trace':>8} {'dumps':>5} {'stacks':>7}  {'tool':20} {'seconds':>8} {'MB':>7} "
+    print(f"{'trace':>8} {'dumps':>5} {'stacks':>7}  {'tool':23} {'seconds':>8} {'MB':>7} "
           f"{'x time':>6} {'x MB':>6}")
     try:
         for trace in args.traces or (make_trace(work, float(s), args.processes)
@@ -180,9 +187,9 @@ def main() -> None:
             base_s, base_mb = figures["trace processor"]
             size = f"{trace.stat().st_size / 1e6:.1f} MB"
             for tool, (s, mb) in figures.items():
-                print(f"{size:>8} {dumps:>5} {stacks:>7}  {tool:20} {s:>8.2f} {mb:>7.0f} "
+                print(f"{size:>8} {dumps:>5} {stacks:>7}  {tool:23} {s:>8.2f} {mb:>7.0f} "
                       f"{s / base_s:>6.1f} {mb / base_mb:>6.1f}")
-            print(f"{'':>23} report.html {html / 1e6:.1f} MB")
+            print(f"{'':>26} report.html {html / 1e6:.1f} MB")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -73,7 +73,7 @@ class BackgroundWrites:
     """write_gzip_output on one thread beside its owner's: zlib lets go of the GIL while it
     compresses, so a conversion's Python work goes on meanwhile (its files' compression is a
     tenth of it). Owned by one thread; at most `pending` files' bytes wait. Used as a context: at
-    its end every file is written, or the first error is raised (OSError as from
+    its end every file that can be is written, then the first error is raised (OSError as from
     write_gzip_output)."""
 
     def __init__(self, pending: int = 4):
@@ -90,14 +90,12 @@ class BackgroundWrites:
         return self
 
     def __exit__(self, kind, value, traceback) -> None:
-        try:
-            while self._waiting:
-                if kind is None:
-                    self._waiting.popleft().result()
-                else:  # the block's own error is the one to say; the writes only end
-                    concurrent.futures.wait([self._waiting.popleft()])
-        finally:
-            self._pool.shutdown(cancel_futures=True)
+        concurrent.futures.wait(self._waiting)
+        self._pool.shutdown()
+        errors = [f.exception() for f in self._waiting if f.exception() is not None]
+        self._waiting.clear()
+        if errors and kind is None:  # the block's own error is the one to say
+            raise errors[0]
 
 
 def copy_output(source: pathlib.Path, path: pathlib.Path) -> None:

@@ -74,6 +74,7 @@ def _message_classes():
 
 _MESSAGES = _message_classes()
 Profile = _MESSAGES["Profile"]
+_FRAMES = operator.itemgetter(0)  # Sample.frames
 _SAMPLE_FIELD = Profile.DESCRIPTOR.fields_by_name["sample"].number
 _LOCATION_FIELD = Profile.DESCRIPTOR.fields_by_name["location"].number
 
@@ -155,33 +156,44 @@ class PprofWriter:
             self._location_functions.append(tuple(line.function_id for line in message.line))
         return self._location_ids[key]
 
-    def _stack(self, frames: Sequence[Frame]) -> Tuple[Sequence[Frame], List[int], bytes]:
-        """The stack's entry in _stacks. Perfetto's frames are root first, pprof's leaf first."""
-        known = self._stacks.get(id(frames))
-        if known is None or known[0] is not frames:
-            # Frames seen before (most of them) found by a C loop (map), by identity.
-            ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
-            for i in misses(ids):
-                frame = frames[len(frames) - 1 - i]
-                ids[i] = self._frame_ids[id(frame)] = self._location(frame)
-                self._frames.append(frame)
-            known = self._stacks[id(frames)] = (frames, ids, _MESSAGES["Sample"](
-                location_id=ids).SerializeToString())
-        return known
+    def _stacks_of(self, samples: List[Sample]) -> List[Tuple[Sequence[Frame], List[int], bytes]]:
+        """The _stacks entries of the samples' stacks. Perfetto's frames are root first, pprof's
+        leaf first. Keyed by the frames' identity: the entry keeps them alive, their id theirs."""
+        frame_lists = list(map(_FRAMES, samples))
+        found = list(map(self._stacks.get, map(id, frame_lists)))
+        for i in misses(found):
+            frames = frame_lists[i]
+            known = self._stacks.get(id(frames))  # made for an earlier sample of this list
+            if known is None:
+                # Frames seen before (most of them) found by a C loop (map), by identity.
+                ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
+                for j in misses(ids):
+                    frame = frames[len(frames) - 1 - j]
+                    ids[j] = self._frame_ids[id(frame)] = self._location(frame)
+                    self._frames.append(frame)
+                known = self._stacks[id(frames)] = (frames, ids, _MESSAGES["Sample"](
+                    location_id=ids).SerializeToString())
+            found[i] = known
+        return found
 
-    def _frame_sample(self, sample: Sample, at_peak: bool) -> bytes:
-        if at_peak:  # what was in use at the peak; what was allocated is not known
-            values = (0, 0, sample.alloc_count - sample.free_count, sample.in_use)
-        else:
-            values = (sample.alloc_count, sample.self_allocated,
-                      sample.alloc_count - sample.free_count, sample.in_use)
-        self._samples.append(sample)
-        stack = self._stack(sample.frames)  # made for _used_locations too
-        # Two serialized Samples, one with its location ids and one with its values, joined are
-        # one with both: the ids' bytes are made once per stack.
-        framed = self._framed[id(sample)] = encode_bytes_field(
-            _SAMPLE_FIELD, stack[2] + _MESSAGES["Sample"](value=values).SerializeToString()
-        ) if any(values) else b""
+    def _frame_samples(self, samples: List[Sample], at_peak: bool) -> List[bytes]:
+        """The samples' framed Sample fields (b"" for a sample of no figures), kept for the
+        dumps after that share them."""
+        framed = []
+        make = _MESSAGES["Sample"]
+        for sample, stack in zip(samples, self._stacks_of(samples)):
+            _, allocated, _, alloc_count, free_count = sample
+            if at_peak:  # what was in use at the peak; what was allocated is not known
+                values = (0, 0, alloc_count - free_count, sample.in_use)
+            else:
+                values = (alloc_count, allocated, alloc_count - free_count, sample.in_use)
+            # Two serialized Samples, one with its location ids and one with its values, joined
+            # are one with both: the ids' bytes are made once per stack.
+            framed.append(encode_bytes_field(
+                _SAMPLE_FIELD, stack[2] + make(value=values).SerializeToString()
+            ) if any(values) else b"")
+        self._samples.extend(samples)
+        self._framed.update(zip(map(id, samples), framed))
         return framed
 
     def _used_locations(self, dump: HeapDump) -> Set[int]:
@@ -218,8 +230,10 @@ class PprofWriter:
         p.comment.extend(strings.id(c) for c in _comments(dump, cmdline))
         # Looked up by C loops (map), framed in Python only for the samples new in this dump.
         samples = list(map(self._framed.get, map(id, dump.samples)))
-        for i in misses(samples):
-            samples[i] = self._frame_sample(dump.samples[i], dump.at_peak)
+        at = list(misses(samples))
+        for i, framed in zip(at, self._frame_samples(list(map(dump.samples.__getitem__, at)),
+                                                     dump.at_peak)):
+            samples[i] = framed
         used = sorted(self._used_locations(dump))
         locations = b"".join(map(self._location_bytes.__getitem__, used))
         mappings = set(map(self._location_mapping.__getitem__, used))

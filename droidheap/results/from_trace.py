@@ -2,6 +2,7 @@
 read (model.py): each distinct frame's Locations, call stack and sample made once and shared by
 every dump that has them."""
 import itertools
+import operator
 from typing import Dict, List, Sequence, Tuple
 
 from droidheap.bulk import misses
@@ -18,6 +19,9 @@ def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
         (dump.hit_guardrail, "droidheapd's memory cap (--max-daemon-memory) ended the profile"),
         (dump.rejected_concurrent, "another profiler held the process")) if flag)
 
+_FRAMES = operator.itemgetter(0)  # Sample.frames
+_STACK = operator.itemgetter(1)  # of a _Stacks entry
+
 
 class _Stacks:
     """A trace's call stacks as CallStacks of Locations. Its frames and stacks are interned
@@ -31,21 +35,29 @@ class _Stacks:
         self._kept: List[Frame] = []
         self._stacks: Dict[int, Tuple[Sequence[Frame], CallStack]] = {}
 
-    def stack(self, frames: Sequence[Frame]) -> CallStack:
-        """`frames` (root first) leaf first, each frame's inline functions innermost first."""
-        known = self._stacks.get(id(frames))
-        if known is None or known[0] is not frames:
-            leaf_first = frames[::-1]
-            locations = list(map(self._frames.get, map(id, leaf_first)))
-            for i in misses(locations):
-                frame = leaf_first[i]
-                self._kept.append(frame)
-                locations[i] = self._frames[id(frame)] = tuple(
-                    Location(line.function, line.file, line.line, frame.mapping.path)
-                    for line in self._symbols.lines(frame))
-            known = self._stacks[id(frames)] = (frames, CallStack(
-                itertools.chain.from_iterable(locations)))
-        return known[1]
+    def stacks(self, samples: List[Sample]) -> List[CallStack]:
+        """The samples' stacks: `frames` (root first) leaf first, each frame's inline functions
+        innermost first. Keyed by the frames' identity: the entry keeps them alive."""
+        frame_lists = list(map(_FRAMES, samples))
+        found = list(map(self._stacks.get, map(id, frame_lists)))
+        for i in misses(found):
+            frames = frame_lists[i]
+            known = self._stacks.get(id(frames))  # made for an earlier sample of this list
+            if known is None:
+                known = self._stacks[id(frames)] = (frames, self._stack(frames))
+            found[i] = known
+        return list(map(_STACK, found))
+
+    def _stack(self, frames: Sequence[Frame]) -> CallStack:
+        leaf_first = frames[::-1]
+        locations = list(map(self._frames.get, map(id, leaf_first)))
+        for i in misses(locations):
+            frame = leaf_first[i]
+            self._kept.append(frame)
+            locations[i] = self._frames[id(frame)] = tuple(
+                Location(line.function, line.file, line.line, frame.mapping.path)
+                for line in self._symbols.lines(frame))
+        return CallStack(itertools.chain.from_iterable(locations))
 
 
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",
@@ -62,12 +74,13 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
         for dump in dumps.dumps[pid]:
             # Looked up by C loops (map), made in Python only for the samples new in this dump.
             samples = list(map(made.get, map(id, dump.samples)))
-            for i in misses(samples):
-                sample = dump.samples[i]
-                kept.append(sample)
+            at = list(misses(samples))
+            new = list(map(dump.samples.__getitem__, at))
+            kept += new
+            for i, sample, stack in zip(at, new, stacks.stacks(new)):
+                _, allocated, freed, alloc_count, free_count = sample
                 samples[i] = made[id(sample)] = StackSample(
-                    stacks.stack(sample.frames), sample.alloc_count, sample.self_allocated,
-                    sample.alloc_count - sample.free_count, sample.in_use)
+                    stack, alloc_count, allocated, alloc_count - free_count, allocated - freed)
             if consume:
                 dump.samples = []
             profiles.append(Profile(

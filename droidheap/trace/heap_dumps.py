@@ -36,6 +36,7 @@ HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
 _SERIALIZED = operator.methodcaller("SerializeToString")
+_CALLSTACK_ID = operator.attrgetter("callstack_id")
 _FRAMES = operator.itemgetter(0)  # Sample.frames
 
 
@@ -206,10 +207,11 @@ class _Sequence:
         samples new since are read field by field."""
         serialized = list(map(_SERIALIZED, samples))
         found = list(map(self.samples_before.get(key, {}).get, serialized))
-        for i in misses(found):
-            s = samples[i]
-            found[i] = Sample(self.callstack(s.callstack_id), s.self_allocated, s.self_freed,
-                              s.alloc_count, s.free_count)
+        at = list(misses(found))
+        new = list(map(samples.__getitem__, at))
+        stacks = self._callstacks(list(map(_CALLSTACK_ID, new)))
+        for i, s, stack in zip(at, new, stacks):
+            found[i] = Sample(stack, s.self_allocated, s.self_freed, s.alloc_count, s.free_count)
         self.samples_now.setdefault(key, {}).update(zip(serialized, found))
         return found
 
@@ -273,6 +275,15 @@ class _Sequence:
         for i in misses(frames):
             frames[i] = self.frame(iids[i])
         return tuple(frames)
+
+    def _callstacks(self, iids: List[int]) -> List[Tuple[Frame, ...]]:
+        # As _frames: the stacks resolved before found by a C loop.
+        stacks = (list(map(self.interned.callstacks.get, iids))
+                  if not (self.packet.callstacks or self.packet.raw_callstacks)
+                  else [None] * len(iids))
+        for i in misses(stacks):
+            stacks[i] = self.callstack(iids[i])
+        return stacks
 
     def callstack(self, iid: int) -> Tuple[Frame, ...]:
         for t in (self.packet, self.interned):
