@@ -5,6 +5,7 @@ flamegraph page that needs no network) and a text summary.
 The one entry point is `convert_trace`, called by the CLI after the trace is pulled.
 """
 import dataclasses
+import gc
 import pathlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -104,6 +105,10 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
         if not module.lines and earlier.get(key, module).lines:
             symbols.modules[key] = earlier[key]
     warnings += symbolizer.warnings
+    # What read the ELF and DWARF files (pyelftools' parsed entries, cyclic) is done with: freed
+    # now, the dumps' objects still few, not held while the outputs are made.
+    del symbolizer
+    gc.collect()
     # Once per mapping, with the reason; where a better file would help, how to give one.
     for module in sorted(symbols.modules.values(), key=lambda m: m.path):
         if not module.lines:
