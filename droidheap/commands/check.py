@@ -6,7 +6,7 @@ import re
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.reading import load, path_argument
+from droidheap.commands.reading import load, path_argument, say_warnings
 from droidheap.gc_pause import gc_paused
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
@@ -54,7 +54,9 @@ def command(ctx, path, max_growth, site_pattern, symbol_dirs):
     from droidheap.errors import DroidheapError
     from droidheap.results.diff import first_to_last
     from droidheap.results.text import human_bytes, signed_bytes
-    series = first_to_last(load(path, symbol_dirs).profiles)
+    results = load(path, symbol_dirs)
+    say_warnings(results)
+    series = first_to_last(results.profiles)
     if not series:
         raise DroidheapError(f"{path} has no dumps to check (dumps at the peak are not a series)")
     failed, largest = [], None

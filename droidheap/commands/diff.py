@@ -7,7 +7,7 @@ import pathlib
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.reading import html_option, load, path_argument, write_page
+from droidheap.commands.reading import html_option, load, path_argument, say_warnings, write_page
 from droidheap.gc_pause import gc_paused
 
 
@@ -27,13 +27,16 @@ def command(path, current, as_json, top, html, symbol_dirs):
     from droidheap.results.report import chosen_dumps, location_json
     from droidheap.results.text import format_growth
     base_results = load(path, symbol_dirs)
+    say_warnings(base_results)
     if current is None:
         comparisons = [(f"dump {s.base.dump_index}" if s.base else "the start",
                         f"dump {s.current.dump_index}", s.current.series_title,
                         s.growth) for s in first_to_last(base_results.profiles)]
     else:
         base = chosen_dumps(base_results.profiles)
-        after = chosen_dumps(load(current, symbol_dirs).profiles)
+        current_results = load(current, symbol_dirs)
+        say_warnings(current_results)
+        after = chosen_dumps(current_results.profiles)
         comparisons = [(str(path), str(current), f"heap {heap}",
                         site_growth([p for p in base if p.heap == heap],
                                     [p for p in after if p.heap == heap]))

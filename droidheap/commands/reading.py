@@ -1,5 +1,5 @@
 """What `report`, `diff` and `check` share: the PATH they read (an output directory, a trace or a
-pprof file), how it is loaded, and --html."""
+pprof file), how it is loaded and what loading it warned of, and --html."""
 import os
 import pathlib
 
@@ -14,6 +14,13 @@ def load(path: pathlib.Path, symbol_dirs):
     from droidheap.results.load import load_results  # a trace's readers load only for a trace
     from droidheap.symbol_dirs import search_dirs
     return load_results(path, search_dirs(symbol_dirs, os.environ))
+
+
+def say_warnings(results) -> None:
+    """What reading PATH warned of (a trace cut short, above all), for the commands whose output
+    does not carry it: one line each, on stderr, before the output."""
+    for warning in results.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def write_page(data: dict, path: pathlib.Path) -> None:

@@ -5,7 +5,7 @@ import json
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.reading import html_option, load, path_argument, write_page
+from droidheap.commands.reading import html_option, load, path_argument, say_warnings, write_page
 from droidheap.gc_pause import gc_paused
 
 
@@ -26,6 +26,7 @@ def command(path, as_json, dump, top, html, symbol_dirs):
     results = load(path, symbol_dirs)
     if html:
         from droidheap.results.page import page_data, page_title
+        say_warnings(results)  # the text and JSON reports carry them
         write_page(page_data(results.profiles, page_title(results.profiles, str(path))), html)
         return
     report = build_report(results.profiles, results.warnings, dump, top)

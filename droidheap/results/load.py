@@ -17,6 +17,7 @@ from droidheap.results.store import RESULTS_FILE, read_results
 SYMBOLIZED_TRACE = "symbolized-trace"
 RAW_TRACE = "raw-trace"
 _GZIP_MAGIC = b"\x1f\x8b"
+_PACKET_TAG = b"\x0a"  # Trace.packet (field 1, length-delimited): how every trace begins
 
 
 def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.Path]) -> Results:
@@ -30,9 +31,17 @@ def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.P
     from droidheap.trace.symbolized import read_module_symbols
     contents = parse_trace(data)
     if not contents.packets:
-        raise DroidheapError(f"{path} is neither a Perfetto trace nor a pprof file")
+        raise DroidheapError(f"{path} is cut short or damaged before its first packet ended: "
+                             "nothing in it can be read" if data[:1] == _PACKET_TAG else
+                             f"{path} is neither a Perfetto trace nor a pprof file")
     dumps = rebuild_dumps(contents.packets)
-    warnings = contents.warnings + dumps.warnings
+    damaged = contents.unframed_bytes or contents.corrupt_packets
+    if damaged and not dumps.dumps:
+        # Not "no heap dumps", as of a program that never allocated: the dumps were in what is lost.
+        raise DroidheapError(f"{path} is cut short or damaged after {contents.intact_length} "
+                             "bytes, before its first heap dump ended: nothing in it can be read")
+    # Named: a report of several inputs (diff's two) says which one is damaged.
+    warnings = [f"{path}: {w}" for w in contents.warnings + dumps.warnings]
     modules = read_module_symbols(contents.packets)
     if modules:
         symbols = SymbolTable(modules)

@@ -104,10 +104,12 @@ class TraceContents:
     def warnings(self) -> List[str]:
         out = []
         if self.unframed_bytes:
-            out.append(f"the trace ends in a truncated or corrupt packet ({self.unframed_bytes} "
-                       f"bytes dropped); the {_packets(len(self.packets))} before it were kept")
+            out.append(f"the trace ends in a truncated or corrupt packet: it was cut short or "
+                       f"damaged after {self.intact_length} bytes ({self.unframed_bytes} bytes "
+                       f"dropped); the {_packets(len(self.packets))} before it are read")
         if self.corrupt_packets:
-            out.append(f"{_packets(self.corrupt_packets)} could not be decoded and were skipped")
+            out.append(f"the trace is damaged: {_packets(self.corrupt_packets)} could not be "
+                       "decoded and were skipped; the others are read")
         return out
 
 

@@ -13,8 +13,9 @@ from droidheap.convert import convert_trace
 from droidheap.errors import DroidheapError
 from droidheap.results.load import load_results
 from droidheap.trace.heap_dumps import rebuild_dumps
-from droidheap.trace.reader import parse_trace
+from droidheap.trace.reader import iter_fields, parse_trace
 from fixtures_trace import two_process_trace
+from test_cli_errors import assert_one_line_error, run_cli
 
 MUTATIONS = int(os.environ.get("DROIDHEAP_MUTATIONS", "150"))
 
@@ -120,3 +121,35 @@ def test_a_directory_with_one_damaged_pprof_keeps_the_others(converted, tmp_path
         (tmp_path / pprof.name).write_bytes(b"not a pprof")
     with pytest.raises(DroidheapError):
         load_results(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["raw-trace", "symbolized-trace"])
+def test_report_diff_and_check_of_a_trace_cut_short_warn_naming_it(converted, name, tmp_path):
+    cut = tmp_path / name
+    cut.write_bytes((converted / name).read_bytes()[:-10])  # into the second dump's packet
+    for args in (["report", str(cut)], ["report", str(cut), "--html", str(tmp_path / "r.html")],
+                 ["diff", str(cut)], ["check", str(cut), "--max-growth", "1M"]):
+        result = run_cli(args, tmp_path)
+        assert result.returncode == 0, result.stderr
+        warnings = [line for line in (result.stdout + result.stderr).splitlines()
+                    if line.startswith("warning: ")]
+        assert len(warnings) == 1, (args, result.stdout, result.stderr)
+        assert str(cut) in warnings[0] and "cut short or damaged" in warnings[0], warnings
+        assert "before it are read" in warnings[0], warnings
+
+
+def test_a_trace_cut_short_before_its_first_dump_is_an_error(converted, tmp_path):
+    data = (converted / "raw-trace").read_bytes()
+    first_dump = next(i for i, p in enumerate(parse_trace(data).packets)
+                      if p.HasField("profile_packet"))
+    before = [end for *_, end in iter_fields(data)][first_dump - 1]  # where that packet starts
+    for cut, expected in ((before + 5, "before its first heap dump ended"),
+                          (5, "before its first packet ended")):
+        damaged = tmp_path / f"cut{cut}"
+        damaged.write_bytes(data[:cut])
+        for args in (["report", str(damaged)], ["diff", str(damaged)],
+                     ["check", str(damaged), "--max-growth", "1M"]):
+            result = run_cli(args, tmp_path)
+            assert_one_line_error(result, expected)
+            assert str(damaged) in result.stderr
+
