@@ -11,6 +11,17 @@ from droidheap.commands.reading import html_option, load, path_argument, say_war
 from droidheap.gc_pause import gc_paused
 
 
+def _say_if_unrelated(base_path, base, current_path, current) -> None:
+    """Two profiles of different programs are compared all the same (a program renamed is still
+    itself), but not without a word."""
+    from droidheap.results.diff import program_names
+    before, after = program_names(base), program_names(current)
+    if before and after and not before & after:
+        click.echo(f"warning: {base_path} profiles {', '.join(sorted(before))} and {current_path} "
+                   f"profiles {', '.join(sorted(after))}: different programs, compared as if one "
+                   "had become the other", err=True)
+
+
 @click.command("diff")
 @path_argument
 @click.argument("current", required=False, type=click.Path(path_type=pathlib.Path))
@@ -37,6 +48,7 @@ def command(path, current, as_json, top, html, symbol_dirs):
         current_results = load(current, symbol_dirs)
         say_warnings(current_results)
         after = chosen_dumps(current_results.profiles)
+        _say_if_unrelated(path, base_results.profiles, current, current_results.profiles)
         comparisons = [(str(path), str(current), f"heap {heap}",
                         site_growth([p for p in base if p.heap == heap],
                                     [p for p in after if p.heap == heap]))

@@ -1,6 +1,8 @@
 """Growth per call site between two sets of dumps: what a change, or a stretch of a run, added."""
 import dataclasses
-from typing import List, Optional, Sequence
+import pathlib
+import re
+from typing import List, Optional, Sequence, Set
 
 from droidheap.results.leaks import dump_series
 from droidheap.results.model import Location, Profile
@@ -57,3 +59,11 @@ def first_to_last(profiles: Sequence[Profile]) -> List[SeriesGrowth]:
         result.append(SeriesGrowth(base, dumps[-1],
                                    site_growth([base] if base else [], [dumps[-1]])))
     return result
+
+
+def program_names(profiles: Sequence[Profile]) -> Set[str]:
+    """The programs the profiles are of, by their executable's name (`app` of `/data/local/tmp/app
+    --fast`; an app's process `com.example.app:remote` is `com.example.app`); those whose name is
+    not known (a pprof from elsewhere, named after its file; a pid unnamed) are left out."""
+    return {pathlib.PurePosixPath(p.cmdline.split(" ")[0]).name.split(":")[0] for p in profiles
+            if p.pid and p.cmdline and not re.fullmatch(r"pid \d+", p.cmdline)}

@@ -13,6 +13,7 @@ from droidheap.results.sites import (CallStack, bottom_up, call_site, profile_si
 from droidheap.results import sites
 from droidheap.results.html import render_html
 from droidheap.results.text import format_report
+from fixtures_trace import APP as APP_MAPPING, TraceBuilder
 from test_cli_errors import assert_one_line_error, run_cli
 
 LIBC, LIBSTDCXX, APP = "/lib/libc.so.6", "/usr/lib/libstdc++.so.6.0.30", "/data/app/bin"
@@ -189,6 +190,32 @@ def test_check_passes_and_fails_on_a_single_dump_from_the_start(tmp_path):
     assert "from the start of profiling to dump 0 (bound 1.0 KiB)" in failed.stdout
     passed = run_cli(["check", out, "--max-growth", "4k"], tmp_path)
     assert passed.returncode == 0 and passed.stdout.startswith("ok: "), passed.stdout
+
+
+def write_trace(path, *cmdline: str, pid: int = 100):
+    """A trace of one dump of `cmdline`, one call site of 4 KiB in use."""
+    builder = TraceBuilder().clock_snapshot().process(pid, *cmdline)
+    stack = builder.callstack([(APP_MAPPING, 0x2000)])
+    path.write_bytes(builder.dump({pid: [(stack, 4096, 0, 1, 0)]}).to_bytes())
+    return str(path)
+
+
+def test_diff_of_two_different_programs_says_so_and_compares_them_all_the_same(tmp_path):
+    toybox = write_trace(tmp_path / "toybox", "/system/bin/toybox", "sort")
+    mksh = write_trace(tmp_path / "mksh", "/system/bin/sh", "-c", "loop")
+    unrelated = run_cli(["diff", toybox, mksh], tmp_path)
+    assert unrelated.returncode == 0, unrelated.stderr
+    assert unrelated.stderr.splitlines() == [
+        f"warning: {toybox} profiles toybox and {mksh} profiles sh: different programs, compared "
+        "as if one had become the other"]
+    assert unrelated.stdout.startswith("heap libc.malloc\nNo call site changed between")
+    # The same program elsewhere, or an app's other process, is the same program.
+    again = write_trace(tmp_path / "again", "./toybox", "sort", pid=300)
+    app = write_trace(tmp_path / "app", "com.example.app")
+    service = write_trace(tmp_path / "service", "com.example.app:remote")
+    for base, current in ((toybox, again), (app, service), (write_pprof_dir(tmp_path), toybox)):
+        related = run_cli(["diff", base, current], tmp_path)
+        assert related.returncode == 0 and related.stderr == "", related.stderr
 
 
 def test_page_data_interns_frames_books_sites_and_caps_the_flamegraph_dumps():
