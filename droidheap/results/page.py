@@ -7,6 +7,7 @@ dump shown carries its largest call stacks by each metric; the rest are folded i
 call site (their sum, under a frame saying so), so every total and the table of sites stay
 exact. The symbolized trace and the pprof files keep every stack.
 """
+import collections
 import pathlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -121,12 +122,13 @@ def _notes(profile: Profile) -> List[str]:
     return notes
 
 
-def _profile_data(profile: Profile, frames: _Frames, start_ns: int) -> dict:
+def _profile_data(profile: Profile, frames: _Frames, start_ns: int, dumps: int) -> dict:
+    """`start_ns`: the process's first dump; `dumps`: how many its heap has, shown or not."""
     totals = profile.totals
     rows, folded = _rows(profile, frames)
     return {
         "pid": profile.pid, "cmdline": profile.cmdline, "heap": profile.heap,
-        "dump": profile.dump_index,
+        "dump": profile.dump_index, "dumps": dumps,
         "time_s": (profile.timestamp_ns - start_ns) / 1e9 if start_ns and profile.timestamp_ns
         else None,
         "at_peak": profile.at_peak, "sampling_interval": profile.sampling_interval_bytes,
@@ -171,8 +173,15 @@ def page_data(profiles: Sequence[Profile], title: str,
              "in_use": g.current.in_use_bytes, "in_use_delta": g.in_use_delta,
              "alloc_delta": g.alloc_delta, "count_delta": g.in_use_count_delta}
             for g in growth_by_site]}
+    # As the text report says it: each process's time from its own first dump.
+    process_start = {}
+    for p in profiles:
+        if p.timestamp_ns:
+            process_start[p.pid] = min(p.timestamp_ns, process_start.get(p.pid, p.timestamp_ns))
+    dumps = collections.Counter((p.pid, p.heap) for p in profiles)
     return {"version": VERSION, "title": title,
-            "profiles": [_profile_data(p, frames, start_ns) for p in ordered],
+            "profiles": [_profile_data(p, frames, process_start.get(p.pid, 0),
+                                       dumps[p.pid, p.heap]) for p in ordered],
             "growth": growth, "leaks": leaks, "diff": diff_data, "frames": frames.rows,
             "stacks": frames.stack_rows}
 

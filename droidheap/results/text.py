@@ -1,10 +1,10 @@
 """The results as a person reads them in a terminal: the report, leak suspects, growth between two
 profiles. Sampled figures are estimates; the report says where a figure is exact."""
 import pathlib
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from droidheap.results.diff import SiteGrowth
-from droidheap.results.model import LeakSuspect, ending_note
+from droidheap.results.model import LeakSuspect, Profile, ending_note
 from droidheap.results.report import ProfileReport, Report
 from droidheap.results.sites import SiteFigures, TreeNode
 from droidheap.trace.process_figures import HeapTotals
@@ -65,11 +65,19 @@ def _tree_rows(node: TreeNode, metric: str, depth: int = 0) -> List[str]:
     return rows
 
 
+def _dump_label(p: Profile, dumps: int, seconds: Optional[float]) -> str:
+    """Which dump of how many (`dumps` of the process's heap), and when: seconds after the
+    process's first dump, which the first has no use for, nor a heap dumped once."""
+    if dumps == 1:
+        return f"{p.series_title}, one dump"
+    after = f", {seconds:.1f} s after the first" if seconds else ""
+    return f"{p.title} of {dumps}{after}"
+
+
 def _profile_block(r: ProfileReport) -> List[str]:
     p = r.profile
-    when = f" at {r.seconds:.1f} s" if r.seconds is not None else ""
-    of = f" of {r.dumps}" if r.dumps > 1 else ""
-    lines = [f"{p.title}{of}{when}; sampling interval {p.sampling_interval_bytes} B"]
+    lines = [f"{_dump_label(p, r.dumps, r.seconds)}; "
+             f"sampling interval {p.sampling_interval_bytes} B"]
     lines.append(sampled_line(p.at_peak, p.alloc_bytes, sum(s.alloc_count for s in p.samples),
                               p.in_use_bytes, sum(s.in_use_count for s in p.samples)))
     if p.totals:

@@ -155,6 +155,16 @@ def test_the_default_is_the_last_dump_of_the_first_process_and_heap(page):
     assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
 
 
+def test_the_profile_menu_names_which_dump_of_how_many_and_when(page):
+    data = _data(profiles=[dict(_profile(0, 8192, time_s=0.0), dumps=2),
+                           dict(_profile(1, 65536, time_s=1.5), dumps=2),
+                           dict(_profile(0, 4096, pid=7, time_s=0.0), dumps=1)])
+    assert page(data).texts["profile"] == (
+        "pid 42 (app), heap libc.malloc, dump 0 of 2"
+        "pid 42 (app), heap libc.malloc, dump 1 of 2, 1.5 s after the first"
+        "pid 7 (app), heap libc.malloc, one dump")
+
+
 def test_a_dump_at_the_peak_offers_only_what_is_in_use(tmp_path):
     peak = dict(_profile(0, 8192), at_peak=True)
     peak["samples"] = [[stack, site, 0, 0, count, size]

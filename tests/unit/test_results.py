@@ -136,8 +136,17 @@ def test_report_json_and_text_of_a_dump():
     assert p["top_sites_by_in_use"][0]["function"] == "leak"
     assert data["leak_suspects"][0]["growth_bytes"] == 200
     text = format_report(report)
-    assert "dump 2 of 3 at 2.0 s" in text and "leak suspects" in text
+    assert "dump 2 of 3, 2.0 s after the first;" in text and "leak suspects" in text
     assert build_report(dumps, dump=0).profiles[0].profile.dump_index == 0
+
+
+def test_a_dump_is_named_by_which_of_how_many_and_when_after_the_first():
+    dumps = _series({"leak": [100, 200, 300]})
+    first = format_report(build_report(dumps, dump=0)).splitlines()[0]
+    assert first.startswith("pid 1 (/data/app/bin), heap libc.malloc, dump 0 of 3; sampling"), first
+    # One dump: no index to count from, no time since itself.
+    (only,) = format_report(build_report(dumps[2:])).splitlines()[:1]
+    assert only.startswith("pid 1 (/data/app/bin), heap libc.malloc, one dump; sampling"), only
 
 
 def write_pprof_dir(tmp_path, function="f", file="app.c"):
@@ -159,7 +168,7 @@ def write_pprof_dir(tmp_path, function="f", file="app.c"):
 def test_report_reads_a_pprof_directory(tmp_path):
     result = run_cli(["report", write_pprof_dir(tmp_path)], tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("pid 7 (?), heap libc.malloc, dump 0")
+    assert result.stdout.startswith("pid 7 (?), heap libc.malloc, one dump;")
     assert "4.0 KiB" in result.stdout and "f (app.c:3)" in result.stdout
 
 
@@ -216,6 +225,14 @@ def test_diff_of_two_different_programs_says_so_and_compares_them_all_the_same(t
     for base, current in ((toybox, again), (app, service), (write_pprof_dir(tmp_path), toybox)):
         related = run_cli(["diff", base, current], tmp_path)
         assert related.returncode == 0 and related.stderr == "", related.stderr
+
+
+def test_page_data_times_each_dump_from_its_process_first_and_counts_its_dumps():
+    from droidheap.results.page import page_data
+    late = profile([sample(app("a"), alloc=16)], dump=3, pid=2)  # its process began later
+    data = page_data(_series({"a": [16, 32]}) + [late], "droidheap: bin")
+    assert [(p["pid"], p["dump"], p["dumps"], p["time_s"]) for p in data["profiles"]] == [
+        (1, 0, 2, 0.0), (1, 1, 2, 1.0), (2, 3, 1, 0.0)]
 
 
 def test_page_data_interns_frames_books_sites_and_caps_the_flamegraph_dumps():

@@ -79,10 +79,13 @@ function frameLabel(id) {
   return frame.where ? `${frame.function} (${frame.where})` : frame.function;
 }
 
+// As the text report names a dump: of how many, and the seconds since the process's first dump
+// (which the first has no use for, nor a heap dumped once).
 function profileLabel(p) {
   const name = baseName((p.cmdline || "?").split(" ")[0]);
-  const when = p.time_s === null || p.time_s === undefined ? "" : ` at ${p.time_s.toFixed(1)} s`;
-  return `pid ${p.pid} (${name}), heap ${p.heap}, dump ${p.dump}${when}${p.at_peak ? " (peak)" : ""}`;
+  const after = p.time_s ? `, ${p.time_s.toFixed(1)} s after the first` : "";
+  const which = p.dumps === 1 ? "one dump" : `dump ${p.dump}${p.dumps ? ` of ${p.dumps}` : ""}${after}`;
+  return `pid ${p.pid} (${name}), heap ${p.heap}, ${which}${p.at_peak ? " (peak)" : ""}`;
 }
 
 // Colours by module, so that a library reads as one band; shades by function within it.
