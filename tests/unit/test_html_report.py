@@ -155,6 +155,44 @@ def test_the_default_is_the_last_dump_of_the_first_process_and_heap(page):
     assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
 
 
+def _freed(pid=42, held=0):
+    """A last dump of a program that freed all it sampled; `held`: bytes it still holds
+    (exact, in blocks of 10) none of which were sampled."""
+    return dict(_profile(1, 0, pid=pid), samples=[[0, 1, 2, 8192, 0, 0], [1, 2, 10, 131072, 0, 0]],
+                totals={"alloc_count": 20, "alloc_bytes": 200000, "free_count": 20 - held // 10,
+                        "free_bytes": 200000 - held, "live_blocks": held // 10,
+                        "in_use_bytes": held})
+
+
+def test_a_dump_with_nothing_in_use_opens_on_bytes_allocated(page):
+    p = page(_data(profiles=[_profile(0, 8192), _freed()]))
+    assert p.texts["total"] == "Total allocated (bytes): 136.0 KiB"
+    assert {"site_keep (app.c:10)", "site_churn (app.c:20)"} <= p.box_names()
+    assert "site_churn" in p.tables["sites"]
+    # Where the dump chosen has something in use, that is what opens.
+    assert page(_data(), "profile=0").texts["total"] == "Total in use (bytes): 12.0 KiB"
+
+
+def test_an_empty_view_says_why_it_is_empty(page):
+    freed = "Nothing sampled is in use at this dump: the program freed what it allocated."
+    p = page(_data(profiles=[_freed()]), "metric=in_use_bytes")
+    assert p.texts["flame"].startswith(freed) and freed in p.tables["sites"]
+    assert not p.boxes
+    held = page(_data(profiles=[_freed(held=90)]), "metric=in_use_count")
+    assert held.texts["flame"].startswith(
+        "Nothing sampled is in use at this dump: the sampled allocations were all freed; what the "
+        "program still holds (exact: 90 B in 9 blocks) was not sampled."), held.texts["flame"]
+    nothing = page(_data(profiles=[dict(_profile(0, 0), samples=[])]))
+    assert nothing.texts["flame"].startswith("Nothing was sampled in this dump: the process "
+                                             "allocated nothing while profiled, or too little")
+
+
+def test_the_default_is_the_first_process_whose_last_dump_sampled_anything(page):
+    shell = dict(_profile(0, 0, pid=7), samples=[])  # started the program, allocated nothing
+    p = page(_data(profiles=[shell, _profile(0, 8192), _profile(1, 65536)]))
+    assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
+
+
 def test_the_profile_menu_names_which_dump_of_how_many_and_when(page):
     data = _data(profiles=[dict(_profile(0, 8192, time_s=0.0), dumps=2),
                            dict(_profile(1, 65536, time_s=1.5), dumps=2),

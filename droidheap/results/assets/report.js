@@ -146,7 +146,8 @@ function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   const index = parseInt(params.get("profile"), 10);
   state.profile = index >= 0 && index < profiles.length ? index : defaultProfile();
-  state.metric = COLUMN[params.get("metric")] !== undefined ? params.get("metric") : "in_use_bytes";
+  state.metric = COLUMN[params.get("metric")] !== undefined ? params.get("metric")
+      : defaultMetric(profiles[state.profile]);
   state.search = params.get("search") || "";
   state.zoom = (params.get("zoom") || "").split(",").filter((s) => s !== "").map(Number)
       .filter((id) => id >= 0 && id < frames.length);
@@ -161,13 +162,42 @@ function writeHash() {
   history.replaceState(null, "", "#" + params.toString());
 }
 
-// The last dump of the first process's first heap: what a person looks at first.
+function metricTotal(profile, metric) {
+  const column = COLUMN[metric];
+  return profile.samples.reduce((sum, sample) => sum + Math.max(0, sample[column]), 0);
+}
+
+// What a person looks at first: the last dump of the first process's heap that sampled anything
+// (a shell that only started the program may have none).
 function defaultProfile() {
-  let chosen = 0;
-  for (let i = 0; i < profiles.length; i++) {
-    if (profiles[i].pid === profiles[0].pid && profiles[i].heap === profiles[0].heap) chosen = i;
+  const last = new Map();  // by process and heap, in the page's order: the index of its last dump
+  profiles.forEach((p, i) => last.set(`${p.pid} ${p.heap}`, i));
+  const lasts = [...last.values()];
+  return lasts.find((i) => metricTotal(profiles[i], "alloc_count") ||
+                           metricTotal(profiles[i], "in_use_count")) ?? lasts[0];
+}
+
+// Bytes in use, unless nothing sampled is: most programs free everything before they exit, and
+// their last dump then has data only for what they allocated.
+function defaultMetric(profile) {
+  return profile.at_peak || metricTotal(profile, "in_use_bytes") ? "in_use_bytes" : "alloc_bytes";
+}
+
+// Why a dump has nothing for a metric, in place of a blank flamegraph and table.
+function emptyReason(profile, metric) {
+  if (!metricTotal(profile, "alloc_count") && !metricTotal(profile, "in_use_count")) {
+    return "Nothing was sampled in this dump: the process allocated nothing while profiled, or " +
+        `too little to be sampled (one sample per ${profile.sampling_interval} B allocated, on average).`;
   }
-  return chosen;
+  if (!metric.startsWith("in_use")) return "Nothing for this metric in this dump.";
+  const t = profile.totals;
+  if (t && t.in_use_bytes > 0) {
+    return "Nothing sampled is in use at this dump: the sampled allocations were all freed; what " +
+        `the program still holds (exact: ${humanBytes(t.in_use_bytes)} in ${t.live_blocks} blocks) ` +
+        "was not sampled. The allocated views show where it allocated.";
+  }
+  return "Nothing sampled is in use at this dump: the program freed what it allocated. " +
+      "The allocated views show where it allocated.";
 }
 
 function renderControls() {
@@ -237,7 +267,7 @@ function renderFlamegraph(profile) {
         `(${percent(matchedValue(profile, state.metric), total)})` : "";
   if (!total) {
     flame.style.height = "";
-    flame.replaceChildren(el("div", { class: "empty", text: "Nothing for this metric in this dump." }));
+    flame.replaceChildren(el("div", { class: "empty", text: emptyReason(profile, state.metric) }));
     return;
   }
   // The zoom path, as far as it still exists in this tree.
@@ -327,7 +357,7 @@ function renderSites(profile) {
       el("td", { class: "num", text: profile.at_peak ? "–" : humanBytes(s[3]) }),
       el("td", { class: "num", text: profile.at_peak ? "–" : s[2] })));
   table.replaceChildren(header, ...(rows.length ? rows
-      : [el("tr", {}, el("td", { colspan: 6, text: "No call site has any of this metric." }))]));
+      : [el("tr", {}, el("td", { colspan: 6, text: emptyReason(profile, state.metric) }))]));
 }
 
 // The SVG namespace, asked of the HTML parser: the page then holds no URL at all, which lets a
@@ -462,7 +492,7 @@ function update() {
     label.classList.toggle("disabled", input.disabled);
   }
   renderSummary(profile);
-  const total = profile.samples.reduce((sum, sample) => sum + Math.max(0, sample[COLUMN[state.metric]]), 0);
+  const total = metricTotal(profile, state.metric);
   const metricName = METRICS.find(([name]) => name === state.metric)[1];
   document.getElementById("total").textContent = `Total ${metricName}: ${formatValue(total)}`;
   renderFlamegraph(profile);
