@@ -39,9 +39,11 @@ def binary_dir(abi: str, required=(DAEMON, CLIENT), target: str = ANDROID) -> pa
     for directory in _candidate_dirs(abi, target):
         if all((directory / name).is_file() for name in required):
             return directory
-    what = "Android" if target == ANDROID else "the Linux emulator"
-    raise DroidheapError(f"no droidheap binaries for {abi} ({what}): build them with "
-                         f"{build_command(abi, target)}")
+    if target == LINUX:
+        raise DroidheapError(f"no droidheap binaries for {abi} (the Linux emulator): build them "
+                             f"with {build_command(abi, target)}")
+    raise DroidheapError(f"no droidheap binaries for {abi} (Android) in this install: "
+                         f"{ANDROID_BINARIES_HINT}")
 
 
 def host_abi() -> str:
@@ -62,7 +64,14 @@ def installed_bin_dir() -> pathlib.Path:
         return pathlib.Path(__file__).resolve().parent / "bin"
 
 
+# What a user without them can do: most have Android Studio's NDK, or none and want a wheel;
+# platform mode needs none (README.md, "First profile on a phone").
+ANDROID_BINARIES_HINT = ("install a droidheap wheel that carries them, or build them with an "
+                         "Android NDK: scripts/install finds it ($ANDROID_NDK_HOME, "
+                         "~/Android/Sdk/ndk); profileable apps need none (--mode platform)")
+
+
 def build_command(abi: str, target: str = ANDROID) -> str:
     if target == LINUX:
         return LINUX_BUILD_COMMANDS[abi]
-    return "scripts/build_ndk.sh NDK_PATH"
+    return "an Android NDK: scripts/build_ndk.sh NDK_DIR, or scripts/install, which finds it"

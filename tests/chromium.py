@@ -31,7 +31,7 @@ _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "me
 def _binary() -> str:
     found: Optional[str] = "/usr/bin/chromium" if pathlib.Path("/usr/bin/chromium").exists() \
         else shutil.which("chromium")
-    require(None if found else "chromium is not installed (scripts/install installs it)")
+    require(None if found else "chromium is not installed (scripts/install_test_tools installs it)")
     return found
 
 

@@ -92,7 +92,7 @@ def sanitized_build():
 def fuzz_build() -> pathlib.Path:
     """The libFuzzer targets (ndk_client/fuzz/), built with clang under ASan and UBSan."""
     require(None if shutil.which("clang++") else "clang is not installed (Debian: apt-get install "
-                                                  "clang; scripts/install installs it)")
+                                                  "clang; scripts/install_test_tools installs it)")
     return _build_native(ROOT / "build" / "fuzz", "-DDROIDHEAP_BUILD_FUZZERS=ON",
                          "-DDROIDHEAP_BUILD_TESTS=OFF",  # the fuzzers alone
                          env={"CC": "clang", "CXX": "clang++"})

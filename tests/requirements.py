@@ -1,6 +1,6 @@
 """What a test needs from this machine, said once: where it is missing the test is skipped with
-the reason, and in CI (where `CI` is set, and scripts/install has put everything in place) it
-fails instead, so that a check can never pass there by not running."""
+the reason, and in CI (where `CI` is set, and scripts/install and scripts/install_test_tools have
+put everything in place) it fails instead, so that a check can never pass there by not running."""
 import os
 from typing import Optional
 

@@ -1,7 +1,7 @@
 """Perfetto's own trace processor -- the engine behind ui.perfetto.dev -- as the judge of the traces
 droidheap writes: a trace it cannot import is a trace our users cannot open.
 
-scripts/install unpacks it from ../shared/tools into .venv/bin; DROIDHEAP_TRACE_PROCESSOR names
+scripts/install_test_tools unpacks it from ../shared/tools into .venv/bin; DROIDHEAP_TRACE_PROCESSOR names
 another binary. Without one, the checks are skipped with a one-line reason, except in CI (CI set),
 which always has it: there a missing binary fails.
 """
@@ -37,7 +37,7 @@ def require_binary() -> pathlib.Path:
     path = binary()
     reason = None
     if path is None:
-        reason = (f"no {BINARY_NAME}: scripts/install unpacks it when ../shared/tools is there "
+        reason = (f"no {BINARY_NAME}: scripts/install_test_tools unpacks it when ../shared/tools is there "
                   "(or set DROIDHEAP_TRACE_PROCESSOR)")
     elif _cpu_lacks_avx2():
         reason = f"{BINARY_NAME} needs a CPU with AVX2"

@@ -161,6 +161,13 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         # Before the device is touched: a name that cannot become bionic's start property.
         for name in [program_name(argv)] if argv else targets.startup_names():
             check_start_name(name)
+    # Root, and programs droidheap starts, need droidheap's own binaries: said before anything is
+    # asked of the device (without root, a running app goes to the platform's heapprofd).
+    binaries_checked = not device.platform_profiler and bool(argv or
+                                                             device.can_profile_at_start())
+    if binaries_checked:
+        for warning in device.check_profiler_binaries():
+            _note(warning)
     running = []
     if device.platform_profiler:
         pass  # the platform's heapprofd also waits for an app named -n to start
@@ -185,8 +192,9 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         return
     for pid in running:
         device.check_attachable(pid)
-    for warning in device.check_profiler_binaries():
-        _note(warning)
+    if not binaries_checked:
+        for warning in device.check_profiler_binaries():
+            _note(warning)
     out = prepare_output(output)
     for note in device.lock():
         _note(note)

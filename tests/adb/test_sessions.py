@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+from droidheap import native
 from droidheap.elf.headers import read_headers
 from tests.e2e.conftest import compile_program, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
@@ -265,11 +266,13 @@ def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, l
 
 
 def test_a_device_abi_without_binaries_is_one_line(adb_server, local_program, extra_adbds):
-    adbd = start_test_adbd(abi="riscv64")  # an ABI nothing here builds for
+    adbd = start_test_adbd(root=True, abi="riscv64")  # an ABI nothing here builds for
     extra_adbds.append(adbd)
     serial = adb_server.connect(adbd)
-    result = AdbCli(adb_server, serial).run("--", "/system/bin/sh", "-c", "true")
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
-        "droidheap: no droidheap binaries for riscv64 (Android): build them with "
-        "scripts/build_ndk.sh NDK_PATH")
+    # Said first, before a process is looked up by name: what the user can do about it.
+    for args in (["--", "/system/bin/sh", "-c", "true"], ["-n", "no-such", "--no-startup"]):
+        result = AdbCli(adb_server, serial).run(*args)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"droidheap: no droidheap binaries for riscv64 (Android) in this install: "
+            f"{native.ANDROID_BINARIES_HINT}")

@@ -85,7 +85,7 @@ def _android_device(args, root_path: pathlib.Path):
     device = AndroidRoot(root_path, as_root=args.root)
     tracebox = args.perfetto or _installed_tracebox()
     if tracebox is None:
-        _log("no tracebox (scripts/install unpacks it from ../shared/tools): the device has no "
+        _log("no tracebox (scripts/install_test_tools unpacks it from ../shared/tools): the device has no "
              "perfetto command")
     device.unpack(args.android, tracebox)
     if not device.native:
@@ -128,7 +128,7 @@ def _installed_libc():
 
 
 def _installed_tracebox():
-    """The tracebox scripts/install unpacked beside the venv's Python."""
+    """The tracebox scripts/install_test_tools unpacked beside the venv's Python."""
     path = pathlib.Path(sys.prefix) / "bin" / "tracebox"
     return path if path.is_file() else None
 
@@ -156,7 +156,7 @@ def main() -> int:
                              "it is this machine's architecture, under qemu-user otherwise)")
     parser.add_argument("--perfetto", type=pathlib.Path, metavar="TRACEBOX",
                         help="with --android: Perfetto's tracebox, the device's perfetto command "
-                             "(default: the one scripts/install unpacked into the venv)")
+                             "(default: the one scripts/install_test_tools unpacked into the venv)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         _log("needs root: it runs each command in its own mount namespace, as the shell user "

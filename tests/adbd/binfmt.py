@@ -1,5 +1,5 @@
 """binfmt_misc registrations that run Android's arm64 and arm programs under qemu-user, as the
-Android test device's programs are run: `python3 -m adbd.binfmt` (scripts/install) or the device
+Android test device's programs are run: `python3 -m adbd.binfmt` (scripts/install_test_tools) or the device
 itself at start, either any number of times.
 
 Flags: F (the kernel opens the interpreter when it is registered, so a program started inside the

@@ -2,7 +2,7 @@
 device, and a way to run the CLI.
 
 Every end-to-end test runs once per ABI: x86_64 natively, arm64-v8a under qemu-user (cross compiler
-g++-aarch64-linux-gnu and qemu-user, as scripts/install sets up). An ABI is skipped, saying why,
+g++-aarch64-linux-gnu and qemu-user, as scripts/install_test_tools sets up). An ABI is skipped, saying why,
 only when this machine lacks qemu or the cross compiler for it; missing droidheap binaries for it
 are an error (scripts/build_arm64.sh builds them).
 """

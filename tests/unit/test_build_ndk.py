@@ -2,11 +2,7 @@
 stand-in NDK whose toolchain file sets ANDROID as the NDK's does but compiles with the host's g++,
 so that the tree configures, builds and installs under ANDROID (no emulation layer)."""
 import pathlib
-import platform
-import shutil
 import subprocess
-import sys
-import zipfile
 from typing import Tuple
 
 import pytest
@@ -28,8 +24,7 @@ endif()
 """
 
 
-def make_fake_ndk(directory: pathlib.Path) -> pathlib.Path:
-    ndk = directory / "ndk"
+def make_fake_ndk(ndk: pathlib.Path) -> pathlib.Path:
     (ndk / "build" / "cmake").mkdir(parents=True)
     (ndk / "build" / "cmake" / "android.toolchain.cmake").write_text(FAKE_TOOLCHAIN)
     return ndk
@@ -37,7 +32,7 @@ def make_fake_ndk(directory: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture
 def fake_ndk(tmp_path) -> pathlib.Path:
-    return make_fake_ndk(tmp_path)
+    return make_fake_ndk(tmp_path / "ndk")
 
 
 def run(*args, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -90,7 +85,7 @@ def ndk_build(tmp_path_factory) -> Tuple[pathlib.Path, subprocess.CompletedProce
     in that directory with relative paths, over a build tree a build with another NDK left there.
     One build for the three tests below: each takes a minute of CI."""
     where = tmp_path_factory.mktemp("ndk-build")
-    make_fake_ndk(where)
+    make_fake_ndk(where / "ndk")
     stale_tree = where / "trees" / "ndk-x86_64"
     stale_tree.mkdir(parents=True)
     (stale_tree / "CMakeCache.txt").write_text("CMAKE_TOOLCHAIN_FILE:FILEPATH=/old/ndk/toolchain\n")
@@ -124,28 +119,30 @@ def test_starts_afresh_a_build_tree_configured_with_another_ndk(ndk_build):
     assert not (where / "trees" / "ndk-x86_64" / "stale").exists()
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="checks an x86_64 host's wheel")
-def test_a_wheel_ships_the_binaries_in_droidheap_bin_as_package_data(tmp_path):
-    """What a release relies on (docs/development.md, "A release"): binaries left in
-    droidheap/bin/<abi>/ go into the wheel although git ignores them, beside CMake's own Linux
-    build in droidheap/bin/linux/."""
-    tree = tmp_path / "tree"
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
-    for name in files:
-        (tree / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, tree / name)
-    for abi in ("armeabi-v7a", "x86_64"):
-        (tree / "droidheap" / "bin" / abi).mkdir(parents=True)
-        (tree / "droidheap" / "bin" / abi / "droidheapd").write_text(f"NDK {abi}\n")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path / "wheel"), str(tree)], check=True, capture_output=True,
-                   timeout=900)
-    (wheel,) = (tmp_path / "wheel").glob("droidheap-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        assert archive.read("droidheap/bin/armeabi-v7a/droidheapd") == b"NDK armeabi-v7a\n"
-        assert archive.read("droidheap/bin/x86_64/droidheapd") == b"NDK x86_64\n"
-        assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")
-        # The custom heaps' header, beside the client that reads what it writes.
-        assert b"droidheap_register_heap" in archive.read(
-            "droidheap/bin/linux/x86_64/include/droidheap/heaps.h")
+def find_ndk(tmp_path, **environ) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), **environ}
+    return subprocess.run([str(ROOT / "scripts" / "find_ndk")], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_find_ndk_looks_where_android_tooling_puts_one(tmp_path):
+    studio = tmp_path / "home" / "Android" / "Sdk" / "ndk"
+    for version in ("25.2.9519653", "26.1.10909125", "9.0.1"):
+        make_fake_ndk(studio / version)
+    (studio / "27.0.1").mkdir()  # a download cut short: no toolchain file
+    # Android Studio's SDK: its newest whole NDK, by version, not by name.
+    found = find_ndk(tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout == f"{studio / '26.1.10909125'}\n"
+    assert "the newest NDK of the SDK at" in found.stderr
+    # The variables CI images set come first.
+    chosen = make_fake_ndk(tmp_path / "ci")
+    found = find_ndk(tmp_path, ANDROID_NDK_ROOT=str(chosen), ANDROID_HOME=str(tmp_path / "none"))
+    assert (found.stdout.strip(), found.stderr.strip()) == (str(chosen),
+                                                            "the NDK in $ANDROID_NDK_ROOT")
+
+
+def test_find_ndk_says_where_it_looked_when_there_is_none(tmp_path):
+    found = find_ndk(tmp_path, ANDROID_NDK_HOME=str(tmp_path / "missing"))
+    assert found.returncode == 1 and found.stdout == ""
+    assert found.stderr.count("\n") == 1 and "~/Android/Sdk" in found.stderr

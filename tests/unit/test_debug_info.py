@@ -20,7 +20,7 @@ TOOLS = ("g++", "objdump", "objcopy", "strip", "llvm-symbolizer", "readelf")
 def _tool_check():
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
-        pytest.fail(f"scripts/install installs {', '.join(missing)}")
+        pytest.fail(f"scripts/install_test_tools installs {', '.join(missing)}")
 
 
 @pytest.fixture(scope="module")

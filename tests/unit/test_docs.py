@@ -36,6 +36,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--editable": "scripts/install",
     "--dest": "scripts/build_ndk.sh",
     "--build": "scripts/build_ndk.sh",
+    "--out": "scripts/build_wheel",
     "--threads": "bench/overhead.py",
     "--runs": "bench/overhead.py",
     "--cross-thread-frees": "bench/overhead.py",

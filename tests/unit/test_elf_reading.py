@@ -39,7 +39,7 @@ def test_the_files_cover_every_class_and_machine():
         with open(path, "rb") as f:
             machines.add(ELFFile(f)["e_machine"])
     assert {"EM_X86_64", "EM_386", "EM_AARCH64"} <= machines, machines
-    assert DEBUG_FILES, "no debug files (scripts/install installs libc6-dbg)"
+    assert DEBUG_FILES, "no debug files (scripts/install_test_tools installs libc6-dbg)"
 
 
 @pytest.mark.parametrize("path", ELF_FILES)

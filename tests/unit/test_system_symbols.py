@@ -25,7 +25,7 @@ def _system_files():
 
 
 def _readelf_build_id(path: pathlib.Path) -> str:
-    assert shutil.which("readelf"), "binutils' readelf is missing (scripts/install installs it)"
+    assert shutil.which("readelf"), "binutils' readelf is missing (scripts/install_test_tools installs it)"
     out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True).stdout
     found = re.search(r"Build ID: ([0-9a-f]+)", out)
     assert found, f"readelf finds no build id in {path}"
