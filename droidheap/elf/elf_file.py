@@ -28,24 +28,33 @@ _BINDING_RANK = {1: 0, 2: 1, 0: 2}  # global, then weak, then local names win at
 _SYM_LAYOUT = {64: ("IBBHQQ", (0, 1, 3, 4, 5)), 32: ("IIIBBH", (0, 3, 5, 1, 2))}
 # Decompressed MiniDebugInfo is a few MiB at most; a bigger one is not what it claims.
 _MINIDEBUGINFO_LIMIT = 256 << 20
+# bionic's dynamic linker carries its own copy of libc and libc++, each symbol renamed with this
+# prefix so that none clashes with the libraries it loads (`__dl__ZN6soinfo17call_constructorsEv`,
+# `__dl_strlen`). Named without it, marked as simpleperf marks them:
+# `[linker]soinfo::call_constructors()`.
+_LINKER_PREFIX = "__dl_"
+_LINKER_MARK = "[linker]"
 
 
 def demangle(names: List[str]) -> List[str]:
-    """C++ names through one c++filt run; unchanged when it is missing or fails."""
-    mangled = [i for i, name in enumerate(names) if name.startswith("_Z")]
+    """C++ names through one c++filt run; unchanged when it is missing or fails. The names of
+    bionic's dynamic linker lose its prefix and are marked as its own (see _LINKER_PREFIX)."""
+    linker = [name.startswith(_LINKER_PREFIX) for name in names]
+    bare = [name[len(_LINKER_PREFIX):] if own else name for name, own in zip(names, linker)]
+    result = [_LINKER_MARK + name if own else name for name, own in zip(bare, linker)]
+    mangled = [i for i, name in enumerate(bare) if name.startswith("_Z")]
     tool = shutil.which("c++filt")
     if not mangled or tool is None:
-        return names
+        return result
     try:
-        out = subprocess.run([tool], input="\n".join(names[i] for i in mangled), text=True,
+        out = subprocess.run([tool], input="\n".join(bare[i] for i in mangled), text=True,
                              capture_output=True, check=True, timeout=60).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
-        return names
+        return result
     if len(out) != len(mangled):
-        return names
-    result = list(names)
+        return result
     for i, name in zip(mangled, out):
-        result[i] = name
+        result[i] = _LINKER_MARK + name if linker[i] else name
     return result
 
 

@@ -6,6 +6,7 @@ import subprocess
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from droidheap.elf.elf_file import demangle
 from droidheap.symbolizer import SymbolTable, Symbolizer
 from droidheap.trace.heap_dumps import Frame, Mapping
 from fixtures_trace import compile_program
@@ -152,6 +153,26 @@ def test_non_elf_file_is_ignored_with_a_warning(tmp_path):
     module = symbolizer.symbolize(str(junk), "", [0x10])
     assert module.elf is None and module.lines == {}
     assert "cannot read" in symbolizer.warnings[0]
+
+
+def test_the_dynamic_linkers_names_lose_its_prefix_and_are_marked_as_its_own(program, tmp_path):
+    """bionic's linker is built with its symbols renamed `__dl_...` (objcopy --prefix-symbols),
+    and is installed with no DWARF."""
+    linker = tmp_path / "linker64"
+    subprocess.run(["objcopy", "--strip-debug", "--prefix-symbols=__dl_", str(program.path),
+                    str(linker)], check=True)
+    ret = program.return_addresses["leaf_alloc"]
+    module, _ = _symbolize(program, device_path=str(linker), rel_pcs=[ret])
+    assert module.lines[ret][0].function == "[linker]middle"
+
+
+def test_the_dynamic_linkers_cxx_names_are_demangled():
+    if shutil.which("c++filt") is None:
+        pytest.skip("c++filt is not installed")
+    assert demangle(["__dl__ZN6soinfo17call_constructorsEv", "_ZN6soinfo17call_constructorsEv",
+                     "__dl_strlen", "main", "[linker]strlen"]) == [
+        "[linker]soinfo::call_constructors()", "soinfo::call_constructors()", "[linker]strlen",
+        "main", "[linker]strlen"]
 
 
 def test_aarch64_return_address_is_moved_back_four_bytes(tmp_path):
