@@ -39,7 +39,7 @@ def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.P
     if damaged and not dumps.dumps:
         # Not "no heap dumps", as of a program that never allocated: the dumps were in what is lost.
         raise DroidheapError(f"{path} is cut short or damaged after {contents.intact_length} "
-                             "bytes, before its first heap dump ended: nothing in it can be read")
+                             "bytes, with no whole heap dump before: nothing in it can be read")
     # Named: a report of several inputs (diff's two) says which one is damaged.
     warnings = [f"{path}: {w}" for w in contents.warnings + dumps.warnings]
     modules = read_module_symbols(contents.packets)

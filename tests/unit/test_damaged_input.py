@@ -143,7 +143,7 @@ def test_a_trace_cut_short_before_its_first_dump_is_an_error(converted, tmp_path
     first_dump = next(i for i, p in enumerate(parse_trace(data).packets)
                       if p.HasField("profile_packet"))
     before = [end for *_, end in iter_fields(data)][first_dump - 1]  # where that packet starts
-    for cut, expected in ((before + 5, "before its first heap dump ended"),
+    for cut, expected in ((before + 5, "with no whole heap dump before"),
                           (5, "before its first packet ended")):
         damaged = tmp_path / f"cut{cut}"
         damaged.write_bytes(data[:cut])
