@@ -196,7 +196,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         for warning in device.check_profiler_binaries():
             _note(warning)
     out = prepare_output(output)
-    for note in device.lock():
+    for note in device.lock(own_program=bool(argv)):
         _note(note)
     for trace in device.leftover_traces():
         _note(f"an earlier session's trace is still on the device ({trace}): `droidheap pull` "

@@ -293,8 +293,8 @@ class AdbDevice(Device):
                                  f"{result.stderr.strip()}")
 
     # A profiling session ---------------------------------------------------------------------
-    def lock(self) -> List[str]:
-        self.journal.claim()
+    def lock(self, own_program: bool = False) -> List[str]:
+        self.journal.claim()  # one session per phone: root's changes are the whole phone's
         return self.journal.repairs
 
     def unlock(self) -> None:

@@ -58,9 +58,11 @@ class Device(abc.ABC):
         """A short name for messages ("emulated device at ~/.cache/...")."""
 
     @abc.abstractmethod
-    def lock(self) -> List[str]:
+    def lock(self, own_program: bool = False) -> List[str]:
         """Claims the device for one profiling session; DroidheapError when it cannot be. Returns
-        notes for the user (what an earlier session had left, and what became of it)."""
+        notes for the user (what an earlier session had left, and what became of it).
+        `own_program`: the session profiles only a program it starts (a device that can give
+        such a session a place of its own beside another session may)."""
 
     @abc.abstractmethod
     def unlock(self) -> None:

@@ -9,6 +9,8 @@ Its state lives in a device root directory that outlives one CLI run, so a proce
                                       stands in for bionic and is preloaded into every program)
     <root>/dev/socket/heapprofd       the daemon's socket
     <root>/data/misc/perfetto-traces  traces
+    <root>/runs/<name>/               the root of a session that started its own program while
+                                      another session held this one (LocalDevice.lock)
 
 Programs started here get the emulated libc preloaded and DROIDHEAP_DEVICE_ROOT set; with the
 arm64-v8a ABI on an x86_64 machine they run under qemu-aarch64.
@@ -155,6 +157,7 @@ class LocalDevice(Device):
         if self.abi not in native.LINUX_BUILD_COMMANDS:
             raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")
         self._runner: List[str] = []
+        self._own_root: Optional[pathlib.Path] = None  # a session's own root (lock), removed after
         if self.abi != native.host_abi():
             if self.abi not in QEMU_SYSROOTS:
                 raise DroidheapError(f"the emulated device cannot run {self.abi} on this machine")
@@ -162,6 +165,10 @@ class LocalDevice(Device):
             if shutil.which(qemu) is None:
                 raise DroidheapError(f"{qemu} is not installed (Debian: apt-get install qemu-user)")
             self._runner = [qemu, "-L", sysroot]
+        self._lay_out()
+        self._lock_file = None
+
+    def _lay_out(self) -> None:
         self.layout = DeviceLayout(
             bin_dir=str(self.root / "system" / "bin"),
             lib_dir=str(self.root / "system" / "lib64"),
@@ -176,21 +183,49 @@ class LocalDevice(Device):
             except OSError as e:
                 raise DroidheapError(f"cannot prepare the emulated device at {self.root}: "
                                      f"{e.strerror}: {directory}") from None
-        self._lock_file = None
 
     def describe(self) -> str:
         return f"the emulated device at {self.root} ({self.abi})"
 
     # Session lock ----------------------------------------------------------------------------
-    def lock(self) -> List[str]:
-        """One profiling session per device root at a time."""
-        self._lock_file = open(self.root / "session.lock", "w")
+    def lock(self, own_program: bool = False) -> List[str]:
+        """One profiling session per device root at a time. A session that starts its own
+        program needs nothing of the shared root (no process running there, no property another
+        session reads): when another session holds it, this one takes a root of its own,
+        runs/<name> under it, removed at unlock (kept while a trace is left in it)."""
+        if self._claim(self.root):
+            return self._wait_for_orphan_daemon()
+        if not own_program:
+            raise DroidheapError(f"another droidheap session is using {self.describe()}: one "
+                                 "session at a time attaches to its processes (a program "
+                                 "droidheap starts, -- CMD, runs on a device root of its own)")
+        shared = self.root
+        sessions = shared / "runs"
+        self._remove_abandoned(sessions)
+        try:
+            sessions.mkdir(exist_ok=True)
+            # A short name: the daemon's socket path under it must fit sockaddr_un (108 bytes).
+            self.root = pathlib.Path(tempfile.mkdtemp(dir=sessions, prefix=""))
+        except OSError as e:
+            raise DroidheapError(f"cannot prepare a device root of its own under {sessions}: "
+                                 f"{e.strerror}") from None
+        self._own_root = self.root
+        self._lay_out()
+        self._claim(self.root)
+        return [f"note: another droidheap session is using the emulated device at {shared}: "
+                f"this one runs at {self.root}"]
+
+    def _claim(self, root: pathlib.Path) -> bool:
+        self._lock_file = open(root / "session.lock", "w")
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
             self._lock_file = None
-            raise DroidheapError(f"another droidheap session is using {self.describe()}")
+            return False
+        return True
+
+    def _wait_for_orphan_daemon(self) -> List[str]:
         # The lock was free: a daemon still running lost its droidheap, and stops on its own
         # (its lifeline closed) once it has written its last dump.
         deadline = time.monotonic() + _ORPHAN_STOP_TIMEOUT_S
@@ -204,12 +239,26 @@ class LocalDevice(Device):
             time.sleep(0.05)
         return []
 
+    @staticmethod
+    def _remove_abandoned(sessions: pathlib.Path) -> None:
+        """The roots of sessions gone (their lock free) with no trace left in them."""
+        for root in sessions.glob("*/"):
+            try:
+                with open(root / "session.lock", "w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if not list((root / "data" / "misc" / "perfetto-traces").glob(TRACE_GLOB)):
+                        shutil.rmtree(root, ignore_errors=True)
+            except OSError:  # held (BlockingIOError), or not a root of ours
+                continue
+
     def unlock(self) -> None:
         if self._lock_file is not None:
             # A daemon that was killed leaves its socket; the lock's holder owns it.
             pathlib.Path(self.layout.socket_path).unlink(missing_ok=True)
             self._lock_file.close()
             self._lock_file = None
+        if self._own_root is not None and not self.leftover_traces():
+            shutil.rmtree(self._own_root, ignore_errors=True)
 
     def leftover_traces(self) -> List[str]:
         return sorted(map(str, pathlib.Path(self.layout.trace_dir).glob(TRACE_GLOB)))

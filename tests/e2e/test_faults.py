@@ -128,7 +128,30 @@ def test_pull_with_nothing_left_and_a_busy_device(cli, alloc_program, device_roo
     assert busy.returncode != 0
     assert busy.stderr.strip().splitlines() == [
         f"droidheap: another droidheap session is using the emulated device at {device_root} "
-        f"({cli.abi})"], busy.stderr
+        f"({cli.abi}): one session at a time attaches to its processes (a program droidheap "
+        f"starts, -- CMD, runs on a device root of its own)"], busy.stderr
+
+
+def test_two_sessions_that_start_their_programs_run_at_once(cli, alloc_program, device_root,
+                                                           tmp_path):
+    """The README's demo while another --local session runs: the second takes a device root of
+    its own, profiles its program exactly, and leaves nothing there."""
+    go = tmp_path / "go"
+    first = cli.start("--local", "-o", tmp_path / "first", "--", alloc_program, "--wait-file", go)
+    try:
+        read_line_containing(first.stdout, "waiting pid=", 30)
+        second = cli.run("--local", "-o", tmp_path / "second", "-i", "1", "--", alloc_program)
+        go.touch()
+        assert first.wait(timeout=120) == 0
+    finally:
+        kill_all(first)
+    assert second.returncode == 0, second.stderr
+    assert (f"note: another droidheap session is using the emulated device at {device_root}: "
+            f"this one runs at {device_root}/runs/") in second.stderr
+    assert_sites(single_process(totals_by_leaf_function(tmp_path / "second" / "raw-trace",
+                                                        alloc_program)), 1)
+    assert (tmp_path / "first" / "raw-trace").is_file()
+    assert list((device_root / "runs").iterdir()) == []
 
 
 def test_a_program_that_closes_the_profilers_socket_is_left_alone(cli, programs, tmp_path):
