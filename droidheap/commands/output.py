@@ -22,9 +22,15 @@ def prepare_output(output) -> pathlib.Path:
     if output is None:
         return pathlib.Path(tempfile.mkdtemp(prefix="droidheap-"))
     out = pathlib.Path(output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise DroidheapError(f"-o {out} is a file: -o names the directory the outputs go into "
+                             "(new, or empty)")
+    if out.exists() and any(out.iterdir()):
         raise DroidheapError(f"output directory {out} is not empty")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DroidheapError(f"cannot make the output directory {out}: {e.strerror}") from None
     return out
 
 

@@ -11,5 +11,13 @@ from droidheap.errors import DroidheapError
 def command(ctx, argv):
     """Run CMD on the device (its exit code is passed through)."""
     if not argv:
-        raise DroidheapError("shell needs a command: droidheap --local shell -- CMD ARGS...")
+        raise DroidheapError(f"shell needs a command: droidheap {_device_options(ctx.obj)}shell "
+                             "-- CMD ARGS...")
     ctx.exit(open_device(ctx.obj).shell(list(argv)))
+
+
+def _device_options(obj) -> str:
+    """The device the user chose, as they chose it, for the example."""
+    if obj["local"]:
+        return "--local " + (f"--abi {obj['abi']} " if obj["abi"] else "")
+    return f"-s {obj['serial']} " if obj["serial"] else ""

@@ -73,6 +73,24 @@ def test_rejects_non_empty_output_dir(tmp_path):
     assert_one_line_error(result, "is not empty")
 
 
+def test_an_output_that_is_a_file_or_cannot_be_made_is_said_so(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = run_cli(["--local", "-o", str(tmp_path / "file"), "--", "true"], tmp_path)
+    assert_one_line_error(result, f"-o {tmp_path / 'file'} is a file: -o names the directory")
+    result = run_cli(["--local", "-o", str(tmp_path / "file" / "out"), "--", "true"], tmp_path)
+    assert_one_line_error(result, f"cannot make the output directory {tmp_path / 'file' / 'out'}"
+                                  ": Not a directory")
+
+
+@pytest.mark.parametrize("devices, example", [
+    (["--local"], "droidheap --local shell -- CMD"),
+    (["--local", "--abi", "arm64-v8a"], "droidheap --local --abi arm64-v8a shell -- CMD"),
+    (["-s", "emulator-5554"], "droidheap -s emulator-5554 shell -- CMD"),
+])
+def test_shell_without_a_command_shows_one_on_the_device_chosen(tmp_path, devices, example):
+    assert_one_line_error(run_cli([*devices, "shell"], tmp_path), f"shell needs a command: {example}")
+
+
 def test_rejects_program_that_cannot_start(tmp_path):
     result = run_cli(["--local", "--", str(tmp_path / "missing-program")], tmp_path)
     assert_one_line_error(result, "cannot start")
