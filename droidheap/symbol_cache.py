@@ -15,7 +15,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from droidheap.output_files import write_output
 from droidheap.safe_paths import UnsafePath, hex_build_id
 
-_VERSION = 1
+# 2: names of bionic's linker (__dl_) demangled and marked [linker]; entries of 1 are looked up again.
+_VERSION = 2
 # (function, file, line) per frame, innermost first; [] when the address resolved to nothing.
 Frames = List[Tuple[str, str, int]]
 
