@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.device.adb_journal import PLATFORM_TRACE_DIR, PLATFORM_TRACES, PROFILER_DIR
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions
 from droidheap.trace.heap_dumps import HEAPPROFD_DATA_SOURCE
@@ -67,7 +68,6 @@ LACKS = (
     "full buffer waits with no time limit",
 )
 
-_TRACE_DIR = "/data/misc/perfetto-traces"  # the one directory perfetto may write on a user build
 # As Perfetto's own tools/heap_profile: 62 MiB, drained into the file every file_write_period_ms.
 # A ring, as Perfetto's trace processor asks: it flags write_into_file with a DISCARD buffer as
 # data loss (such a buffer can stop taking data once filled). No flush_period_ms, though the
@@ -298,7 +298,7 @@ class PlatformSession:
         # overwritten by each session, instead of one left behind per session.
         self.removable = device.facts.sdk >= 30
         name = f"droidheap-{time.time_ns()}.trace" if self.removable else "droidheap.trace"
-        self.trace_path = f"{_TRACE_DIR}/{name}"
+        self.trace_path = f"{PLATFORM_TRACE_DIR}/{name}"
         self.pid: Optional[int] = None
 
     def start(self, config: bytes) -> None:
@@ -307,6 +307,9 @@ class PlatformSession:
         10 and 11 too. The config travels as printf's octal escapes, as adbutils' shell has no
         stdin."""
         octal = "".join(f"\\{byte:03o}" for byte in config)
+        if self.removable:  # named for `droidheap pull`, should this session die before its own
+            self.device.run_script(f"mkdir -p {PROFILER_DIR} && echo "
+                                   f"{shlex.quote(self.trace_path)} >> {PLATFORM_TRACES}")
         result = self.device.run_script(
             f"printf '{octal}' | perfetto --background -c - -o {shlex.quote(self.trace_path)}",
             _START_TIMEOUT_S)

@@ -20,7 +20,8 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.adb_connection import adb_errors, adb_executable, ensure_server, select_serial
-from droidheap.device.adb_journal import PROFILER_DIR, TRACE_DIR, DeviceJournal
+from droidheap.device.adb_journal import (PLATFORM_TRACES, PROFILER_DIR, TRACE_DIR,
+                                          DeviceJournal)
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
 from droidheap.device.adb_root_dir import RootDirectory
 from droidheap.device.adb_routes import PreloadRoute, RootRoute
@@ -301,7 +302,15 @@ class AdbDevice(Device):
         self.journal.release()
 
     def leftover_traces(self) -> List[str]:
-        return sorted(self.run_script(f"ls {TRACE_DIR}/{TRACE_GLOB} 2>/dev/null").stdout.split())
+        """droidheapd's, and the platform mode's where that session died before pulling its own
+        (Android 11+ names each; 10's one name is the next session's to overwrite). None of the
+        platform's while a perfetto runs: the trace may be another session's, still written."""
+        named = PLATFORM_TRACES
+        listed = self.run_script(
+            f"ls {TRACE_DIR}/{TRACE_GLOB} 2>/dev/null; pidof perfetto >/dev/null || "
+            f"{{ for f in $(cat {named} 2>/dev/null); do [ -e \"$f\" ] && echo \"$f\"; done "
+            f"> {named}.new && mv {named}.new {named} && cat {named}; }} 2>/dev/null")
+        return sorted(listed.stdout.split())
 
     def check_profiler_binaries(self) -> List[str]:
         native.binary_dir(self.abi, required=self.route.files())

@@ -31,6 +31,10 @@ from droidheap.errors import DroidheapError
 
 PROFILER_DIR = "/data/local/tmp/droidheap"
 TRACE_DIR = f"{PROFILER_DIR}/traces"
+# Where perfetto writes the platform mode's traces: the one directory it may write on a user build,
+# which the shell may not list: each session's trace is named in PLATFORM_TRACES until pulled.
+PLATFORM_TRACE_DIR = "/data/misc/perfetto-traces"
+PLATFORM_TRACES = f"{PROFILER_DIR}/platform-traces"
 _LOCK = f"{PROFILER_DIR}/session.lock"
 _SHELL_UNDO = f"{PROFILER_DIR}/undo"
 _ROOT_UNDO = f"{ROOT_DIR}/undo"

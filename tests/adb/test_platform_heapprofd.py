@@ -75,9 +75,12 @@ def test_session_runs_perfetto_then_stops_pulls_and_removes_its_trace(device, tm
     raw = run_platform_session(device, options, [APP], [4321], 0, tmp_path / "out",
                                stop_requested=lambda: len(polls.append(1) or polls) > 20)
 
-    start, *rest = _without_repeats(device.commands)
+    named, start, *rest = _without_repeats(device.commands)
     path = re.search(r" -o (\S+)$", start).group(1)
     assert path.startswith("/data/misc/perfetto-traces/droidheap-")
+    # Named where `droidheap pull` looks, should this session die before pulling its trace.
+    assert named == (f"mkdir -p /data/local/tmp/droidheap && echo {path} >> "
+                     "/data/local/tmp/droidheap/platform-traces")
     log = _perfetto_log(device)
     pid = int(re.search(r"/proc/(\d+)/stat", rest[0]).group(1))
     assert rest == [f"cat /proc/{pid}/stat", f"kill -TERM {pid}", f"cat /proc/{pid}/stat",
@@ -148,3 +151,32 @@ def test_cli_platform_mode_profiles_an_app_and_writes_the_outputs(device, tmp_pa
                               "--mode", "platform", "--", "/system/bin/sh"],
                              capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert refused.returncode != 0 and "cannot start a program" in refused.stderr
+
+
+def test_pull_collects_a_platform_trace_its_session_left(device, tmp_path):
+    """A platform session that died (droidheap killed) before pulling leaves perfetto's trace in
+    /data/misc/perfetto-traces, which the shell may not list: `droidheap pull` collects it, named
+    by the session, as it does droidheapd's; but not while a perfetto runs, whose it may be."""
+    left = "/data/misc/perfetto-traces/droidheap-1700000000.trace"
+    local = tmp_path / "left.trace"
+    local.write_bytes(two_process_trace().to_bytes())
+    device.push(local, left, mode=0o644)
+    # As PlatformSession.start names it (test_session_runs_perfetto_then_stops_pulls_and_...).
+    device.run_script(f"mkdir -p /data/local/tmp/droidheap && echo {left} >> "
+                      "/data/local/tmp/droidheap/platform-traces")
+    env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+    pull = [sys.executable, "-m", "droidheap.cli", "-s", device.serial, "pull", "-o"]
+    device.run_script(f"cp /bin/sleep {FAKE_DIR}/perfetto")  # a process named perfetto
+    running = device.run_script(f"{FAKE_DIR}/perfetto 30 >/dev/null 2>&1 & echo $!")
+    try:
+        waiting = subprocess.run([*pull, str(tmp_path / "busy")], capture_output=True, text=True,
+                                 env=env, timeout=120, cwd=ROOT)
+    finally:
+        device.run(["kill", running.stdout.strip()])
+    assert waiting.returncode == 0 and "no trace left on" in waiting.stderr, waiting.stderr
+    pulled = subprocess.run([*pull, str(tmp_path / "pulled")], capture_output=True, text=True,
+                            env=env, timeout=120, cwd=ROOT)
+    assert pulled.returncode == 0, pulled.stderr
+    assert list((tmp_path / "pulled" / "droidheap-1700000000").glob("heap_dump.*.pb.gz")), \
+        pulled.stdout + pulled.stderr
+    assert device.run(["test", "-e", left]).exit_code == 1
