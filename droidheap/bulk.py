@@ -5,11 +5,13 @@ make in Python only what was not found."""
 import functools
 import itertools
 import operator
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _is_none = functools.partial(operator.is_, None)
+_VALUE = operator.itemgetter(1)
 
 
 def misses(found: List[Optional[T]]) -> Iterator[int]:
@@ -31,3 +33,17 @@ def changed_places(now: Sequence[T], before: Sequence[T]) -> List[int]:
     order), and a sample nothing happened at is the same object: its changes are these few."""
     return list(itertools.compress(range(len(now)), map(operator.is_not, now, before))) + list(
         range(len(before), len(now)))
+
+
+def made_once(keys: Sequence[T], table: Dict[int, Tuple[T, V]],
+              make: Callable[[T], V]) -> List[V]:
+    """The value of each of `keys` in `table`, by the key's identity, made by `make` for the keys
+    not there yet. Each entry holds its key alive, so that its id stays the key's."""
+    found = list(map(table.get, map(id, keys)))
+    for i in misses(found):
+        key = keys[i]
+        entry = table.get(id(key))  # made for an earlier one of these keys
+        if entry is None:
+            entry = table[id(key)] = (key, make(key))
+        found[i] = entry
+    return list(map(_VALUE, found))

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Sequence, Set, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from droidheap.bulk import misses
+from droidheap.bulk import made_once, misses
 from droidheap.output_files import write_gzip_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
@@ -120,8 +120,8 @@ class PprofWriter:
         # so that their ids stay theirs; equal frames interned twice share a location by value.
         self._frame_ids: Dict[int, int] = {}
         self._frames: List[Frame] = []
-        # By id(frames): (frames, their location ids, those as a serialized Sample.location_id).
-        self._stacks: Dict[int, Tuple[Sequence[Frame], List[int], bytes]] = {}
+        # By id(frames): (frames, (their location ids, those as a serialized Sample.location_id)).
+        self._stacks: Dict[int, Tuple[Sequence[Frame], Tuple[List[int], bytes]]] = {}
         # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say). A
         # stack nothing happened at between dumps is one Sample (heap_dumps): most samples of a
         # long run are written as the dump before wrote them. The Samples are kept alive here so
@@ -156,32 +156,24 @@ class PprofWriter:
             self._location_functions.append(tuple(line.function_id for line in message.line))
         return self._location_ids[key]
 
-    def _stacks_of(self, samples: List[Sample]) -> List[Tuple[Sequence[Frame], List[int], bytes]]:
-        """The _stacks entries of the samples' stacks. Perfetto's frames are root first, pprof's
-        leaf first. Keyed by the frames' identity: the entry keeps them alive, their id theirs."""
-        frame_lists = list(map(_FRAMES, samples))
-        found = list(map(self._stacks.get, map(id, frame_lists)))
-        for i in misses(found):
-            frames = frame_lists[i]
-            known = self._stacks.get(id(frames))  # made for an earlier sample of this list
-            if known is None:
-                # Frames seen before (most of them) found by a C loop (map), by identity.
-                ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
-                for j in misses(ids):
-                    frame = frames[len(frames) - 1 - j]
-                    ids[j] = self._frame_ids[id(frame)] = self._location(frame)
-                    self._frames.append(frame)
-                known = self._stacks[id(frames)] = (frames, ids, _MESSAGES["Sample"](
-                    location_id=ids).SerializeToString())
-            found[i] = known
-        return found
+    def _stack(self, frames: Sequence[Frame]) -> Tuple[List[int], bytes]:
+        """A stack's location ids, and those as a serialized Sample.location_id. Perfetto's frames
+        are root first, pprof's leaf first."""
+        # Frames seen before (most of them) found by a C loop (map), by identity.
+        ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
+        for j in misses(ids):
+            frame = frames[len(frames) - 1 - j]
+            ids[j] = self._frame_ids[id(frame)] = self._location(frame)
+            self._frames.append(frame)
+        return ids, _MESSAGES["Sample"](location_id=ids).SerializeToString()
 
     def _frame_samples(self, samples: List[Sample], at_peak: bool) -> List[bytes]:
         """The samples' framed Sample fields (b"" for a sample of no figures), kept for the
         dumps after that share them."""
         framed = []
         make = _MESSAGES["Sample"]
-        for sample, stack in zip(samples, self._stacks_of(samples)):
+        stacks = made_once(list(map(_FRAMES, samples)), self._stacks, self._stack)
+        for sample, stack in zip(samples, stacks):
             _, allocated, _, alloc_count, free_count = sample
             if at_peak:  # what was in use at the peak; what was allocated is not known
                 values = (0, 0, alloc_count - free_count, sample.in_use)
@@ -190,7 +182,7 @@ class PprofWriter:
             # Two serialized Samples, one with its location ids and one with its values, joined
             # are one with both: the ids' bytes are made once per stack.
             framed.append(encode_bytes_field(
-                _SAMPLE_FIELD, stack[2] + make(value=values).SerializeToString()
+                _SAMPLE_FIELD, stack[1] + make(value=values).SerializeToString()
             ) if any(values) else b"")
         self._samples.extend(samples)
         self._framed.update(zip(map(id, samples), framed))
@@ -203,7 +195,7 @@ class PprofWriter:
         before = self._last_stacks.get((dump.pid, dump.heap_name))
         used = set(before[1]) if before and before[0] <= stacks else set()
         for stack in (stacks - before[0]) if used else stacks:
-            used.update(self._stacks[stack][1])
+            used.update(self._stacks[stack][1][0])
         self._last_stacks[(dump.pid, dump.heap_name)] = (stacks, used)
         return used
 

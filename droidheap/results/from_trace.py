@@ -5,7 +5,7 @@ import itertools
 import operator
 from typing import Dict, List, Sequence, Tuple
 
-from droidheap.bulk import misses
+from droidheap.bulk import made_once, misses
 from droidheap.results.model import Location, Profile, StackSample
 from droidheap.results.sites import CallStack
 from droidheap.symbolizer import SymbolTable
@@ -20,7 +20,6 @@ def samples_lost(dump: HeapDump) -> Tuple[str, ...]:
         (dump.rejected_concurrent, "another profiler held the process")) if flag)
 
 _FRAMES = operator.itemgetter(0)  # Sample.frames
-_STACK = operator.itemgetter(1)  # of a _Stacks entry
 
 
 class _Stacks:
@@ -37,16 +36,8 @@ class _Stacks:
 
     def stacks(self, samples: List[Sample]) -> List[CallStack]:
         """The samples' stacks: `frames` (root first) leaf first, each frame's inline functions
-        innermost first. Keyed by the frames' identity: the entry keeps them alive."""
-        frame_lists = list(map(_FRAMES, samples))
-        found = list(map(self._stacks.get, map(id, frame_lists)))
-        for i in misses(found):
-            frames = frame_lists[i]
-            known = self._stacks.get(id(frames))  # made for an earlier sample of this list
-            if known is None:
-                known = self._stacks[id(frames)] = (frames, self._stack(frames))
-            found[i] = known
-        return list(map(_STACK, found))
+        innermost first."""
+        return made_once(list(map(_FRAMES, samples)), self._stacks, self._stack)
 
     def _stack(self, frames: Sequence[Frame]) -> CallStack:
         leaf_first = frames[::-1]

@@ -289,9 +289,10 @@ def test_session_starts_polls_stops_pulls_and_removes_in_that_order(tmp_path):
     options = ProfileOptions(sampling_interval=512, dump_interval_ms=100)
     raw = run_platform_session(device, options, [APP], [], 0, tmp_path, _stop_after(3))
     assert raw == tmp_path / "raw-trace" and raw.read_bytes() == trace
-    start, *rest = device.collapsed()
+    named, start, *rest = device.collapsed()
     path = re.search(r"-o (\S+)$", start).group(1)
     assert re.fullmatch(r"/data/misc/perfetto-traces/droidheap-\d+\.trace", path)
+    assert named.endswith(f"echo {path} >> /data/local/tmp/droidheap/platform-traces")
     assert start.startswith("printf '") and f"| perfetto --background -c - -o {path}" in start
     assert rest == [f"cat /proc/{PID}/stat", f"kill -TERM {PID}", f"cat /proc/{PID}/stat",
                     f"pull {path}", f"rm -f {path}"]
