@@ -76,13 +76,15 @@ class ProfileOptions:
 
 
 def target_args(pids: Iterable[int] = (), names: Iterable[str] = (),
-                every_process: bool = False) -> List[str]:
-    """droidheapd's flags for the processes to signal (`pids`) and to accept (those and `names`,
-    or every process)."""
-    pids, names = list(pids), list(names)
+                every_process: bool = False, spawned: Iterable[int] = ()) -> List[str]:
+    """droidheapd's flags for the processes to signal (`pids`) and to accept (those, the programs
+    started for the session (`spawned`, never signalled) and `names`, or every process)."""
+    pids, names, spawned = list(pids), list(names), list(spawned)
     args = ["--all"] if every_process else []
     if pids:
         args += ["--pid", ",".join(map(str, pids))]
+    if spawned:
+        args += ["--spawned", ",".join(map(str, spawned))]
     if names:
         args += ["--name", ",".join(names)]
     return args
@@ -101,10 +103,11 @@ class Session:
         self.trace_path = f"{device.layout.trace_dir}/{TRACE_PREFIX}{time.time_ns()}{TRACE_SUFFIX}"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),
-              every_process: bool = False, exit_when_clients_gone: bool = False) -> None:
+              every_process: bool = False, exit_when_clients_gone: bool = False,
+              spawned: Iterable[int] = ()) -> None:
         self.device.install_profiler()
         args = ["--socket", self.device.layout.socket_path, "--output", self.trace_path,
-                *self.options.daemon_args(), *target_args(pids, names, every_process)]
+                *self.options.daemon_args(), *target_args(pids, names, every_process, spawned)]
         if exit_when_clients_gone:
             args.append("--exit-when-clients-gone")
         self.daemon = self.device.start_daemon(args)

@@ -60,8 +60,16 @@ def resolve_targets(device, targets, note):
 
 def run_spawned(device, session, argv, duration_ms, note):
     name = program_name(argv)
+    # Where the device can hold the program until droidheapd listens (adb), droidheapd takes its
+    # pid alone: root's heapprofd.enable.<name> loads the client into every process of that name
+    # that starts meanwhile (droidheap's own `sh -c` commands, when the program is `sh`), and
+    # droidheapd refuses those. Elsewhere (the emulator device) it takes the name.
+    held = device.spawn_held(argv, name) if hasattr(device, "spawn_held") else None
     try:
-        session.start(names=[name])
+        if held is not None:
+            session.start(spawned=[held.pid])
+        else:
+            session.start(names=[name])
         device.enable_at_start(name)
         profiling = True
     except DroidheapError as e:
@@ -69,7 +77,11 @@ def run_spawned(device, session, argv, duration_ms, note):
         note(f"warning: profiling cannot start ({e}); running {argv[0]} without it")
         profiling = False
     try:
-        process = device.spawn(argv)
+        if held is not None:
+            process = held
+            process.release()
+        else:
+            process = device.spawn(argv)
         code = wait_for_program(process, duration_ms if profiling else 0)
         if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
             session.stop()
@@ -117,6 +129,9 @@ def run_attached(device, session, pids, targets, duration_ms, note):
     every_process = targets.every_process and targets.startup  # else the pids found running
     session.start(pids=pids, names=startup_names, every_process=every_process,
                   exit_when_clients_gone=not targets.from_startup())
+    # What each signalled process has run so far: one that runs on and never connects is one
+    # bionic's hook cannot reach (see malloc_only_reason).
+    ticks = {} if targets.every_process else cpu_ticks(device, pids)
     apps = {}
     try:
         # Only once droidheapd listens: a program starting before would find no one to talk to.
@@ -137,7 +152,9 @@ def run_attached(device, session, pids, targets, duration_ms, note):
             if pid in connected:
                 note(f"attached to pid {pid}")
             elif not targets.every_process:
-                note(f"warning: pid {pid} has not connected yet; it will at its next allocation")
+                # An app's may be bionic's refusal: the end of the session says.
+                why = _NEXT_ALLOCATION if apps.get(pid) else not_connected_yet(device, pid, ticks)
+                note(f"warning: pid {pid} {why}")
         idle = len(set(pids) - connected)
         if targets.every_process and idle:
             # Most of a phone's processes sit idle: one line for them all.
@@ -165,9 +182,70 @@ def run_attached(device, session, pids, targets, duration_ms, note):
         for pid in device.pidof(name):
             if pid not in apps and pid not in session.connected_pids():
                 apps[pid] = device.app_name(pid)
+    for pid in pids:
+        if pid in ticks and not apps.get(pid) and pid not in session.connected_pids():
+            reason = malloc_only_reason(device, pid, ticks)
+            if reason:
+                note(f"warning: pid {pid} was not profiled: {reason}")
     for pid, name in sorted(apps.items()):
         if name and pid not in session.connected_pids():
             note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes "
                   "the profiling signal in an app only when the app is profileable "
                   '(<profileable android:shell="true"/> in its manifest, or a debuggable build '
                   "of it, or a userdebug phone)")
+
+
+# bionic (malloc_heapprofd.cpp, Android 10 and later) answers the profiling signal by hooking
+# malloc() alone, in its ephemeral dispatch table: the client loads at the process's next call of
+# malloc() itself. realloc(), calloc() and the rest go past the hook, so a process that allocates
+# through them only -- mksh (its allocator is realloc(), and it imports no malloc), toybox's sort
+# (getline() and realloc()) -- is never reached, however much it allocates. Only the adb devices
+# run bionic: the emulator device's layer hooks realloc() and calloc() as well, and has no
+# cpu_ticks.
+_MALLOC_ONLY = ("bionic loads the profiler into a running process at its next call of malloc() "
+                "itself, and realloc() and calloc() do not count (mksh and toybox's sort "
+                "allocate with realloc() alone)")
+_FROM_START = ("profile such a program from its start: `droidheap -- CMD`, or -n NAME before it "
+               "starts (root), where bionic loads the profiler as its libc starts")
+_NEXT_ALLOCATION = "has not connected yet; it will at its next allocation"
+
+
+def cpu_ticks(device, pids):
+    """The CPU time each of `pids` has taken (clock ticks), where the device says it."""
+    if not hasattr(device, "cpu_ticks"):
+        return {}
+    ticks = {pid: device.cpu_ticks(pid) for pid in pids}
+    return {pid: t for pid, t in ticks.items() if t is not None}
+
+
+def _ran_since(device, pid, ticks):
+    """True when `pid` took CPU time since `ticks` were read, False when not, None when it is
+    gone or unknown."""
+    if pid not in ticks:
+        return None
+    now = device.cpu_ticks(pid)
+    return None if now is None else now > ticks[pid]
+
+
+def not_connected_yet(device, pid, ticks):
+    """What to say of signalled `pid` that has not connected yet."""
+    ran = _ran_since(device, pid, ticks)
+    if ran is None and pid in ticks:
+        return "ended before it connected"
+    if ran:
+        return ("runs, but has not connected: it will at its next call of malloc() itself, "
+                "which bionic waits for (the end of the session says more if it never comes)")
+    if ran is False:
+        return "has been idle since the profiling signal; it will connect at its next malloc()"
+    return _NEXT_ALLOCATION
+
+
+def malloc_only_reason(device, pid, ticks):
+    """Why signalled `pid` was not profiled, at the end of the session; None when not known."""
+    ran = _ran_since(device, pid, ticks)
+    if ran:
+        return (f"it ran, and never connected, so it never called malloc() since the profiling "
+                f"signal: {_MALLOC_ONLY}. To {_FROM_START}")
+    if ran is False:
+        return "it was idle during the session: it connects at its next call of malloc()"
+    return None

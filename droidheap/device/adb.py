@@ -231,6 +231,19 @@ class AdbDevice(Device):
     def process_exists(self, pid: int) -> bool:
         return self.run(["test", "-d", f"/proc/{int(pid)}"]).exit_code == 0
 
+    def cpu_ticks(self, pid: int) -> Optional[int]:
+        """The CPU time `pid` has taken so far (utime + stime, clock ticks); None once it is gone.
+        Tells a process that ran from one that slept (session_runs.explain_unconnected)."""
+        result = self.run(["cat", f"/proc/{int(pid)}/stat"])
+        # The fields after the command name, which is in parentheses and may hold anything.
+        fields = result.stdout.rpartition(")")[2].split()
+        if result.exit_code != 0 or len(fields) < 13:
+            return None
+        try:
+            return int(fields[11]) + int(fields[12])
+        except ValueError:
+            return None
+
     def check_program(self, argv: Sequence[str]) -> None:
         program = argv[0]
         if "/" not in program:
@@ -393,3 +406,11 @@ class AdbDevice(Device):
         # For the platform's heapprofd, bionic loads the platform's client: none of droidheap's.
         assignments = "" if self.platform_profiler else self.route.program_assignments()
         return AdbProgram(self, pid_announcing(exec_script(argv, assignments)))
+
+    def spawn_held(self, argv: Sequence[str], start_name: str) -> AdbProgram:
+        """Starts a program to be profiled from its start as `start_name`, held until its
+        release(): its pid is known before it runs, so that droidheapd takes that process alone,
+        not every process of its name (droidheap's own `sh -c` commands among them, while root's
+        heapprofd.enable.<name> is set)."""
+        assignments = self.route.program_assignments(start_name)
+        return AdbProgram(self, pid_announcing(exec_script(argv, assignments)), held=True)

@@ -23,7 +23,7 @@ from droidheap.device.base import DaemonProcess
 from droidheap.errors import DroidheapError
 from droidheap.terminal import unescaped
 
-_STDOUT, _STDERR, _EXIT, _CLOSE_STDIN = 1, 2, 3, 4
+_STDIN, _STDOUT, _STDERR, _EXIT, _CLOSE_STDIN = 0, 1, 2, 3, 4
 _HEADER = struct.Struct("<BI")
 _PID_TIMEOUT_S = 15.0
 _PID_PREFIX = b"droidheap-pid:"
@@ -99,6 +99,12 @@ class ShellStream:
         if passed:
             self._on_stderr(b"".join(passed))
 
+    def release_held(self) -> None:
+        """Lets a program started with held_script go on: its shell reads the line it waits for,
+        and the program then finds its stdin at end-of-file, as one never held does."""
+        with adb_errors("cannot start a program over adb"):
+            self._connection.send(_HEADER.pack(_STDIN, 1) + b"\n" + _HEADER.pack(_CLOSE_STDIN, 0))
+
     def wait(self, timeout_s: Optional[float] = None) -> Optional[int]:
         self._ended.wait(timeout_s)
         return self.exit_code if self._ended.is_set() else None
@@ -119,11 +125,16 @@ class AdbProgram:
     """A program started for profiling: what subprocess.Popen offers, about the device process.
     Its output is passed on to this process's stdout and stderr."""
 
-    def __init__(self, device, script: str):
+    def __init__(self, device, script: str, held: bool = False):
         self._device = device
         # The program's own output, as `adb shell` shows it: its bytes, control characters and all.
-        self._stream = ShellStream(device.adb, script, _write_to(unescaped(sys.stdout)),
-                                   _write_to(unescaped(sys.stderr)))
+        self._stream = ShellStream(device.adb, held_script(script) if held else script,
+                                   _write_to(unescaped(sys.stdout)),
+                                   _write_to(unescaped(sys.stderr)), keep_stdin_open=held)
+
+    def release(self) -> None:
+        """Lets a program started held go on to exec (see held_script)."""
+        self._stream.release_held()
 
     @property
     def pid(self) -> int:
@@ -190,6 +201,14 @@ def _write_to(stream) -> Callable[[bytes], None]:
         stream.buffer.write(data)
         stream.buffer.flush()
     return write
+
+
+def held_script(script: str) -> str:
+    """`script` (made with pid_announcing) held after its pid is said, until AdbProgram.release:
+    the shell reads a line of its stdin first. The pid is known before the program runs, so that
+    droidheapd can take that process, and no other of its name, before it starts."""
+    announce, _, rest = script.partition("; ")
+    return f"{announce}; read -r _; {rest}"
 
 
 def exec_script(argv, assignments: str = "") -> str:

@@ -72,8 +72,9 @@ class Route:
     def disable_at_start(self, name: str) -> None:
         self._start_name = None
 
-    def program_assignments(self) -> str:
-        """Environment assignments (shell words) for programs droidheap starts on the device."""
+    def program_assignments(self, start_name: Optional[str] = None) -> str:
+        """Environment assignments (shell words) for programs droidheap starts on the device;
+        `start_name`: the program's, profiled from its start."""
         return ""
 
     def check_attachable(self, pid: int) -> None:
@@ -121,11 +122,12 @@ class PreloadRoute(Route):
     def files(self):
         return [*super().files(), PRELOAD_LIBRARY]
 
-    def program_assignments(self) -> str:
+    def program_assignments(self, start_name: Optional[str] = None) -> str:
         # In front of any LD_PRELOAD the user set (bionic splits the list on spaces and colons).
         words = [f'LD_PRELOAD="{PROFILER_DIR}/{PRELOAD_LIBRARY}${{LD_PRELOAD:+ $LD_PRELOAD}}"']
-        if self._start_name:
-            words.append(f"DROIDHEAP_PROFILE={shlex.quote(self._start_name)}")
+        start_name = start_name or self._start_name
+        if start_name:
+            words.append(f"DROIDHEAP_PROFILE={shlex.quote(start_name)}")
         return " ".join(words)
 
     def profileable_pids(self) -> List[int]:

@@ -18,7 +18,7 @@ namespace {
 
 const char kUsage[] =
     "usage: droidheapd --socket PATH --output TRACE [targets] [options]\n"
-    "targets: --pid PID[,PID]  --name NAME[,NAME]  --all\n"
+    "targets: --pid PID[,PID]  --spawned PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
     "         --dump-interval-ms MS  --dump-at-max  --no-block-client  --no-exact-totals\n"
     "         --disable-fork-teardown  --heaps NAME[,NAME]  --all-heaps\n"
@@ -58,7 +58,7 @@ int Fail(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   enum {
-    kSocket = 1000, kOutput, kPid, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
+    kSocket = 1000, kOutput, kPid, kSpawned, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
     kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps, kBlockTimeout, kSeed,
     kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize, kHelp
   };
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
       {"socket", required_argument, nullptr, kSocket},
       {"output", required_argument, nullptr, kOutput},
       {"pid", required_argument, nullptr, kPid},
+      {"spawned", required_argument, nullptr, kSpawned},
       {"name", required_argument, nullptr, kName},
       {"all", no_argument, nullptr, kAll},
       {"interval", required_argument, nullptr, kInterval},
@@ -96,14 +97,17 @@ int main(int argc, char** argv) {
       case kSocket: config.socket_path = optarg; break;
       case kOutput: config.output_path = optarg; break;
       case kPid:
+      case kSpawned: {
+        std::vector<int>& list = opt == kPid ? config.pids : config.spawned_pids;
         if (!ForEachListItem(optarg, [&](const std::string& item) {
               if (!ParseNumber(item.c_str(), 1, 0x7fffffff, &n)) return false;
-              config.pids.push_back(static_cast<int>(n));
+              list.push_back(static_cast<int>(n));
               return true;
             })) {
-          return Fail("--pid", optarg);
+          return Fail(opt == kPid ? "--pid" : "--spawned", optarg);
         }
         break;
+      }
       case kName:
         ForEachListItem(optarg, [&](const std::string& item) {
           config.names.push_back(item);
