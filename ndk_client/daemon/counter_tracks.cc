@@ -26,7 +26,12 @@ uint64_t ProcessTrackUuid(int32_t pid) {
   return kUuidBase | (uint64_t{static_cast<uint32_t>(pid)} << 16);
 }
 
-void AddTotals(const HeapSnapshot& heap, std::vector<Counter>* counters) {
+// A process profiled from its start has every block's allocation and free counted. One attached
+// while it ran goes on freeing blocks allocated before: the client counts those frees too (telling
+// them apart would take a set of every block allocated since, on every malloc and free), so its
+// frees would be booked against allocations they do not match, and what is in use come out short,
+// even negative. Its allocations since the attach are exact; its frees are left out.
+void AddTotals(const HeapSnapshot& heap, bool from_startup, std::vector<Counter>* counters) {
   using Unit = pb::CounterDescriptor;
   if (!heap.totals) return;
   const uint64_t id =
@@ -35,6 +40,7 @@ void AddTotals(const HeapSnapshot& heap, std::vector<Counter>* counters) {
   const HeapTotals& t = *heap.totals;
   counters->push_back({id, prefix + "allocations", Unit::kUnitCount, t.alloc_count});
   counters->push_back({id + 1, prefix + "allocated bytes", Unit::kUnitSizeBytes, t.alloc_bytes});
+  if (!from_startup) return;
   counters->push_back({id + 2, prefix + "frees", Unit::kUnitCount, t.free_count});
   counters->push_back({id + 3, prefix + "freed bytes", Unit::kUnitSizeBytes, t.free_bytes});
 }
@@ -42,7 +48,7 @@ void AddTotals(const HeapSnapshot& heap, std::vector<Counter>* counters) {
 std::vector<Counter> CountersOf(const DumpSnapshot& process) {
   using Unit = pb::CounterDescriptor;
   std::vector<Counter> counters;
-  for (const HeapSnapshot& heap : process.heaps) AddTotals(heap, &counters);
+  for (const HeapSnapshot& heap : process.heaps) AddTotals(heap, process.from_startup, &counters);
   if (process.allocator) {
     const AllocatorStatsRecord& a = *process.allocator;
     const uint64_t id = kMallinfoId;
