@@ -43,6 +43,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from droidheap.device.adb_journal import PLATFORM_TRACE_DIR, PLATFORM_TRACES, PROFILER_DIR
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions
+from droidheap.session_runs import cpu_ticks, malloc_only_reason
 from droidheap.trace.heap_dumps import HEAPPROFD_DATA_SOURCE
 from droidheap.trace.reader import parse_trace
 
@@ -300,6 +301,7 @@ class PlatformSession:
         name = f"droidheap-{time.time_ns()}.trace" if self.removable else "droidheap.trace"
         self.trace_path = f"{PLATFORM_TRACE_DIR}/{name}"
         self.pid: Optional[int] = None
+        self.profiled_pids: set = set()  # those with a dump in the pulled trace
 
     def start(self, config: bytes) -> None:
         """Runs perfetto detached with `config` on its stdin: the one way Android 12+ lets it
@@ -395,7 +397,10 @@ class PlatformSession:
         if not data:
             raise DroidheapError("perfetto wrote an empty trace: is the tracing service "
                                  "running? (adb shell setprop persist.traced.enable 1)")
-        if not any(p.HasField("profile_packet") for p in parse_trace(data).packets):
+        profiles = [p.profile_packet for p in parse_trace(data).packets
+                    if p.HasField("profile_packet")]
+        self.profiled_pids = {dump.pid for profile in profiles for dump in profile.process_dumps}
+        if not profiles:
             raise DroidheapError(f"the platform's heapprofd recorded no heap dump of {targets} "
                                  "(not running, not profileable, or 32-bit on Android 10-11? "
                                  f"`adb logcat -s heapprofd` says); {raw} holds perfetto's trace")
@@ -411,6 +416,12 @@ def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Se
     config = build_trace_config(options, names, pids, duration_ms, running, startup,
                                 every_process)
     session = PlatformSession(device, note)
+    # The running processes asked for, and what each has run: one that runs on and is never
+    # profiled is one bionic's hook cannot reach (session_runs.malloc_only_reason), as in root
+    # mode; an app's own reasons are said apart (check_profileable).
+    watched = [] if every_process or not running or not hasattr(device, "cpu_ticks") else \
+        sorted({*pids, *(pid for name in names for pid in device.pidof(name))})
+    ticks = cpu_ticks(device, [pid for pid in watched if not device.app_name(pid)])
     session.start(config)
     try:
         session.wait(duration_ms, stop_requested)
@@ -419,4 +430,11 @@ def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Se
         session.abort()
         raise
     targets = ", ".join([*names, *(f"pid {pid}" for pid in pids)]) or "any process"
-    return session.pull(out_dir, targets)
+    try:
+        raw = session.pull(out_dir, targets)
+    finally:
+        for pid in sorted(set(ticks) - session.profiled_pids):
+            reason = malloc_only_reason(device, pid, ticks)
+            if reason and note:
+                note(f"warning: pid {pid} was not profiled: {reason}")
+    return raw

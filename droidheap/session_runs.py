@@ -206,13 +206,14 @@ _MALLOC_ONLY = ("bionic loads the profiler into a running process at its next ca
                 "itself, and realloc() and calloc() do not count (mksh and toybox's sort "
                 "allocate with realloc() alone)")
 _FROM_START = ("profile such a program from its start: `droidheap -- CMD`, or -n NAME before it "
-               "starts (root), where bionic loads the profiler as its libc starts")
+               "starts; bionic then loads the profiler as its libc starts")
 _NEXT_ALLOCATION = "has not connected yet; it will at its next allocation"
 
 
 def cpu_ticks(device, pids):
-    """The CPU time each of `pids` has taken (clock ticks), where the device says it."""
-    if not hasattr(device, "cpu_ticks"):
+    """The CPU time each of `pids` has taken (clock ticks), where the device says it and bionic's
+    hook is the way in (not preload mode: its library's hook takes realloc() and calloc() too)."""
+    if not hasattr(device, "cpu_ticks") or getattr(device, "mode", "") == "preload":
         return {}
     ticks = {pid: device.cpu_ticks(pid) for pid in pids}
     return {pid: t for pid, t in ticks.items() if t is not None}

@@ -2,8 +2,9 @@
 the Android 11 test device (natively, bionic's own hooks).
 
 - Attached while running: bionic answers the profiling signal by hooking malloc() alone, and mksh
-  allocates with realloc() only (it imports no malloc), so it never loads the client; droidheap
-  says so, and how to profile such a program, instead of "no profiled process allocated".
+  allocates with realloc() only (it imports no malloc), so it never loads the client, droidheap's
+  (root mode) or Google's (platform mode); droidheap says so, and how to profile such a program,
+  instead of "no profiled process allocated".
 - Spawned: `droidheap -- sh -c ...` sets heapprofd.enable.sh, which every `sh` that starts
   meanwhile reads, droidheap's own `sh -c setprop ...` among them; only the program started is
   profiled (droidheapd takes its pid, held until it listens, and refuses the others)."""
@@ -44,21 +45,25 @@ def mksh_loop_pid(cli: AdbCli) -> int:
     raise AssertionError("the mksh loop did not start")
 
 
-def test_attaching_to_a_program_that_never_calls_malloc_says_why_it_is_not_profiled(cli,
+@pytest.mark.parametrize("mode", ["root", "platform"])
+def test_attaching_to_a_program_that_never_calls_malloc_says_why_it_is_not_profiled(cli, mode,
                                                                                    tmp_path):
+    """Google's heapprofd (platform mode) meets the same wall as droidheapd: bionic's hook."""
     loop = start_on_device(cli, MKSH_LOOP)  # adbd's own `sh -c` runs it: one mksh
     try:
         pid = mksh_loop_pid(cli)
-        result = cli.run("-p", pid, "--no-startup", "-d", 7000, "-o", tmp_path / "out")
-        assert result.returncode == 0, result.stderr
+        result = cli.run("--mode", mode, "-p", pid, "--no-startup", "-d", 7000,
+                         "-o", tmp_path / "out")
         # bionic took the signal ("received profiling signal" on the process's stderr here, in
         # logcat on a phone) and waits for a malloc() that mksh never makes.
-        assert f"warning: pid {pid} runs, but has not connected" in result.stderr, result.stderr
         assert f"warning: pid {pid} was not profiled: it ran, and never connected, so it never " \
                f"called malloc()" in result.stderr, result.stderr
         assert "realloc() and calloc() do not count" in result.stderr
         assert "droidheap -- CMD" in result.stderr
         assert "it will at its next allocation" not in result.stderr
+        if mode == "root":
+            assert result.returncode == 0, result.stderr
+            assert f"warning: pid {pid} runs, but has not connected" in result.stderr
         assert cli.shell(f"test -d /proc/{pid} && echo running").strip() == "running"
         cli.assert_left_as_it_was()
     finally:
