@@ -206,9 +206,10 @@ def _write_to(stream) -> Callable[[bytes], None]:
 def held_script(script: str) -> str:
     """`script` (made with pid_announcing) held after its pid is said, until AdbProgram.release:
     the shell reads a line of its stdin first. The pid is known before the program runs, so that
-    droidheapd can take that process, and no other of its name, before it starts."""
+    droidheapd can take that process, and no other of its name, before it starts. Never released
+    (droidheap gone, the link lost), it reads end-of-file and ends without running the program."""
     announce, _, rest = script.partition("; ")
-    return f"{announce}; read -r _; {rest}"
+    return f"{announce}; read -r _ || exit 125; {rest}"
 
 
 def exec_script(argv, assignments: str = "") -> str:
