@@ -30,7 +30,8 @@ uint64_t ProcessTrackUuid(int32_t pid) {
 // while it ran goes on freeing blocks allocated before: the client counts those frees too (telling
 // them apart would take a set of every block allocated since, on every malloc and free), so its
 // frees would be booked against allocations they do not match, and what is in use come out short,
-// even negative. Its allocations since the attach are exact; its frees are left out.
+// even negative. Its allocations since the attach are exact; its frees are written under names of
+// their own, which say what they count and which nothing subtracts from the allocations.
 void AddTotals(const HeapSnapshot& heap, bool from_startup, std::vector<Counter>* counters) {
   using Unit = pb::CounterDescriptor;
   if (!heap.totals) return;
@@ -40,9 +41,10 @@ void AddTotals(const HeapSnapshot& heap, bool from_startup, std::vector<Counter>
   const HeapTotals& t = *heap.totals;
   counters->push_back({id, prefix + "allocations", Unit::kUnitCount, t.alloc_count});
   counters->push_back({id + 1, prefix + "allocated bytes", Unit::kUnitSizeBytes, t.alloc_bytes});
-  if (!from_startup) return;
-  counters->push_back({id + 2, prefix + "frees", Unit::kUnitCount, t.free_count});
-  counters->push_back({id + 3, prefix + "freed bytes", Unit::kUnitSizeBytes, t.free_bytes});
+  const char* const whose = from_startup ? "" : " (older blocks too)";
+  counters->push_back({id + 2, prefix + "frees" + whose, Unit::kUnitCount, t.free_count});
+  counters->push_back(
+      {id + 3, prefix + "freed bytes" + whose, Unit::kUnitSizeBytes, t.free_bytes});
 }
 
 std::vector<Counter> CountersOf(const DumpSnapshot& process) {

@@ -1,8 +1,9 @@
 """Exact totals of a process attached while it runs, through the emulator device: it goes on
 freeing blocks it allocated before the attach, which must not be booked against what it allocated
 since (issue 40: "-1 blocks, -96 B in use"). Its allocations since the attach are exact and in the
-trace; its frees, which the client cannot tell apart without a set of every block, are left out,
-so no figure of what is in use is made from them. A process profiled from its start keeps all four
+trace; its frees, which the client cannot tell apart without a set of every block, are written
+under names of their own ("frees (older blocks too)"), so no figure of what is in use is made from
+them. A process profiled from its start keeps all four
 (test_totals.py)."""
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
@@ -59,6 +60,9 @@ def test_frees_of_blocks_older_than_the_attach_are_not_booked(cli, abi, tmp_path
     assert counters["libc.malloc: allocations"] >= 10, counters
     assert counters["libc.malloc: allocated bytes"] >= 10 * 96, counters
     assert "libc.malloc: frees" not in counters and "libc.malloc: freed bytes" not in counters
+    # Every free since, the old blocks' among them, under names that say so.
+    assert counters["libc.malloc: frees (older blocks too)"] >= 1000 + 5, counters
+    assert counters["libc.malloc: freed bytes (older blocks too)"] >= (1000 + 5) * 96, counters
 
 
 def test_a_process_profiled_from_its_start_keeps_its_frees(cli, abi, tmp_path):
