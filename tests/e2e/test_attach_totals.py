@@ -3,8 +3,7 @@ freeing blocks it allocated before the attach, which must not be booked against 
 since (issue 40: "-1 blocks, -96 B in use"). Its allocations since the attach are exact and in the
 trace; its frees, which the client cannot tell apart without a set of every block, are written
 under names of their own ("frees (older blocks too)"), so no figure of what is in use is made from
-them. A process profiled from its start keeps all four
-(test_totals.py)."""
+them. A process profiled from its start keeps its frees as such (test_totals.py)."""
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
 from tests.trace_processor import LoadedTrace
