@@ -1,7 +1,9 @@
 """Reads the figures droidheapd writes beside each dump as Perfetto counter tracks of the process
 (ndk_client/daemon/counter_tracks.h): the exact totals of a heap, "<heap>: allocations",
 "<heap>: allocated bytes", "<heap>: frees", "<heap>: freed bytes", and what the allocator says it
-holds, "mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes".
+holds, "mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes". A process
+attached while running has "<heap>: frees (older blocks too)" and "... freed bytes (older blocks
+too)" instead of its frees, which are not read as totals (process_figures.HeapTotals).
 
 On a sequence, a process track (`process.pid`) and its counter tracks (children by parent_uuid)
 are described before the dump that uses them (droidheapd describes them at every dump; a

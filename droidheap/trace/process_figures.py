@@ -16,8 +16,10 @@ class HeapTotals:
     free_count: int
     free_bytes: int
 
-    # Exact when profiling began with the process. For one attached while running, frees of blocks
-    # allocated before count too: these can then be below what is in use, even negative.
+    # Only of a process profiled from its start: one attached while running frees blocks older
+    # than the attach too, which droidheapd writes apart ("frees (older blocks too)"), so that no
+    # totals of it are read. (Traces of droidheap before that wrote them as these: there what is
+    # in use can read negative.)
     @property
     def in_use_bytes(self) -> int:
         return self.alloc_bytes - self.free_bytes
