@@ -9,8 +9,8 @@ Its state lives in a device root directory that outlives one CLI run, so a proce
                                       stands in for bionic and is preloaded into every program)
     <root>/dev/socket/heapprofd       the daemon's socket
     <root>/data/misc/perfetto-traces  traces
-    <root>/runs/<name>/               the root of a session that started its own program while
-                                      another session held this one (LocalDevice.lock)
+    <root>/runs/<name>                a link to the root of a session that started its own program
+                                      while another held this one (LocalDevice.lock)
 
 Programs started here get the emulated libc preloaded and DROIDHEAP_DEVICE_ROOT set; with the
 arm64-v8a ABI on an x86_64 machine they run under qemu-aarch64.
@@ -31,6 +31,7 @@ from droidheap.errors import DroidheapError
 from droidheap.output_files import copy_output
 
 ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
+_OWN_ROOT_PREFIX = "droidheap-device-"  # a session's root of its own (LocalDevice.lock)
 _ORPHAN_STOP_TIMEOUT_S = 15.0
 QEMU_SYSROOTS = {"arm64-v8a": ("qemu-aarch64", "/usr/aarch64-linux-gnu")}
 # qemu-user options that take a value: the first other word is the emulated program.
@@ -107,6 +108,29 @@ def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
     os.replace(tmp, target)
 
 
+def _remove_own_root(root: pathlib.Path, link: pathlib.Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    link.unlink(missing_ok=True)
+
+
+def _remove_abandoned(runs: pathlib.Path) -> None:
+    """The roots of their own that sessions gone (their lock free) left with no trace in them:
+    only ours, a directory named so in the temporary directory."""
+    for link in runs.glob("*"):
+        root = link.resolve()
+        if (root.parent != pathlib.Path(tempfile.gettempdir()).resolve()
+                or not root.name.startswith(_OWN_ROOT_PREFIX) or not root.is_dir()):
+            link.unlink(missing_ok=True)
+            continue
+        try:
+            with open(root / "session.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not list((root / "data" / "misc" / "perfetto-traces").glob(TRACE_GLOB)):
+                    _remove_own_root(root, link)
+        except OSError:  # held (BlockingIOError)
+            continue
+
+
 class LocalDaemon(DaemonProcess):
     """droidheapd on the emulator device, held by this process. Its log is a file without a name
     (nothing is left on the device, whatever ends this process) and its stdin a pipe from this
@@ -157,7 +181,9 @@ class LocalDevice(Device):
         if self.abi not in native.LINUX_BUILD_COMMANDS:
             raise DroidheapError(f"unknown ABI {self.abi}: use x86_64 or arm64-v8a")
         self._runner: List[str] = []
-        self._own_root: Optional[pathlib.Path] = None  # a session's own root (lock), removed after
+        # A session's root of its own (lock), and its link in the shared root's runs/.
+        self._own_root: Optional[pathlib.Path] = None
+        self._own_link: Optional[pathlib.Path] = None
         if self.abi != native.host_abi():
             if self.abi not in QEMU_SYSROOTS:
                 raise DroidheapError(f"the emulated device cannot run {self.abi} on this machine")
@@ -191,24 +217,25 @@ class LocalDevice(Device):
     def lock(self, own_program: bool = False) -> List[str]:
         """One profiling session per device root at a time. A session that starts its own
         program needs nothing of the shared root (no process running there, no property another
-        session reads): when another session holds it, this one takes a root of its own,
-        runs/<name> under it, removed at unlock (kept while a trace is left in it)."""
+        session reads): when another session holds it, this one takes a root of its own, in the
+        temporary directory (the daemon's socket path under it must fit sockaddr_un's 108 bytes,
+        wherever the shared root is), listed by a link in the shared root's runs/ and removed at
+        unlock (kept while a trace is left in it)."""
         if self._claim(self.root):
             return self._wait_for_orphan_daemon()
         if not own_program:
             raise DroidheapError(f"another droidheap session is using {self.describe()}: one "
                                  "session at a time attaches to its processes (a program "
                                  "droidheap starts, -- CMD, runs on a device root of its own)")
-        shared = self.root
-        sessions = shared / "runs"
-        self._remove_abandoned(sessions)
+        shared, runs = self.root, self.root / "runs"
+        _remove_abandoned(runs)
         try:
-            sessions.mkdir(exist_ok=True)
-            # A short name: the daemon's socket path under it must fit sockaddr_un (108 bytes).
-            self.root = pathlib.Path(tempfile.mkdtemp(dir=sessions, prefix=""))
+            runs.mkdir(exist_ok=True)
+            self.root = pathlib.Path(tempfile.mkdtemp(prefix=_OWN_ROOT_PREFIX)).resolve()
+            self._own_link = runs / self.root.name
+            self._own_link.symlink_to(self.root)
         except OSError as e:
-            raise DroidheapError(f"cannot prepare a device root of its own under {sessions}: "
-                                 f"{e.strerror}") from None
+            raise DroidheapError(f"cannot prepare a device root of its own: {e}") from None
         self._own_root = self.root
         self._lay_out()
         self._claim(self.root)
@@ -239,18 +266,6 @@ class LocalDevice(Device):
             time.sleep(0.05)
         return []
 
-    @staticmethod
-    def _remove_abandoned(sessions: pathlib.Path) -> None:
-        """The roots of sessions gone (their lock free) with no trace left in them."""
-        for root in sessions.glob("*/"):
-            try:
-                with open(root / "session.lock", "w") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    if not list((root / "data" / "misc" / "perfetto-traces").glob(TRACE_GLOB)):
-                        shutil.rmtree(root, ignore_errors=True)
-            except OSError:  # held (BlockingIOError), or not a root of ours
-                continue
-
     def unlock(self) -> None:
         if self._lock_file is not None:
             # A daemon that was killed leaves its socket; the lock's holder owns it.
@@ -258,7 +273,7 @@ class LocalDevice(Device):
             self._lock_file.close()
             self._lock_file = None
         if self._own_root is not None and not self.leftover_traces():
-            shutil.rmtree(self._own_root, ignore_errors=True)
+            _remove_own_root(self._own_root, self._own_link)
 
     def leftover_traces(self) -> List[str]:
         return sorted(map(str, pathlib.Path(self.layout.trace_dir).glob(TRACE_GLOB)))

@@ -75,7 +75,10 @@ def test_session_runs_perfetto_then_stops_pulls_and_removes_its_trace(device, tm
     raw = run_platform_session(device, options, [APP], [4321], 0, tmp_path / "out",
                                stop_requested=lambda: len(polls.append(1) or polls) > 20)
 
-    named, start, *rest = _without_repeats(device.commands)
+    commands = _without_repeats(device.commands)
+    # Before perfetto starts: the pids asked for looked up (tested elsewhere), its trace named.
+    at = next(i for i, command in enumerate(commands) if "perfetto --background" in command)
+    named, start, rest = commands[at - 1], commands[at], commands[at + 1:]
     path = re.search(r" -o (\S+)$", start).group(1)
     assert path.startswith("/data/misc/perfetto-traces/droidheap-")
     # Named where `droidheap pull` looks, should this session die before pulling its trace.

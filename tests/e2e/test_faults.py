@@ -2,6 +2,7 @@
 the device is left as it was found."""
 import os
 import signal
+import tempfile
 import time
 
 import pytest
@@ -147,7 +148,7 @@ def test_two_sessions_that_start_their_programs_run_at_once(cli, alloc_program, 
         kill_all(first)
     assert second.returncode == 0, second.stderr
     assert (f"note: another droidheap session is using the emulated device at {device_root}: "
-            f"this one runs at {device_root}/runs/") in second.stderr
+            f"this one runs at {tempfile.gettempdir()}/droidheap-device-") in second.stderr
     assert_sites(single_process(totals_by_leaf_function(tmp_path / "second" / "raw-trace",
                                                         alloc_program)), 1)
     assert (tmp_path / "first" / "raw-trace").is_file()
