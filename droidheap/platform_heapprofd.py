@@ -419,7 +419,7 @@ def run_platform_session(device: "AdbDevice", options: ProfileOptions, names: Se
     # The running processes asked for, and what each has run: one that runs on and is never
     # profiled is one bionic's hook cannot reach (session_runs.malloc_only_reason), as in root
     # mode; an app's own reasons are said apart (check_profileable).
-    watched = [] if every_process or not running or not hasattr(device, "cpu_ticks") else \
+    watched = [] if every_process or not running else \
         sorted({*pids, *(pid for name in names for pid in device.pidof(name))})
     ticks = cpu_ticks(device, [pid for pid in watched if not device.app_name(pid)])
     session.start(config)

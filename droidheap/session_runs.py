@@ -64,7 +64,7 @@ def run_spawned(device, session, argv, duration_ms, note):
     # pid alone: root's heapprofd.enable.<name> loads the client into every process of that name
     # that starts meanwhile (droidheap's own `sh -c` commands, when the program is `sh`), and
     # droidheapd refuses those. Elsewhere (the emulator device) it takes the name.
-    held = device.spawn_held(argv, name) if hasattr(device, "spawn_held") else None
+    held = device.spawn_held(argv, name)
     try:
         if held is not None:
             session.start(spawned=[held.pid])
@@ -211,10 +211,8 @@ _NEXT_ALLOCATION = "has not connected yet; it will at its next allocation"
 
 
 def cpu_ticks(device, pids):
-    """The CPU time each of `pids` has taken (clock ticks), where the device says it and bionic's
-    hook is the way in (not preload mode: its library's hook takes realloc() and calloc() too)."""
-    if not hasattr(device, "cpu_ticks") or getattr(device, "mode", "") == "preload":
-        return {}
+    """The CPU time each of `pids` has taken (clock ticks), where the device says it
+    (Device.cpu_ticks)."""
     ticks = {pid: device.cpu_ticks(pid) for pid in pids}
     return {pid: t for pid, t in ticks.items() if t is not None}
 

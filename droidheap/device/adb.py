@@ -232,8 +232,10 @@ class AdbDevice(Device):
         return self.run(["test", "-d", f"/proc/{int(pid)}"]).exit_code == 0
 
     def cpu_ticks(self, pid: int) -> Optional[int]:
-        """The CPU time `pid` has taken so far (utime + stime, clock ticks); None once it is gone.
-        Tells a process that ran from one that slept (session_runs.explain_unconnected)."""
+        """utime + stime. None in preload mode too, whose library's hook takes realloc() and
+        calloc() as well: there a process that runs connects."""
+        if self.mode == "preload":
+            return None
         result = self.run(["cat", f"/proc/{int(pid)}/stat"])
         # The fields after the command name, which is in parentheses and may hold anything.
         fields = result.stdout.rpartition(")")[2].split()

@@ -142,6 +142,18 @@ class Device(abc.ABC):
     def spawn(self, argv: Sequence[str]):
         """Starts a program as the device's shell would; returns a subprocess.Popen-like handle."""
 
+    def spawn_held(self, argv: Sequence[str], start_name: str):
+        """A program started to be profiled from its start as `start_name`, held until its
+        release(), so that droidheapd can take its pid alone; None where the device cannot hold
+        one (droidheapd then takes the name)."""
+        return None
+
+    def cpu_ticks(self, pid: int) -> Optional[int]:
+        """The CPU time `pid` has taken so far (clock ticks), where bionic's profiling signal is
+        how a running process is reached (session_runs tells one that ran and never connected);
+        None elsewhere, or once it is gone."""
+        return None
+
     @abc.abstractmethod
     def shell(self, argv: Sequence[str]) -> int:
         """Runs a program in the foreground, terminal attached; returns its exit code."""

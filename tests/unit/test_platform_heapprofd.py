@@ -260,6 +260,16 @@ class SimulatedDevice:
     def remove(self, remote):
         self.commands.append(f"rm -f {remote}")
 
+    # No process to watch (session_runs.cpu_ticks): what these tests follow is perfetto's.
+    def pidof(self, name):
+        return []
+
+    def app_name(self, pid):
+        return None
+
+    def cpu_ticks(self, pid):
+        return None
+
     def collapsed(self) -> List[str]:
         """The commands with repeated polls counted once."""
         out = []
