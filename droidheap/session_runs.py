@@ -60,16 +60,13 @@ def resolve_targets(device, targets, note):
 
 def run_spawned(device, session, argv, duration_ms, note):
     name = program_name(argv)
-    # Where the device can hold the program until droidheapd listens (adb), droidheapd takes its
-    # pid alone: root's heapprofd.enable.<name> loads the client into every process of that name
-    # that starts meanwhile (droidheap's own `sh -c` commands, when the program is `sh`), and
-    # droidheapd refuses those. Elsewhere (the emulator device) it takes the name.
-    held = device.spawn_held(argv, name)
+    # The program is held until droidheapd listens, and droidheapd takes its pid alone: the
+    # start property (root's heapprofd.enable.<name>) loads the client into every process of that
+    # name that starts meanwhile (droidheap's own `sh -c` commands, when the program is `sh`, or
+    # the program's children of its name), and droidheapd refuses those.
+    process = device.spawn_held(argv, name)
     try:
-        if held is not None:
-            session.start(spawned=[held.pid])
-        else:
-            session.start(names=[name])
+        session.start(spawned=[process.pid])
         device.enable_at_start(name)
         profiling = True
     except DroidheapError as e:
@@ -77,11 +74,7 @@ def run_spawned(device, session, argv, duration_ms, note):
         note(f"warning: profiling cannot start ({e}); running {argv[0]} without it")
         profiling = False
     try:
-        if held is not None:
-            process = held
-            process.release()
-        else:
-            process = device.spawn(argv)
+        process.release()
         code = wait_for_program(process, duration_ms if profiling else 0)
         if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
             session.stop()
@@ -179,7 +172,11 @@ def run_attached(device, session, pids, targets, duration_ms, note):
             device.disable_all_at_start()
     session.stop()
     for name in startup_names:  # apps that started during the session and never connected
-        for pid in device.pidof(name):
+        try:
+            named = device.pidof(name)
+        except DroidheapError:  # only processes elsewhere have the name (another local device)
+            named = []
+        for pid in named:
             if pid not in apps and pid not in session.connected_pids():
                 apps[pid] = device.app_name(pid)
     for pid in pids:

@@ -142,11 +142,11 @@ class Device(abc.ABC):
     def spawn(self, argv: Sequence[str]):
         """Starts a program as the device's shell would; returns a subprocess.Popen-like handle."""
 
+    @abc.abstractmethod
     def spawn_held(self, argv: Sequence[str], start_name: str):
         """A program started to be profiled from its start as `start_name`, held until its
-        release(), so that droidheapd can take its pid alone; None where the device cannot hold
-        one (droidheapd then takes the name)."""
-        return None
+        release() (a spawn()'s handle with that method), so that droidheapd can take its pid
+        alone."""
 
     def cpu_ticks(self, pid: int) -> Optional[int]:
         """The CPU time `pid` has taken so far (clock ticks), where bionic's profiling signal is

@@ -18,6 +18,7 @@ arm64-v8a ABI on an x86_64 machine they run under qemu-aarch64.
 import fcntl
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -433,6 +434,24 @@ class LocalDevice(Device):
         except OSError as e:
             raise DroidheapError(f"cannot start {argv[0]}: {e.strerror}") from None
 
+    def spawn_held(self, argv: Sequence[str], start_name: str) -> "HeldProgram":
+        """As on adb devices: the pid is known before the program runs, so that droidheapd takes
+        that process alone, not every process of the name that the device starts meanwhile (the
+        program's own children among them, unless asked)."""
+        self._install_emulated_libc()
+        command = self._program_command(argv)
+        env = self._program_env()
+        # The holding shell runs without the emulated libc (it would read the start properties
+        # as it starts, racing their setting); the program gets it at its exec.
+        preload = env.pop("LD_PRELOAD", None)
+        original = os.environ.get("LD_PRELOAD")
+        if original is not None:
+            env["LD_PRELOAD"] = original
+        try:
+            return HeldProgram(command, env, preload)
+        except OSError as e:
+            raise DroidheapError(f"cannot start {argv[0]}: {e.strerror}") from None
+
     def shell(self, argv: Sequence[str]) -> int:
         process = self.spawn(argv)
         while True:
@@ -455,3 +474,32 @@ class LocalDevice(Device):
             log.close()
             raise DroidheapError(f"cannot start droidheapd: {e.strerror}") from None
         return LocalDaemon(process, log)
+
+
+class HeldProgram(subprocess.Popen):
+    """A program started held: a shell that waits for a line on a pipe of its own, then execs
+    the program (same pid) with `preload` as its LD_PRELOAD. Never released (droidheap gone), the
+    shell reads end-of-file and exits 125 without running it."""
+
+    def __init__(self, command: Sequence[str], env: Dict[str, str], preload: Optional[str]):
+        read_end, self._release_end = os.pipe()
+        export = (f"LD_PRELOAD={shlex.quote(preload)}; export LD_PRELOAD; "
+                  if preload is not None else "")
+        script = (f"read -r _ <&{read_end} || exit 125; exec {read_end}<&-; "
+                  f'{export}exec "$@"')
+        try:
+            super().__init__(["/bin/sh", "-c", script, "sh", *command], env=env,
+                             pass_fds=(read_end,))
+        except OSError:
+            os.close(self._release_end)
+            raise
+        finally:
+            os.close(read_end)
+
+    def release(self) -> None:
+        try:
+            os.write(self._release_end, b"go\n")
+        except OSError:
+            pass  # the shell is gone: its exit status says so
+        finally:
+            os.close(self._release_end)

@@ -73,3 +73,26 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, alloc_prog
     per_function = next(iter(per_pid.values()))
     assert "heartbeat" in per_function
     assert "site_leak_malloc" not in per_function, per_function.keys()
+
+
+def test_a_spawned_program_is_profiled_alone_not_others_of_its_name(cli, alloc_program, tmp_path):
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    session = cli.start("--local", "-i", "1", "-o", out, "--", alloc_program, "--wait-file", go)
+    other = None
+    try:
+        spawned = int(read_line_containing(session.stdout, "waiting pid=", 60).split("=")[1])
+        # Started while the session's start property names alloc_sites: it reads it too.
+        other = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+        other_pid = int(read_line_containing(other.stdout, "waiting pid=", 30).split("=")[1])
+        go.touch()
+        assert other.wait(timeout=60) == 0
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(session, other)
+    log = (out / "droidheapd.log").read_text()
+    assert f"rejected pid={other_pid}" in log, log
+    per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
+    assert set(per_pid) == {spawned}, (per_pid.keys(), spawned, other_pid)
+    assert_sites(per_pid[spawned], 1)
