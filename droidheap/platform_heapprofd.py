@@ -297,8 +297,8 @@ class PlatformSession:
         self._note = note or (lambda message: None)
         # Android 10 keeps the shell from deleting traces (as tools/heap_profile found): one name,
         # overwritten by each session, instead of one left behind per session.
-        self.removable = device.facts.sdk >= 30
-        name = f"droidheap-{time.time_ns()}.trace" if self.removable else "droidheap.trace"
+        name = (f"droidheap-{time.time_ns()}.trace" if device.facts.sdk >= 30
+                else "droidheap-platform.trace")
         self.trace_path = f"{PLATFORM_TRACE_DIR}/{name}"
         self.pid: Optional[int] = None
         self.profiled_pids: set = set()  # those with a dump in the pulled trace
@@ -309,9 +309,10 @@ class PlatformSession:
         10 and 11 too. The config travels as printf's octal escapes, as adbutils' shell has no
         stdin."""
         octal = "".join(f"\\{byte:03o}" for byte in config)
-        if self.removable:  # named for `droidheap pull`, should this session die before its own
-            self.device.run_script(f"mkdir -p {PROFILER_DIR} && echo "
-                                   f"{shlex.quote(self.trace_path)} >> {PLATFORM_TRACES}")
+        # Named for `droidheap pull`, should this session die before its own (AdbDevice.remove
+        # takes the name back).
+        self.device.run_script(f"mkdir -p {PROFILER_DIR} && echo "
+                               f"{shlex.quote(self.trace_path)} >> {PLATFORM_TRACES}")
         result = self.device.run_script(
             f"printf '{octal}' | perfetto --background -c - -o {shlex.quote(self.trace_path)}",
             _START_TIMEOUT_S)
@@ -388,11 +389,10 @@ class PlatformSession:
         except OSError as e:
             raise DroidheapError(f"cannot create {raw.parent}: {e.strerror or e}") from None
         self.device.pull(self.trace_path, raw)
-        if self.removable:
-            try:
-                self.device.remove(self.trace_path)
-            except DroidheapError as e:
-                self._note(f"warning: {e}")
+        try:
+            self.device.remove(self.trace_path)
+        except DroidheapError as e:
+            self._note(f"warning: {e}")
         data = raw.read_bytes()
         if not data:
             raise DroidheapError("perfetto wrote an empty trace: is the tracing service "

@@ -20,8 +20,8 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.adb_connection import adb_errors, adb_executable, ensure_server, select_serial
-from droidheap.device.adb_journal import (PLATFORM_TRACES, PROFILER_DIR, TRACE_DIR,
-                                          DeviceJournal)
+from droidheap.device.adb_journal import (PLATFORM_TRACE_DIR, PLATFORM_TRACES, PROFILER_DIR,
+                                          TRACE_DIR, DeviceJournal)
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
 from droidheap.device.adb_root_dir import RootDirectory
 from droidheap.device.adb_routes import PreloadRoute, RootRoute
@@ -304,6 +304,13 @@ class AdbDevice(Device):
 
     def remove(self, remote: str) -> None:
         result = self.run(["rm", "-f", remote])
+        platform_trace = posixpath.dirname(remote) == PLATFORM_TRACE_DIR
+        # Android 10's shell may not delete a platform trace: the next session overwrites it.
+        if platform_trace and (result.exit_code == 0 or self.facts.sdk < 30):
+            named = PLATFORM_TRACES  # no longer one for `droidheap pull`
+            self.run_script(f"grep -vxF {shlex.quote(remote)} {named} > {named}.new; "
+                            f"mv {named}.new {named}")
+            return
         if result.exit_code != 0:
             raise DroidheapError(f"cannot remove {remote} on {self.serial}: "
                                  f"{result.stderr.strip()}")
@@ -325,7 +332,7 @@ class AdbDevice(Device):
             f"ls {TRACE_DIR}/{TRACE_GLOB} 2>/dev/null; pidof perfetto >/dev/null || "
             f"{{ for f in $(cat {named} 2>/dev/null); do [ -e \"$f\" ] && echo \"$f\"; done "
             f"> {named}.new && mv {named}.new {named} && cat {named}; }} 2>/dev/null")
-        return sorted(listed.stdout.split())
+        return sorted(set(listed.stdout.split()))  # Android 10's one name, listed again
 
     def check_profiler_binaries(self) -> List[str]:
         native.binary_dir(self.abi, required=self.route.files())

@@ -2,6 +2,7 @@
 dumpsys and simpleperf_app_runner are stand-ins (tests/adbd/bin) reading and writing files in
 /data/local/tmp/fake-android: the device commands in order, the config perfetto receives, the
 trace pulled, converted and removed, and the profileable check's answers."""
+import dataclasses
 import json
 import os
 import pathlib
@@ -86,8 +87,11 @@ def test_session_runs_perfetto_then_stops_pulls_and_removes_its_trace(device, tm
                      "/data/local/tmp/droidheap/platform-traces")
     log = _perfetto_log(device)
     pid = int(re.search(r"/proc/(\d+)/stat", rest[0]).group(1))
+    named = "/data/local/tmp/droidheap/platform-traces"
     assert rest == [f"cat /proc/{pid}/stat", f"kill -TERM {pid}", f"cat /proc/{pid}/stat",
-                    f"pull {path}", f"rm -f {path}"]
+                    f"pull {path}", f"rm -f {path}",
+                    f"grep -vxF {path} {named} > {named}.new; mv {named}.new {named}"]
+    assert path not in device.run(["cat", named]).stdout
 
     assert [e["event"] for e in log] == ["start", "stop", "wrote"]
     assert log[0]["argv"] == ["--background", "-c", "-", "-o", path] and log[0]["uid"] == 2000
@@ -183,3 +187,25 @@ def test_pull_collects_a_platform_trace_its_session_left(device, tmp_path):
     assert list((tmp_path / "pulled" / "droidheap-1700000000").glob("heap_dump.*.pb.gz")), \
         pulled.stdout + pulled.stderr
     assert device.run(["test", "-e", left]).exit_code == 1
+
+
+def test_android_10s_platform_trace_the_shell_cannot_delete_is_not_pulled_again(device):
+    """Android 10 keeps the shell from deleting perfetto's traces: once pulled, the one trace its
+    platform sessions overwrite is no longer named for `droidheap pull` (which would pull it
+    forever); on 11 and later a trace that could not be deleted stays named and is an error."""
+    path = "/data/misc/perfetto-traces/droidheap-platform.trace"
+    named = "/data/local/tmp/droidheap/platform-traces"
+    # A directory: `rm -f` fails on it, as the shell's does on Android 10's traces.
+    device.run_script(f"mkdir -p {path} && mkdir -p /data/local/tmp/droidheap && "
+                      f"echo {path} >> {named}")
+    try:
+        assert path in device.leftover_traces()
+        device.facts = dataclasses.replace(device.facts, sdk=30)
+        with pytest.raises(DroidheapError, match="cannot remove"):
+            device.remove(path)
+        assert path in device.leftover_traces()
+        device.facts = dataclasses.replace(device.facts, sdk=29)
+        device.remove(path)
+        assert path not in device.leftover_traces()
+    finally:
+        device.run_script(f"rmdir {path}")

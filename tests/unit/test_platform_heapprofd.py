@@ -349,9 +349,13 @@ def test_perfetto_ending_at_its_duration_is_not_signalled(tmp_path):
 
 
 def test_android_10_reuses_one_trace_name_it_cannot_delete(tmp_path):
+    """Named for `droidheap pull` like any other; AdbDevice.remove takes the name back where the
+    shell may not delete it (tests/adb/test_platform_heapprofd.py)."""
     device = SimulatedDevice(sdk=29, trace=two_process_trace().to_bytes())
     run_platform_session(device, ProfileOptions(), [APP], [], 0, tmp_path, _stop_after(1))
-    assert device.commands[-1] == "pull /data/misc/perfetto-traces/droidheap.trace"
+    path = "/data/misc/perfetto-traces/droidheap-platform.trace"
+    assert any(f"echo {path} >> " in command for command in device.commands)
+    assert device.commands[-2:] == [f"pull {path}", f"rm -f {path}"]
 
 
 def test_a_perfetto_that_cannot_start_is_one_line(tmp_path):
