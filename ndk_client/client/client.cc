@@ -49,9 +49,9 @@ uint64_t ClockUs(clockid_t clock) {
 
 uint64_t NowUs() { return ClockUs(CLOCK_MONOTONIC); }
 
-bool SendHello(int sock) {
-  ClientHello hello{kHelloMagic,   kProtocolVersion, sizeof(ClientHello),
-                    getpid(),      0,                static_cast<uint32_t>(kNativeAbi), 0};
+bool SendHello(int sock, uint64_t flags) {
+  ClientHello hello{kHelloMagic, kProtocolVersion, sizeof(ClientHello),
+                    getpid(),    flags,            static_cast<uint32_t>(kNativeAbi), 0};
   int fds[2] = {open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
                 open("/proc/self/mem", O_RDONLY | O_CLOEXEC)};
   // Without its mem (a sandbox, a policy that denies it) the daemon unwinds the copied stacks
@@ -139,7 +139,8 @@ bool Client::Wake() {
          errno == EWOULDBLOCK;
 }
 
-Client* Client::Connect(const char* socket_path, const MallocDispatch* previous) {
+Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
+                        uint64_t hello_flags) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (strlen(socket_path) >= sizeof(addr.sun_path)) return nullptr;
@@ -152,7 +153,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous)
   DaemonReply reply;
   int shmem_fd = -1;
   int totals_fd = -1;
-  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock) ||
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock, hello_flags) ||
       !ReceiveReply(sock, &reply, &shmem_fd, &totals_fd)) {
     close(sock);
     return nullptr;

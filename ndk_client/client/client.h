@@ -23,8 +23,10 @@ namespace droidheap {
 
 class Client {
  public:
-  // Connects to the daemon at socket_path and performs the handshake. nullptr on any failure.
-  static Client* Connect(const char* socket_path, const MallocDispatch* previous);
+  // Connects to the daemon at socket_path and performs the handshake, the hello carrying
+  // `hello_flags` (HelloFlags). nullptr on any failure.
+  static Client* Connect(const char* socket_path, const MallocDispatch* previous,
+                         uint64_t hello_flags);
 
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   uint64_t sampling_interval() const { return config_.sampling_interval; }

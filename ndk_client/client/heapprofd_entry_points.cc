@@ -241,7 +241,7 @@ void AtForkChild() {
   const bool own_session = client->enabled() && client->profiles_forked_children();
   client->DisableInChild();
   if (!own_session) return;
-  Client* child = Client::Connect(g_socket_path, g_previous);
+  Client* child = Client::Connect(g_socket_path, g_previous, kHelloForked);
   if (child != nullptr) Install(child);
 }
 
@@ -261,7 +261,7 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   if (current != nullptr && current->enabled()) return true;  // already profiling
   g_previous = previous;
   SetSocketPath(options);
-  Client* client = Client::Connect(g_socket_path, previous);
+  Client* client = Client::Connect(g_socket_path, previous, 0);
   if (client == nullptr) return false;
   static bool registered = false;
   if (!registered) {

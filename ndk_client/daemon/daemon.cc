@@ -246,8 +246,11 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   }
   client->cmdline = JoinArguments(ProcessMatcher::ReadArguments(client->pid));
   client->start_timestamp_ns = MonotonicCoarseNs();
-  client->from_startup = std::find(signalled_pids_.begin(), signalled_pids_.end(), client->pid) ==
-                         signalled_pids_.end();
+  // A process signalled while it ran, or forked from a profiled one, frees blocks its session
+  // never saw allocated.
+  const bool forked = hello.version >= 8 && (hello.flags & kHelloForked) != 0;
+  client->from_startup = !forked && std::find(signalled_pids_.begin(), signalled_pids_.end(),
+                                              client->pid) == signalled_pids_.end();
   Log("connected pid=%d abi=%s cmdline=%s", client->pid, client->layout->name,
       client->cmdline.c_str());
   // A client of protocol 6 says when it records (kRecordRecording); an older one does so as soon

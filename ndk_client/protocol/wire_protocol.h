@@ -35,7 +35,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
 // 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes);
 // kRecordExiting; kRecordCancelled; sequence numbers are places in the buffer (not contiguous).
-constexpr uint32_t kProtocolVersion = 7;
+// 8: ClientHello::flags (kHelloForked).
+constexpr uint32_t kProtocolVersion = 8;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -44,7 +45,7 @@ struct alignas(8) ClientHello {
   uint32_t version;
   uint32_t size;  // sizeof(ClientHello) as the client knows it
   int32_t pid;
-  uint64_t flags;  // reserved, 0
+  uint64_t flags;  // HelloFlags (version 8; 0 before)
   // Version 2. The ABI the process runs (registers.h's Abi): the register layout of its
   // AllocRecords and the word size of its stacks. A version 1 hello stops before it; its process
   // runs the daemon's own ABI.
@@ -55,6 +56,13 @@ constexpr uint32_t kClientHelloV1Size = 24;
 static_assert(sizeof(ClientHello) == 32, "wire layout");
 static_assert(offsetof(ClientHello, flags) == 16 && offsetof(ClientHello, abi) == 24,
               "wire layout");
+
+enum HelloFlags : uint64_t {
+  // The process is a fork of a profiled one, connecting as a process of its own
+  // (kFlagDisableForkTeardown): its heap holds its parent's blocks, whose frees come with its own,
+  // so its frees are not a count of what its session allocated (as for a process attached late).
+  kHelloForked = 1u << 0,
+};
 
 enum ReplyStatus : uint32_t {
   kReplyAccepted = 0,

@@ -1,5 +1,6 @@
 /* A process that starts others, for the fork tests (tests/e2e/test_forks.py):
- *   fork_exec fork [PROGRAM ARGS...]   fork; the child allocates, then execs PROGRAM or exits
+ *   fork_exec fork [PROGRAM ARGS...]   fork; the child frees what the parent allocated before,
+ *                                      allocates, then execs PROGRAM or exits
  *   fork_exec vfork PROGRAM ARGS...    vfork; the child execs PROGRAM at once
  * The parent allocates before and after, and prints what its child exited with. */
 #include <stdio.h>
@@ -11,8 +12,14 @@
 #define NOINLINE __attribute__((noinline))
 enum { BLOCKS = 100 };
 static void* volatile g_sink;
+static void* volatile g_before[BLOCKS];
 
-NOINLINE void parent_before_fork(void) { for (int i = 0; i < BLOCKS; i++) g_sink = malloc(1000); }
+NOINLINE void parent_before_fork(void) {
+  for (int i = 0; i < BLOCKS; i++) g_before[i] = malloc(1000);
+}
+NOINLINE void child_frees_parents_blocks(void) {
+  for (int i = 0; i < BLOCKS; i++) free(g_before[i]);
+}
 NOINLINE void child_allocation(void) { for (int i = 0; i < BLOCKS; i++) g_sink = malloc(3000); }
 NOINLINE void parent_after_fork(void) { for (int i = 0; i < BLOCKS; i++) g_sink = malloc(5000); }
 
@@ -34,6 +41,7 @@ int main(int argc, char** argv) {
     if (child == 0) {
       printf("child pid=%d\n", getpid());
       fflush(stdout);
+      child_frees_parents_blocks();
       child_allocation();
       if (argc > 2) execv(argv[2], argv + 2);
       _exit(argc > 2 ? 127 : 0);
