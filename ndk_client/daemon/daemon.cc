@@ -67,18 +67,11 @@ std::string JoinArguments(const std::vector<std::string>& args) {
   return out;
 }
 
-// The processes accepted by pid: those signalled and those started for the session.
-std::vector<int> AcceptedPids(const DaemonConfig& config) {
-  std::vector<int> pids = config.pids;
-  pids.insert(pids.end(), config.spawned_pids.begin(), config.spawned_pids.end());
-  return pids;
-}
-
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config)
     : config_(std::move(config)),
-      matcher_(AcceptedPids(config_), config_.names, config_.all,
+      matcher_(config_.pids, config_.spawned_pids, config_.names, config_.all,
                config_.profile_forked_children) {}
 
 Daemon::~Daemon() {

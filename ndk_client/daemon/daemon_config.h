@@ -15,9 +15,9 @@ struct DaemonConfig {
   std::string socket_path;
   std::string output_path;
   std::vector<int> pids;            // processes to signal and accept
-  // Programs started for the session (--spawned), held until droidheapd listens: accepted, never
-  // signalled (they load the client at their start). Their name is not a target: another process
-  // of that name, one of the host's own shells among them, is refused.
+  // Programs started for the session (--spawned), held until droidheapd listens: accepted with
+  // their descendants, never signalled (they load the client at their start). Their name is not
+  // a target: another process of that name, one of the host's own shells among them, is refused.
   std::vector<int> spawned_pids;
   std::vector<std::string> names;   // program names to accept (and signal when running)
   bool all = false;                 // accept every process that connects

@@ -73,6 +73,7 @@ std::string ProcessMatcher::ProgramName(const std::vector<std::string>& args) {
 bool ProcessMatcher::IsTarget(int pid) const {
   if (all_) return true;
   if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end()) return true;
+  if (DescendsFromSpawned(pid)) return true;
   if (forked_children_ &&
       std::find(accepted_.begin(), accepted_.end(), ReadParentPid(pid)) != accepted_.end()) {
     return true;
@@ -80,6 +81,16 @@ bool ProcessMatcher::IsTarget(int pid) const {
   if (names_.empty()) return false;
   std::string name = ProgramName(ReadArguments(pid));
   return std::find(names_.begin(), names_.end(), name) != names_.end();
+}
+
+bool ProcessMatcher::DescendsFromSpawned(int pid) const {
+  // A process tree deeper than this, or a loop read while pids are reused, is not the session's.
+  constexpr int kMaxGenerations = 64;
+  for (int generation = 0; generation < kMaxGenerations && pid > 1; ++generation) {
+    if (std::find(spawned_.begin(), spawned_.end(), pid) != spawned_.end()) return true;
+    pid = ReadParentPid(pid);
+  }
+  return false;
 }
 
 int ProcessMatcher::ReadParentPid(int pid) {

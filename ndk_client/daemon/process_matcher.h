@@ -1,5 +1,7 @@
 // Decides whether a connecting process belongs to the session, by pid or by program name as
-// bionic derives it (basename of argv[0], cut at '@'), or, when forked children are profiled
+// bionic derives it (basename of argv[0], cut at '@'), as a process started for the session or
+// one of its descendants (the programs it execs, which load the client only when the session's
+// start property names them too), or, when forked children are profiled
 // (--disable-fork-teardown), as the child of a process it took before. Owned by the daemon's main
 // thread.
 #pragma once
@@ -11,9 +13,10 @@ namespace droidheap {
 
 class ProcessMatcher {
  public:
-  ProcessMatcher(std::vector<int> pids, std::vector<std::string> names, bool all,
-                 bool forked_children)
+  ProcessMatcher(std::vector<int> pids, std::vector<int> spawned, std::vector<std::string> names,
+                 bool all, bool forked_children)
       : pids_(std::move(pids)),
+        spawned_(std::move(spawned)),
         names_(std::move(names)),
         all_(all),
         forked_children_(forked_children) {}
@@ -32,7 +35,10 @@ class ProcessMatcher {
   static std::string ProgramName(const std::vector<std::string>& args);
 
  private:
+  bool DescendsFromSpawned(int pid) const;
+
   std::vector<int> pids_;
+  std::vector<int> spawned_;
   std::vector<std::string> names_;
   bool all_;
   bool forked_children_;
