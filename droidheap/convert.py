@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.gc_pause import gc_paused
+from droidheap.made_here import made_here, remember
 from droidheap.output_files import BackgroundWrites
 from droidheap.progress import progress_bar
 from droidheap.pprof import PprofFile, PprofWriter
@@ -50,26 +51,30 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   fetch_files: Optional[Callable[[List[Tuple[str, str]], List[str]],
                                                  Optional[pathlib.Path]]] = None,
                   process_argvs: Optional[Dict[int, Sequence[str]]] = None,
-                  exit_statuses: Optional[Dict[int, int]] = None) -> ConversionResult:
+                  exit_statuses: Optional[Dict[int, int]] = None,
+                  made_locally: bool = False) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
     the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)],
     warnings)`, when given, is asked for the files found nowhere here (the device's, pulled),
     adds to `warnings` what it could not fetch and returns a directory that mirrors the device's
     paths. `process_argvs` ({pid: argv}) names processes
     the trace leaves unnamed, in the outputs and the symbolized trace; `exit_statuses`
-    ({pid: status}) says how the programs the caller started ended. Raises DroidheapError
+    ({pid: status}) says how the programs the caller started ended. `made_locally`: the local
+    device made the trace just now; its paths, and those of a trace made_here remembers, are this
+    machine's files, and the trace and its symbolized one are remembered so. Raises DroidheapError
     when the trace cannot be read at all;
     damage after the first good packet only adds warnings, and a trace too large for this
     machine's memory is one error too (the trace itself is kept)."""
     try:
         return _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs or {},
-                        exit_statuses)
+                        exit_statuses, made_locally)
     except MemoryError:
         raise DroidheapError(f"not enough memory to convert {raw_trace}: it is kept; convert it "
                              "where there is more with droidheap symbolize") from None
 
 
-def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_statuses):
+def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_statuses,
+             made_locally):
     try:
         data = pathlib.Path(raw_trace).read_bytes()
     except OSError as e:
@@ -91,7 +96,8 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
                if pid not in dumps.cmdlines}
     dumps.cmdlines.update({pid: " ".join(argv) for pid, argv in unnamed.items()})
 
-    symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
+    host_paths = made_locally or made_here(data)
+    symbolizer = Symbolizer(search_dirs, cache=SymbolCache(), host_paths=host_paths)
     if fetch_files is not None:
         missing = sorted(key for key in reached_modules(dumps)
                          if symbolizer.find_elf(*key) is None)
@@ -110,16 +116,21 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
     del symbolizer
     gc.collect()
     # Once per mapping, with the reason; where a better file would help, how to give one.
+    unfound = 0
     for module in sorted(symbols.modules.values(), key=lambda m: m.path):
         if not module.lines:
             hint = "" if module.elf else " (give a directory of unstripped files with --symbols DIR)"
             warnings.append(f"{module.path} not symbolized: {module.unsymbolized_reason}{hint}")
+            unfound += not module.elf
         elif module.unnamed:
             # Static functions of a stripped file: named by nothing short of its debug file.
             total = module.unnamed + len(module.lines)
             warnings.append(f"{module.path} partly symbolized: {module.unnamed} of {total} "
                             "addresses are in functions its symbol tables do not name (give its "
                             "unstripped file or debug file with --symbols DIR)")
+    if unfound and not host_paths and fetch_files is None:
+        warnings.append(f"{raw_trace} was not made on this machine: the files it names were not "
+                        "looked for at their paths here (give their directories with --symbols)")
 
     out_dir = pathlib.Path(out_dir)
     try:
@@ -145,6 +156,8 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
                           files.write_gzip)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
+    if host_paths:  # a conversion of a trace made here is one too
+        remember([data, symbolized.read_bytes()])
     processes = summarize(dumps, profiles, exit_statuses)
     summary = format_summary(processes, suspects[:5])
     if warnings:

@@ -3,8 +3,9 @@ inlined calls from DWARF (pyelftools; droidheap/elf/).
 
 Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
 path>`, then `<dir>/<file name>`), then anywhere below the --symbols directories by file name
-(symbol_dirs: an app's build tree), then its own path (in emulator mode the device's files are
-the host's), and last, below the --symbols directories, by build id. A library inside an APK
+(symbol_dirs: an app's build tree), then its own path (on the local device the device's files are
+this machine's; only for a trace this machine made: made_here.py), and last, below the --symbols
+directories, by build id. A library inside an APK
 (`…/base.apk!/lib/x86_64/libfoo.so`, heapprofd's `…/base.apk!libfoo.so`) is called `libfoo.so`. A candidate whose build id differs from the trace's is never used. A device path is data
 (safe_paths): one that is not absolute and normalised is refused, with a warning, and so is a
 candidate in a directory of files pulled from the device (`add_device_files`) that a symlink
@@ -79,14 +80,16 @@ class Symbolizer:
 
     def __init__(self, search_dirs: Union[SearchDirs, Sequence[pathlib.Path]] = (),
                  system_debug_dir: pathlib.Path = SYSTEM_DEBUG_DIR,
-                 cache: Optional[SymbolCache] = None):
-        """`search_dirs`: SearchDirs, or directories both searched and walked."""
+                 cache: Optional[SymbolCache] = None, host_paths: bool = False):
+        """`search_dirs`: SearchDirs, or directories both searched and walked. `host_paths`: the
+        trace's paths name this machine's files (made_here), which may be opened there."""
         if not isinstance(search_dirs, SearchDirs):
             search_dirs = SearchDirs(tuple(search_dirs), tuple(search_dirs))
         self.search_dirs = [pathlib.Path(d) for d in search_dirs.searched]
         self._walked = {pathlib.Path(d) for d in search_dirs.walked}
         self.cache = cache
         self.system_debug_dir = system_debug_dir
+        self.host_paths = host_paths
         self.warnings: List[str] = []
         self._files: Dict[pathlib.Path, Optional[ElfFile]] = {}
         self._device_dirs: Set[pathlib.Path] = set()
@@ -133,7 +136,8 @@ class Symbolizer:
                 yield candidate
         for tree in self._trees():
             yield from tree.by_name(name)
-        yield pathlib.Path(device_path)
+        if self.host_paths:
+            yield pathlib.Path(device_path)
         for tree in self._trees():
             found = tree.by_build_id(build_id)
             if found is not None:

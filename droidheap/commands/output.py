@@ -62,5 +62,6 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda modules, warnings: fetch_device_files(
                                device, modules, out / "device-files", warnings=warnings),
-                           process_argvs=process_argvs, exit_statuses=exit_statuses)
+                           process_argvs=process_argvs, exit_statuses=exit_statuses,
+                           made_locally=device.files_are_this_machines)
     echo_conversion(result, out)

@@ -52,6 +52,9 @@ class Device(abc.ABC):
     # True when the device's own profiler (Android's heapprofd, through perfetto) does the work
     # instead of droidheapd: the profile command then drives it (platform_heapprofd.py).
     platform_profiler = False
+    # True when the paths in the device's traces name this machine's own files (the local
+    # device), which symbolize them where they are (made_here.py).
+    files_are_this_machines = False
 
     @abc.abstractmethod
     def describe(self) -> str:

@@ -176,6 +176,8 @@ def running_daemons(daemon: str) -> List[int]:
 
 
 class LocalDevice(Device):
+    files_are_this_machines = True
+
     def __init__(self, root: Optional[pathlib.Path] = None, abi: Optional[str] = None):
         self.root = pathlib.Path(root or default_root()).resolve()
         self.abi = abi or native.host_abi()

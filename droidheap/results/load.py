@@ -23,6 +23,7 @@ _PACKET_TAG = b"\x0a"  # Trace.packet (field 1, length-delimited): how every tra
 def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.Path]) -> Results:
     # The trace's readers (protobuf, pyelftools) load only here: `report` of an output directory
     # reads what its conversion stored, and needs none of them.
+    from droidheap.made_here import made_here
     from droidheap.results.from_trace import profiles_from_dumps
     from droidheap.symbol_cache import SymbolCache
     from droidheap.symbolizer import SymbolTable, Symbolizer, symbolize_dumps
@@ -46,7 +47,7 @@ def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.P
     if modules:
         symbols = SymbolTable(modules)
     else:
-        symbolizer = Symbolizer(search_dirs, cache=SymbolCache())
+        symbolizer = Symbolizer(search_dirs, cache=SymbolCache(), host_paths=made_here(data))
         symbols = symbolize_dumps(dumps, symbolizer)
         warnings += symbolizer.warnings
     return Results(profiles_from_dumps(dumps, symbols, str(path)), warnings)

@@ -27,9 +27,11 @@ def _trace(program, device_path=None) -> TraceBuilder:
 
 
 def _convert(tmp_path, data: bytes, **kwargs):
+    """As the local device's session converts the trace it made: its paths are this machine's
+    (test_foreign_traces.py)."""
     raw = tmp_path / "raw-trace"
     raw.write_bytes(data)
-    return convert_trace(raw, tmp_path / "out", **kwargs)
+    return convert_trace(raw, tmp_path / "out", **{"made_locally": True, **kwargs})
 
 
 def _build_id_bytes(value) -> bytes:

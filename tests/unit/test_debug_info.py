@@ -75,7 +75,7 @@ def _marker_line(marker):
 
 def test_every_frame_matches_llvm_symbolizer_inline_frames_included(built):
     pcs = _return_addresses(built)
-    module = Symbolizer().symbolize(str(built), "", pcs)
+    module = Symbolizer(host_paths=True).symbolize(str(built), "", pcs)
     expected = _llvm_frames(built, pcs)
     for pc in pcs:
         got = [(f, file, line) if line else (f, "?", 0) for f, file, line in _frames(module, pc)]
@@ -86,7 +86,7 @@ def test_every_frame_matches_llvm_symbolizer_inline_frames_included(built):
 
 def test_the_always_inline_chain_reads_innermost_first(built):
     pcs = _return_addresses(built)
-    module = Symbolizer().symbolize(str(built), "", pcs)
+    module = Symbolizer(host_paths=True).symbolize(str(built), "", pcs)
     chains = [_frames(module, pc) for pc in pcs]
     assert [("inner_alloc", "inline_sites.cc", _marker_line("INNER_MALLOC")),
             ("middle_alloc", "inline_sites.cc", _marker_line("MIDDLE_CALL")),
@@ -112,7 +112,7 @@ def _split_debug(binary, out_dir, debug_name="inline_sites.debug"):
 @pytest.mark.parametrize("place", ["beside", ".debug", "system"])
 def test_debuglink_brings_back_names_lines_and_inline_frames(built, tmp_path, place):
     pcs = _return_addresses(built)
-    reference = Symbolizer().symbolize(str(built), "", pcs)
+    reference = Symbolizer(host_paths=True).symbolize(str(built), "", pcs)
     stripped, debug = _split_debug(built, tmp_path / "bin")
     system_debug = tmp_path / "usr-lib-debug"
     if place == ".debug":
@@ -122,7 +122,7 @@ def test_debuglink_brings_back_names_lines_and_inline_frames(built, tmp_path, pl
         target = system_debug / stripped.parent.relative_to("/")
         target.mkdir(parents=True)
         debug.rename(target / debug.name)
-    assert Symbolizer(system_debug_dir=system_debug).symbolize(str(stripped), "", pcs).lines \
+    assert Symbolizer(system_debug_dir=system_debug, host_paths=True).symbolize(str(stripped), "", pcs).lines \
         == reference.lines
 
 
@@ -137,7 +137,7 @@ def test_a_debug_file_with_another_build_id_is_not_used(built, tmp_path):
                    check=True)
     stripped, debug = _split_debug(built, tmp_path / "bin")
     subprocess.run(["objcopy", "--only-keep-debug", str(other), str(debug)], check=True)
-    module = Symbolizer(system_debug_dir=tmp_path).symbolize(str(stripped), "", pcs)
+    module = Symbolizer(system_debug_dir=tmp_path, host_paths=True).symbolize(str(stripped), "", pcs)
     assert not module.has_filenames and not module.has_inline_frames
 
 
@@ -148,9 +148,9 @@ def test_minidebuginfo_names_static_functions_of_a_stripped_file(built, tmp_path
     subprocess.run(["strip", "--strip-all", str(built), "-o", str(stripped)], check=True)
     subprocess.run(["strip", "--strip-debug", str(built), "-o", str(mini)], check=True)
     (tmp_path / "mini.xz").write_bytes(lzma.compress(mini.read_bytes(), format=lzma.FORMAT_XZ))
-    without = Symbolizer(system_debug_dir=tmp_path).symbolize(str(stripped), "", pcs)
+    without = Symbolizer(system_debug_dir=tmp_path, host_paths=True).symbolize(str(stripped), "", pcs)
     assert "outer_alloc(int)" not in {f for pc in pcs for f, _, _ in _frames(without, pc)}
     subprocess.run(["objcopy", f"--add-section=.gnu_debugdata={tmp_path / 'mini.xz'}",
                     str(stripped)], check=True)
-    module = Symbolizer(system_debug_dir=tmp_path).symbolize(str(stripped), "", pcs)
+    module = Symbolizer(system_debug_dir=tmp_path, host_paths=True).symbolize(str(stripped), "", pcs)
     assert "outer_alloc(int)" in {f for pc in pcs for f, _, _ in _frames(module, pc)}

@@ -156,6 +156,7 @@ def test_the_symbolizer_refuses_a_climbing_path(program, tmp_path):
 
 class _LeftoverDevice:
     """A phone whose trace directory lists what it likes."""
+    files_are_this_machines = False
 
     def __init__(self, listed):
         self.listed = listed

@@ -7,7 +7,7 @@ from droidheap.symbolizer import Symbolizer
 
 
 def _symbolize(program, cache, calls):
-    symbolizer = Symbolizer(cache=cache)
+    symbolizer = Symbolizer(cache=cache, host_paths=True)
     original = symbolizer._look_up
 
     def counting(elf, basename, rel_pcs):

@@ -14,7 +14,7 @@ from tests.requirements import require
 
 
 def _symbolize(program, device_path=None, search_dirs=(), build_id=None, rel_pcs=None):
-    symbolizer = Symbolizer(search_dirs)
+    symbolizer = Symbolizer(search_dirs, host_paths=True)
     pcs = rel_pcs if rel_pcs is not None else list(program.return_addresses.values())
     module = symbolizer.symbolize(device_path or str(program.path),
                                   program.build_id if build_id is None else build_id, pcs)
@@ -86,10 +86,10 @@ def test_a_rel_pc_written_without_the_load_bias_of_lld_code_is_found(tmp_path):
     assert bias, "lld put code at its file offset: nothing to show"
     written = program.return_addresses["leaf_alloc"] - bias
     offset = code.p_offset & ~0xFFF  # the mapping's: the page its code starts in
-    module = Symbolizer().symbolize(str(program.path), program.build_id, [written],
+    module = Symbolizer(host_paths=True).symbolize(str(program.path), program.build_id, [written],
                                     {written: offset})
     assert module.lines[written][0].function == "middle"
-    plain = Symbolizer().symbolize(str(program.path), program.build_id, [written])
+    plain = Symbolizer(host_paths=True).symbolize(str(program.path), program.build_id, [written])
     assert written not in plain.lines or plain.lines[written][0].function != "middle"
 
 
@@ -150,7 +150,7 @@ def test_corrupt_line_table_keeps_function_names_and_warns(program, tmp_path):
 def test_non_elf_file_is_ignored_with_a_warning(tmp_path):
     junk = tmp_path / "libjunk.so"
     junk.write_bytes(b"not an elf at all")
-    symbolizer = Symbolizer()
+    symbolizer = Symbolizer(host_paths=True)
     module = symbolizer.symbolize(str(junk), "", [0x10])
     assert module.elf is None and module.lines == {}
     assert "cannot read" in symbolizer.warnings[0]

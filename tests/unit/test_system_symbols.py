@@ -52,7 +52,7 @@ def test_a_system_file_gives_its_build_id_and_function_names(path):
     # A few functions spread over the file; each looked up at a return address in its middle.
     starts = sorted(functions)[::max(1, len(functions) // 5)]
     pcs = {start + functions[start][0] // 2: start for start in starts}
-    symbolizer = Symbolizer()
+    symbolizer = Symbolizer(host_paths=True)
     module = symbolizer.symbolize(str(path), build_id, pcs)
     assert module.elf == path and symbolizer.warnings == [], symbolizer.warnings
     for pc, start in pcs.items():
