@@ -3,7 +3,6 @@
 source line and the inlined calls at an address."""
 import bisect
 import io
-import lzma
 import mmap
 import pathlib
 import shutil
@@ -14,6 +13,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from elftools.elf.constants import P_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from droidheap.bounded_inflate import XZ, ZLIB, check_claim, inflate
 from droidheap.elf.abbrev_table import AbbreviationCache
 from droidheap.elf.dwarf_index import Scope, ScopeIndex, UnitIndex
 from droidheap.elf.headers import (EM_386, EM_AARCH64, EM_ARM, EM_RISCV, EM_X86_64, SHT_NOBITS,
@@ -65,7 +65,10 @@ def _function_symbols(elf: ELFFile, section_name: str):
     table = elf.get_section_by_name(section_name)
     if table is None or table["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
         return
-    strings = elf.get_section(table["sh_link"]).data()
+    strings = elf.get_section(table["sh_link"])
+    if strings["sh_type"] == "SHT_NOBITS":  # pyelftools would make zeros of the size it claims
+        return
+    strings = strings.data()
     layout, (name_at, info_at, shndx_at, value_at, size_at) = _SYM_LAYOUT[elf.elfclass]
     fmt = ("<" if elf.little_endian else ">") + layout
     data = table.data()
@@ -95,6 +98,10 @@ class ElfFile:
                 # pages never touched are never loaded.
                 self._data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.headers = read_headers(self._data)
+        # A file that claims more than it could hold is refused whole, before pyelftools
+        # inflates anything: the symbolizer leaves it unused, with a warning.
+        for name, claimed, stored in self.headers.inflated_sizes(self._data):
+            check_claim(f"its section {name}", claimed, stored)
         self._elf: Optional[ELFFile] = None
         self.debug: Optional[ElfFile] = None
         self.return_adjust = _RETURN_ADJUST.get(self.headers.machine, 1)
@@ -156,8 +163,7 @@ class ElfFile:
         data = self.section_data(".gnu_debugdata")
         if not data:
             return None
-        decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-        return ElfFile(decompressor.decompress(data, _MINIDEBUGINFO_LIMIT),
+        return ElfFile(inflate(data, "its .gnu_debugdata", XZ, _MINIDEBUGINFO_LIMIT),
                        pathlib.Path(f"{self.path}[.gnu_debugdata]"))
 
     def symbol_at(self, address: int) -> Optional[Tuple[int, str]]:
@@ -205,6 +211,13 @@ class ElfFile:
 
     def dwarf(self):
         if self._dwarf is None:
+            # pyelftools inflates `.zdebug_*` sections whatever they turn out to hold, and checks
+            # their size after: they are inflated here first, bounded, and dropped.
+            for section in self.headers.every_section:
+                if section.name.startswith(".zdebug") and section.type != SHT_NOBITS:
+                    start = section.offset + 12  # past "ZLIB" and the size
+                    inflate(bytes(self._data[start:section.offset + section.size]),
+                            f"its section {section.name}", ZLIB)
             self._dwarf = self.elf.get_dwarf_info()
             section = self._dwarf.debug_abbrev_sec
             if section is not None:

@@ -23,6 +23,11 @@ _LAYOUTS = {
 }
 
 
+# Sections pyelftools reads for DWARF: where one has no bytes in the file it makes zeros of its
+# size (a debug file's .eh_frame is such; its size is the library's).
+_READ_AS_ZEROS = (".debug", ".zdebug", ".eh_frame")
+
+
 class NotElf(ValueError):
     pass
 
@@ -42,6 +47,32 @@ class Headers:
     sections: Dict[str, Section]  # by name, the first of a name
     notes: Tuple[Tuple[int, int], ...]  # (offset, size) of PT_NOTE segments
     little_endian: bool
+    is_64: bool = True
+    every_section: Tuple[Section, ...] = ()  # in file order, each of a name
+
+    def inflated_sizes(self, data) -> Iterator[Tuple[str, int, int]]:
+        """(name, size claimed, bytes in the file standing for it) of each section pyelftools
+        would make more of than the file holds: a compressed one (SHF_COMPRESSED: its Elf_Chdr's
+        size; `.zdebug_*`: the size after "ZLIB") from its compressed bytes, and a debug section
+        with no bytes in the file, read as that many zeros, from the whole file."""
+        order = "<" if self.little_endian else ">"
+        # Elf64_Chdr / Elf32_Chdr: ch_type, (ch_reserved,) ch_size, then ch_addralign.
+        chdr, chdr_size = (order + "I4xQ", 24) if self.is_64 else (order + "II", 12)
+        for section in self.every_section:
+            if section.flags & SHF_COMPRESSED and section.type != SHT_NOBITS:
+                yield section.name, self._unpack(chdr, data, section)[1], section.size - chdr_size
+            elif section.name.startswith(".zdebug") and section.type != SHT_NOBITS:
+                magic, size = self._unpack(">4sQ", data, section)
+                yield section.name, size if magic == b"ZLIB" else 0, section.size - 12
+            elif section.type == SHT_NOBITS and section.name.startswith(_READ_AS_ZEROS):
+                yield section.name, section.size, len(data)
+
+    @staticmethod
+    def _unpack(layout: str, data, section: Section) -> tuple:
+        if struct.calcsize(layout) > section.size or section.offset + section.size > len(data):
+            raise NotElf(f"section {section.name} is shorter than its header or runs past the "
+                         "end of the file")
+        return struct.unpack_from(layout, data, section.offset)
 
     def data(self, data, name: str) -> Optional[bytes]:
         """The bytes of an uncompressed section with contents, else None."""
@@ -98,15 +129,19 @@ def read_headers(data) -> Headers:
             for i in range(phnum)) if kind == PT_NOTE) if phoff else ()
     except struct.error:
         raise NotElf("its headers run past the end of the file") from None
-    sections: Dict[str, Section] = {}
-    if raw and shstrndx < len(raw):
+    names, named = b"", bool(raw) and shstrndx < len(raw)
+    if named:
         _, _, _, names_at, names_size = raw[shstrndx]
         names = bytes(data[names_at:names_at + names_size])
-        for name_at, kind, flags, offset, size in raw:
-            end = names.find(b"\0", name_at)
-            name = names[name_at:end if end >= 0 else None].decode("utf-8", "replace")
-            sections.setdefault(name, Section(name, kind, flags, offset, size))
-    return Headers(machine, sections, notes, little)
+    every = []
+    for name_at, kind, flags, offset, size in raw:
+        end = names.find(b"\0", name_at)
+        name = names[name_at:end if end >= 0 else None].decode("utf-8", "replace")
+        every.append(Section(name, kind, flags, offset, size))
+    sections: Dict[str, Section] = {}
+    for section in every if named else ():
+        sections.setdefault(section.name, section)
+    return Headers(machine, sections, notes, little, data[4] == 2, tuple(every))
 
 
 def file_build_id(path: pathlib.Path) -> str:

@@ -7,7 +7,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from droidheap.bulk import made_once, misses
 from droidheap.results.model import Location, Profile, StackSample
-from droidheap.results.sites import CallStack
+from droidheap.results.sites import CallStack, StackBudget
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import Frame, HeapDump, Sample, TraceDumps
 
@@ -27,8 +27,9 @@ class _Stacks:
     objects (heap_dumps), so each frame's Locations and each stack are made once, found again
     by identity, and shared by every sample of every dump that has them."""
 
-    def __init__(self, symbols: SymbolTable):
+    def __init__(self, symbols: SymbolTable, source: str):
         self._symbols = symbols
+        self._budget = StackBudget(source)
         # By id(frame): its Locations. The frames are kept alive, so that their ids stay theirs.
         self._frames: Dict[int, Tuple[Location, ...]] = {}
         self._kept: List[Frame] = []
@@ -48,6 +49,7 @@ class _Stacks:
             locations[i] = self._frames[id(frame)] = tuple(
                 Location(line.function, line.file, line.line, frame.mapping.path)
                 for line in self._symbols.lines(frame))
+        self._budget.spend(len(locations), sum(map(len, locations)))
         return CallStack(itertools.chain.from_iterable(locations))
 
 
@@ -55,7 +57,7 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
                         consume: bool = False) -> List[Profile]:
     """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
     (a conversion's peak memory would hold both)."""
-    stacks = _Stacks(symbols)
+    stacks = _Stacks(symbols, source)
     # By the Sample's identity: a stack nothing happened at between dumps is one Sample
     # (heap_dumps), and so one StackSample.
     made: Dict[int, StackSample] = {}

@@ -3,15 +3,14 @@ conversion stored, store.py; else its symbolized-trace, else its raw-trace, else
 files), a Perfetto trace (ours or heapprofd's; symbolized by the module_symbols packets it
 carries, else here) or a pprof file.
 """
-import gzip
 import pathlib
 import re
-import zlib
 from typing import Dict, Optional, Sequence, Tuple
 
+from droidheap.bounded_inflate import inflate
 from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, Results, StackSample
-from droidheap.results.sites import CallStack
+from droidheap.results.sites import CallStack, StackBudget
 from droidheap.results.store import RESULTS_FILE, read_results
 
 SYMBOLIZED_TRACE = "symbolized-trace"
@@ -70,10 +69,11 @@ def _pprof_identity(profile, path: pathlib.Path) -> Tuple[int, str, int, str]:
 def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
     from google.protobuf.message import DecodeError
     from droidheap.pprof import Profile as PprofProfile  # the message class
+    if data[:2] == _GZIP_MAGIC:
+        data = inflate(data, str(path))
     try:
-        profile = PprofProfile.FromString(gzip.decompress(data) if data[:2] == _GZIP_MAGIC
-                                          else data)
-    except (DecodeError, OSError, EOFError, zlib.error) as e:
+        profile = PprofProfile.FromString(data)
+    except DecodeError as e:
         raise DroidheapError(f"{path} is not a readable pprof file: {e}") from e
     try:
         return _pprof_profile(path, profile)
@@ -95,16 +95,26 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
         locations[loc.id] = tuple(lines) or (Location(f"{pathlib.PurePosixPath(module).name or '?'}"
                                                       f"+{loc.address:#x}", module=module),)
 
+    # Each value's column (the first of its name), found once, not per sample: a file may list
+    # thousands of sample types.
+    columns: Dict[str, int] = {}
+    for i, name in enumerate(types):
+        columns.setdefault(name, i)
+
     def value(sample, name):
-        return sample.value[types.index(name)] if name in types else 0
+        column = columns.get(name)
+        return sample.value[column] if column is not None else 0
     # A pprof without Go's heap names: its last value is read as bytes in use.
-    fallback = not any(t in types for t in ("inuse_space", "alloc_space"))
+    fallback = not any(t in columns for t in ("inuse_space", "alloc_space"))
     stacks: Dict[Tuple[int, ...], CallStack] = {}
+    budget = StackBudget(str(path))
 
     def stack(location_ids) -> CallStack:
         key = tuple(location_ids)
         if key not in stacks:
-            stacks[key] = CallStack(frame for loc in key for frame in locations[loc])
+            frames = [locations[loc] for loc in key]
+            budget.spend(len(frames), sum(map(len, frames)))
+            stacks[key] = CallStack(frame for lines in frames for frame in lines)
         return stacks[key]
     samples = [StackSample(stack(s.location_id),
                            value(s, "alloc_objects"), value(s, "alloc_space"),

@@ -13,6 +13,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from droidheap.bulk import changed_places
+from droidheap.errors import DroidheapError
 from droidheap.results.model import Location, Profile, StackSample
 
 # The runtime's shared objects, by file name (glibc's and bionic's, libstdc++ and libc++, the
@@ -53,11 +54,13 @@ def is_runtime(location: Location) -> bool:
                 or _RUNTIME_FUNCTION.match(_qualified_name(location.function)))
 
 
+def _site_index(stack: Sequence[Location]) -> int:
+    return next((i for i, frame in enumerate(stack) if not is_runtime(frame)), 0)
+
+
 def call_site(stack: Sequence[Location]) -> Location:
     """The frame a stack's bytes are booked to (see the module docstring)."""
-    if not stack:
-        return Location("?")
-    return next((frame for frame in stack if not is_runtime(frame)), stack[0])
+    return stack[_site_index(stack)] if stack else Location("?")
 
 
 class CallStack(tuple):
@@ -66,12 +69,44 @@ class CallStack(tuple):
     is found once, not once per sample of every dump."""
 
     @functools.cached_property
+    def site_index(self) -> int:
+        """Where its call site is: its callers follow."""
+        return _site_index(self)
+
+    @functools.cached_property
     def site(self) -> Location:
-        return call_site(self)
+        return self[self.site_index] if self else Location("?")
 
     @functools.cached_property
     def site_key(self) -> Tuple[str, str, int, str]:
         return _site_key(self.site)
+
+
+# An honest frame expands to itself and the calls inlined at it: a few, dozens at most.
+_LOCATIONS_PER_FRAME = 64
+_LOCATIONS_FLOOR = 1 << 22  # small inputs: no trace this size is refused
+
+
+class StackBudget:
+    """The Locations a reader of one input (trace or pprof file) may make for its distinct call
+    stacks: _LOCATIONS_PER_FRAME for each frame they name, at least _LOCATIONS_FLOOR. A frame of
+    a thousand inlined lines named a thousand times in each of a thousand stacks is a few KiB
+    that would expand to a billion; past the budget the input is refused instead."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.frames = 0
+        self.locations = 0
+
+    def spend(self, frames: int, locations: int) -> None:
+        """Books one stack of `frames` frames, `locations` Locations once expanded: asked before
+        it is made."""
+        self.frames += frames
+        self.locations += locations
+        if self.locations > max(_LOCATIONS_FLOOR, _LOCATIONS_PER_FRAME * self.frames):
+            raise DroidheapError(
+                f"{self.source or 'the input'}: its call stacks expand to more than "
+                f"{_LOCATIONS_PER_FRAME} functions a frame: more than it could honestly hold")
 
 
 @dataclasses.dataclass
@@ -171,16 +206,20 @@ def bottom_up(samples: Sequence[StackSample], metric: str = "in_use_bytes", site
               depth: int = 6, branches: int = 3) -> List[TreeNode]:
     """The `sites` largest call sites by `metric`, each with its callers `depth` levels up, the
     `branches` largest at each level."""
-    def grow(paths: List[Tuple[Sequence[Location], StackSample]], location: Location,
-             level: int) -> TreeNode:
+    # A path is (stack, where its next caller is, the figures of its samples): one per distinct
+    # stack, never a copy of its frames. A stack of thousands of frames named by thousands of
+    # samples costs its length once, not once per sample per level.
+    Path = Tuple[CallStack, int, SiteFigures]
+
+    def grow(paths: List[Path], location: Location, level: int) -> TreeNode:
         node = TreeNode(SiteFigures(location))
-        for _, sample in paths:
-            node.figures.add(sample)
+        for _, _, figures in paths:
+            node.figures.add(figures)
         if level < depth:
-            callers: Dict[Location, list] = {}
-            for callers_left, sample in paths:
-                if callers_left:
-                    callers.setdefault(callers_left[0], []).append((callers_left[1:], sample))
+            callers: Dict[Location, List[Path]] = {}
+            for stack, at, figures in paths:
+                if at < len(stack):
+                    callers.setdefault(stack[at], []).append((stack, at + 1, figures))
             children = [grow(group, caller, level + 1) for caller, group in callers.items()]
             children.sort(key=lambda n: -n.figures.value(metric))
             node.children = [c for c in children if c.figures.value(metric) > 0][:branches]
@@ -190,10 +229,13 @@ def bottom_up(samples: Sequence[StackSample], metric: str = "in_use_bytes", site
     ranked = sorted(((key, figures) for key, figures in site_figures(samples).items()
                      if figures.value(metric) > 0),
                     key=lambda item: (-item[1].value(metric), item[1].site.function))
-    chosen = {key: [] for key, _ in ranked[:sites]}
+    chosen: Dict[Tuple, Dict[int, Path]] = {key: {} for key, _ in ranked[:sites]}
     for sample in samples:
-        paths = chosen.get(sample.stack.site_key)
-        if paths is not None:
+        stacks = chosen.get(sample.stack.site_key)
+        if stacks is not None:
             stack = sample.stack
-            paths.append((stack[stack.index(stack.site) + 1:] if stack else (), sample))
-    return [grow(chosen[key], figures.site, 1) for key, figures in ranked[:sites]]
+            path = stacks.get(id(stack))
+            if path is None:
+                path = stacks[id(stack)] = (stack, stack.site_index + 1, SiteFigures(stack.site))
+            path[2].add(sample)
+    return [grow(list(chosen[key].values()), figures.site, 1) for key, figures in ranked[:sites]]

@@ -16,9 +16,9 @@ import itertools
 import json
 import operator
 import pathlib
-import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from droidheap.bounded_inflate import inflate
 from droidheap.bulk import by_identity, changed_places, misses
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_gzip_output
@@ -29,8 +29,6 @@ from droidheap.trace.process_figures import HeapTotals
 RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
 _VERSION = 2
-# The JSON of a real trace compresses 5-10 times; a file that inflates past this is not ours.
-_MAX_RATIO = 100
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
 
 
@@ -90,21 +88,6 @@ class _DistinctSamples:
             if found[i] == len(self.samples):
                 self.samples.append(samples[i])
         return found
-
-
-def _inflate(data: bytes, path: pathlib.Path) -> bytes:
-    limit = max(1 << 20, _MAX_RATIO * len(data))
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip
-    try:
-        text = inflater.decompress(data, limit)
-    except zlib.error as e:
-        raise DroidheapError(f"{path} is damaged: {e}") from e
-    if inflater.unconsumed_tail:
-        raise DroidheapError(f"{path} inflates to more than {_MAX_RATIO} times its size: not a "
-                             "file droidheap wrote")
-    if not inflater.eof:
-        raise DroidheapError(f"{path} is damaged: it ends before its compressed data does")
-    return text
 
 
 def _typed(value: Any, kind: type, what: str) -> Any:
@@ -182,7 +165,7 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
     except OSError as e:
         raise DroidheapError(f"cannot read {path}: {e.strerror or e}") from e
     try:
-        raw = json.loads(_inflate(data, path))
+        raw = json.loads(inflate(data, str(path)))
         if _typed(raw, dict, "the file").get("format") != _FORMAT:
             raise ValueError("it is not droidheap's results")
         if raw.get("version") != _VERSION:

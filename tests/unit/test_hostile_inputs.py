@@ -1,0 +1,125 @@
+"""Inputs built to cost far more than their size (issue 41, attacks 2 to 4): a call stack interned
+once and named by every sample, a pprof file of gzip'd zeros, a library whose compressed DWARF
+claims gigabytes. Each is read by `droidheap report` in a child process held to 1 GiB of address
+space and a timeout, so that a regression fails here quickly instead of eating the machine: it
+must finish within them, or refuse in one line (a library's DWARF: a warning, the rest read)."""
+import os
+import pathlib
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+
+
+from droidheap.bounded_inflate import MAX_RATIO
+from fixtures_trace import APP, FakeMapping, TraceBuilder
+from test_cli_errors import assert_one_line_error
+
+MEMORY_LIMIT = 1 << 30
+TIMEOUT = 60
+ZEROS_GIB = 2  # what each bomb inflates to: twice the child's whole address space
+
+
+def _limited():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def report(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp_path / "device"),
+               DROIDHEAP_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([sys.executable, "-m", "droidheap.cli", "report", *args],
+                          capture_output=True, text=True, env=env, timeout=TIMEOUT,
+                          preexec_fn=_limited)
+
+
+def deflated_zeros(size: int, wbits: int) -> bytes:
+    """`size` zero bytes (a multiple of 1 MiB) deflated, made in milliseconds: after a full
+    flush the compressor starts afresh, so every further MiB deflates to the same bytes."""
+    chunk = bytes(1 << 20)
+    deflater = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = deflater.compress(chunk) + deflater.flush(zlib.Z_FULL_FLUSH)
+    rest = deflater.compress(chunk) + deflater.flush(zlib.Z_FULL_FLUSH)
+    body = first + rest * (size // len(chunk) - 1) + b"\x03\x00"  # an empty final block
+    if wbits < 0:
+        return body
+    if wbits > zlib.MAX_WBITS:  # gzip: header, then CRC-32 and size
+        crc = 0
+        for _ in range(size // len(chunk)):
+            crc = zlib.crc32(chunk, crc)
+        return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body +
+                struct.pack("<II", crc, size & 0xFFFFFFFF))
+    # zlib: header, then the Adler-32 of zeros (its sum `a` stays 1, `b` grows by 1 a byte)
+    return b"\x78\xda" + body + struct.pack(">I", ((size % 65521) << 16) | 1)
+
+
+def test_deflated_zeros_are_what_they_say():
+    for wbits in (-zlib.MAX_WBITS, zlib.MAX_WBITS, 16 + zlib.MAX_WBITS):
+        inflater = zlib.decompressobj(wbits)
+        assert inflater.decompress(deflated_zeros(3 << 20, wbits)) == bytes(3 << 20)
+        assert inflater.eof
+
+
+def test_a_stack_named_by_every_sample_costs_its_size_once(tmp_path):
+    """A 15000-frame stack (a byte a frame: one frame named again and again) named by 2500
+    samples: 60 KB that took 1.8 GB when every sample's stack was walked again."""
+    builder = TraceBuilder().process(100, "app")
+    stack = builder.callstack([(APP, 0x100)] * 15000)
+    builder.dump({100: [(stack, i + 1, 0, 1, 0) for i in range(2500)]})
+    trace = tmp_path / "trace"
+    trace.write_bytes(builder.to_bytes())
+    result = report(tmp_path, str(trace))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "2500 objects" in result.stdout
+
+
+def test_a_pprof_of_gzipd_zeros_is_refused_in_one_line(tmp_path):
+    bomb = tmp_path / "heap.pb.gz"
+    bomb.write_bytes(deflated_zeros(ZEROS_GIB << 30, 16 + zlib.MAX_WBITS))
+    assert bomb.stat().st_size < 4 << 20
+    result = report(tmp_path, str(bomb))
+    assert_one_line_error(result, f"inflates to more than {MAX_RATIO} times its size")
+
+
+def _with_compressed_debug_info(library: pathlib.Path, claimed: int, data: bytes) -> None:
+    """Makes `library`'s .debug_info (ELF64, little-endian) a SHF_COMPRESSED section of `data`
+    claiming `claimed` bytes: appended at the end, its section header pointed at it."""
+    raw = bytearray(library.read_bytes())
+    shoff, = struct.unpack_from("<Q", raw, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", raw, 0x3A)
+    names_at, = struct.unpack_from("<Q", raw, shoff + shstrndx * shentsize + 24)
+    for i in range(shnum):
+        header = shoff + i * shentsize
+        name_at, = struct.unpack_from("<I", raw, header)
+        if raw[names_at + name_at:].startswith(b".debug_info\0"):
+            break
+    else:
+        raise AssertionError("no .debug_info")
+    chdr = struct.pack("<IIQQ", 1, 0, claimed, 1)  # ELFCOMPRESS_ZLIB
+    flags, = struct.unpack_from("<Q", raw, header + 8)
+    struct.pack_into("<QQQQ", raw, header + 8, flags | 0x800, 0, len(raw), len(chdr) + len(data))
+    library.write_bytes(bytes(raw) + chdr + data)
+
+
+def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(program, tmp_path):
+    symbols = tmp_path / "symbols"
+    symbols.mkdir()
+    library = symbols / "libbomb.so"
+    shutil.copy(program.path, library)
+    _with_compressed_debug_info(library, ZEROS_GIB << 30,
+                                deflated_zeros(ZEROS_GIB << 30, zlib.MAX_WBITS))
+    mapping = FakeMapping("/data/local/tmp/libbomb.so", bytes.fromhex(program.build_id),
+                          start=0x5500_0000, end=0x5510_0000)
+    builder = TraceBuilder().process(100, "app")
+    stack = builder.callstack([(mapping, program.return_addresses["malloc"])])
+    builder.dump({100: [(stack, 64, 0, 1, 0)]})
+    trace = tmp_path / "trace"
+    trace.write_bytes(builder.to_bytes())
+    result = report(tmp_path, str(trace), "--symbols", str(symbols))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    warning = [line for line in result.stdout.splitlines()
+               if line.startswith("warning:") and "libbomb.so" in line]
+    assert warning and "inflates to more than" in warning[0], result.stdout
+
