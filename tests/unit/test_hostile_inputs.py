@@ -12,8 +12,10 @@ import subprocess
 import sys
 import zlib
 
+import pytest
 
 from droidheap.bounded_inflate import MAX_RATIO
+from droidheap.pprof import Profile
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
 
@@ -82,13 +84,35 @@ def test_a_pprof_of_gzipd_zeros_is_refused_in_one_line(tmp_path):
     assert_one_line_error(result, f"inflates to more than {MAX_RATIO} times its size")
 
 
-def _with_compressed_debug_info(library: pathlib.Path, claimed: int, data: bytes) -> None:
-    """Makes `library`'s .debug_info (ELF64, little-endian) a SHF_COMPRESSED section of `data`
-    claiming `claimed` bytes: appended at the end, its section header pointed at it."""
+def test_a_pprof_whose_stacks_expand_past_any_honest_depth_is_refused_in_one_line(tmp_path):
+    """One location of 4000 inlined lines, named k times by the stack of sample k (k to 300): 70
+    KB whose stacks expand to 180 million frames, 1.4 GB of references."""
+    profile = Profile()
+    profile.string_table.append("")
+    profile.function.add(id=1)
+    location = profile.location.add(id=1)
+    for _ in range(4000):
+        location.line.add(function_id=1)
+    for k in range(1, 301):
+        profile.sample.add(location_id=[1] * k, value=[1])
+    path = tmp_path / "stacks.pprof"
+    path.write_bytes(profile.SerializeToString())
+    assert path.stat().st_size < 80_000
+    result = report(tmp_path, str(path))
+    assert_one_line_error(result, "its call stacks expand to more than")
+
+
+def _debug_info_claiming(library: pathlib.Path, kind: str, claimed: int) -> None:
+    """Makes `library`'s .debug_info (ELF64, little-endian) claim `claimed` bytes: `compressed`,
+    a SHF_COMPRESSED section of that many zeros deflated; `zdebug`, the same as `.zdebug_info`
+    (GNU's older format, "ZLIB" and the size before the zlib stream) claiming 1 MiB; `nobits`,
+    a section with no bytes in the file, which pyelftools reads as that many zeros. What a
+    section holds is appended at the end of the file and its header pointed at it."""
     raw = bytearray(library.read_bytes())
     shoff, = struct.unpack_from("<Q", raw, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", raw, 0x3A)
-    names_at, = struct.unpack_from("<Q", raw, shoff + shstrndx * shentsize + 24)
+    names = shoff + shstrndx * shentsize
+    names_at, names_size = struct.unpack_from("<QQ", raw, names + 24)
     for i in range(shnum):
         header = shoff + i * shentsize
         name_at, = struct.unpack_from("<I", raw, header)
@@ -96,19 +120,35 @@ def _with_compressed_debug_info(library: pathlib.Path, claimed: int, data: bytes
             break
     else:
         raise AssertionError("no .debug_info")
-    chdr = struct.pack("<IIQQ", 1, 0, claimed, 1)  # ELFCOMPRESS_ZLIB
     flags, = struct.unpack_from("<Q", raw, header + 8)
-    struct.pack_into("<QQQQ", raw, header + 8, flags | 0x800, 0, len(raw), len(chdr) + len(data))
-    library.write_bytes(bytes(raw) + chdr + data)
+    if kind == "nobits":
+        struct.pack_into("<I", raw, header + 4, 8)  # SHT_NOBITS
+        struct.pack_into("<Q", raw, header + 32, claimed)
+        library.write_bytes(raw)
+        return
+    zeros = deflated_zeros(claimed, zlib.MAX_WBITS)
+    if kind == "compressed":
+        data = struct.pack("<IIQQ", 1, 0, claimed, 1) + zeros  # Elf64_Chdr: ELFCOMPRESS_ZLIB
+        flags |= 0x800  # SHF_COMPRESSED
+    else:
+        data = b"ZLIB" + struct.pack(">Q", 1 << 20) + zeros
+        # A names table of its own, at the end, with ".zdebug_info" in it.
+        table = bytes(raw[names_at:names_at + names_size]) + b".zdebug_info\0"
+        struct.pack_into("<I", raw, header, len(table) - len(b".zdebug_info\0"))
+        struct.pack_into("<QQ", raw, names + 24, len(raw), len(table))
+        raw += table
+    struct.pack_into("<QQQQ", raw, header + 8, flags, 0, len(raw), len(data))
+    library.write_bytes(bytes(raw) + data)
 
 
-def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(program, tmp_path):
+@pytest.mark.parametrize("kind", ["compressed", "zdebug", "nobits"])
+def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(program, tmp_path,
+                                                                           kind):
     symbols = tmp_path / "symbols"
     symbols.mkdir()
     library = symbols / "libbomb.so"
     shutil.copy(program.path, library)
-    _with_compressed_debug_info(library, ZEROS_GIB << 30,
-                                deflated_zeros(ZEROS_GIB << 30, zlib.MAX_WBITS))
+    _debug_info_claiming(library, kind, ZEROS_GIB << 30)
     mapping = FakeMapping("/data/local/tmp/libbomb.so", bytes.fromhex(program.build_id),
                           start=0x5500_0000, end=0x5510_0000)
     builder = TraceBuilder().process(100, "app")
@@ -122,4 +162,4 @@ def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(progra
     warning = [line for line in result.stdout.splitlines()
                if line.startswith("warning:") and "libbomb.so" in line]
     assert warning and "inflates to more than" in warning[0], result.stdout
-
+    assert "in 1 objects" in result.stdout  # the rest is read
