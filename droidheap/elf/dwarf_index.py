@@ -129,6 +129,10 @@ class Scope:
     call_line: int = 0
     entry: int = 0  # where the scope begins
 
+# Calls inlined into calls: a few deep, dozens in template-heavy code. Each segment's chain is
+# kept whole, so a unit nesting thousands deep (a few KiB of DWARF) would cost their square: a
+# unit whose chains hold more than this many scopes per scope range is refused.
+MAX_MEAN_DEPTH = 32
 _SCOPE_TAGS = {"DW_TAG_subprogram": False, "DW_TAG_inlined_subroutine": True}
 _SCOPE_TAG_CODES = {ENUM_DW_TAG[tag]: inlined for tag, inlined in _SCOPE_TAGS.items()}
 
@@ -184,9 +188,15 @@ class _UnitScopes:
         active: set = set()
         self.bounds: List[int] = []
         self.chains: List[Tuple[int, ...]] = []
+        budget = MAX_MEAN_DEPTH * (len(scopes) + 1)
         for point in sorted(starts.keys() | ends.keys()):
             active.difference_update(ends.get(point, ()))
             active.update(starts.get(point, ()))
+            budget -= len(active)
+            if budget < 0:
+                raise ValueError(f"the inlined calls of its unit at {cu.cu_offset:#x} nest more "
+                                 f"than {MAX_MEAN_DEPTH} deep on average: more than a compiler "
+                                 "makes")
             self.bounds.append(point)
             self.chains.append(tuple(s[3] for s in sorted(active, key=lambda s: s[2])))
         self._scopes: Dict[int, Scope] = {}

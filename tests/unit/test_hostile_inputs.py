@@ -15,6 +15,7 @@ import zlib
 import pytest
 
 from droidheap.bounded_inflate import MAX_RATIO
+from droidheap.elf.elf_file import ElfFile
 from droidheap.pprof import Profile
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
@@ -163,3 +164,23 @@ def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(progra
                if line.startswith("warning:") and "libbomb.so" in line]
     assert warning and "inflates to more than" in warning[0], result.stdout
     assert "in 1 objects" in result.stdout  # the rest is read
+
+
+def test_inlined_calls_nested_past_any_honest_depth_are_refused(tmp_path):
+    """Each address keeps its chain of inlined calls whole: a unit nesting them 300 deep at every
+    instruction would cost the square of its scopes; its inlined calls are refused instead."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    inline = "static inline __attribute__((always_inline)) void *"
+    source = ["#include <stdlib.h>", "volatile int sink;",
+              f"{inline}f0(size_t n) {{ sink++; return malloc(n); }}"]
+    source += [f"{inline}f{i}(size_t n) {{ sink++; return f{i - 1}(n + {i}); }}"
+               for i in range(1, 300)]
+    source.append("int main(int argc, char **argv) { free(f299(argc)); return 0; }")
+    (tmp_path / "deep.c").write_text("\n".join(source) + "\n")
+    subprocess.run(["gcc", "-g", "-O1", str(tmp_path / "deep.c"), "-o", str(tmp_path / "deep")],
+                   check=True, capture_output=True)
+    elf = ElfFile(tmp_path / "deep")
+    main = elf.elf.get_section_by_name(".symtab").get_symbol_by_name("main")[0]["st_value"]
+    with pytest.raises(ValueError, match="nest more than 32 deep on average"):
+        elf.scopes_at(main + 0x100)
