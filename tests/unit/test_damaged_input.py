@@ -2,22 +2,34 @@
 run, DROIDHEAP_MUTATIONS of each kind; the closing notes of issue 11 give longer runs): reading
 them (report, diff) and converting them (symbolize) ends in results or in one DroidheapError,
 never another exception; a trace cut short keeps every dump before the cut and says what it
-dropped; a directory with one damaged pprof file keeps the others and names it."""
+dropped; a directory with one damaged pprof file keeps the others and names it. Interned data
+named again and again (a stack's frames, the samples of one stack, an address's inlined lines, a
+pprof location's) costs memory linear in the input's size, never their product (issue 41)."""
 import gzip
 import os
 import random
+import tracemalloc
 
 import pytest
 
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
 from droidheap.convert import convert_trace
 from droidheap.errors import DroidheapError
+from droidheap.pprof import Profile
 from droidheap.results.load import load_results
+from droidheap.results.report import build_report
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import iter_fields, parse_trace
 from fixtures_trace import two_process_trace
 from test_cli_errors import assert_one_line_error, run_cli
 
 MUTATIONS = int(os.environ.get("DROIDHEAP_MUTATIONS", "150"))
+# Reading an input may cost this much memory a byte of it, past a fixed allowance: enough for
+# what the readers keep per frame and per sample, far below what one input's stacks expanded per
+# sample, or per inlined line per frame of every stack, would cost.
+BYTES_PER_INPUT_BYTE = 2000
+ALLOWANCE = 64 << 20
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
@@ -88,6 +100,103 @@ def test_a_damaged_pprof_is_read_or_refused_in_one_line(converted, tmp_path):
         damaged.write_bytes(gzip.compress(mutate(raw, rng)) if rng.random() < 0.8
                             else mutate(gzip.compress(raw), rng))
         survives(load_results, damaged)
+
+
+def _repeated(field, times: int) -> None:
+    """A repeated field's entries `times` times over, in order."""
+    entries = list(field)
+    del field[:]
+    for _ in range(times):
+        field.extend(entries)
+
+
+def amplify_trace(data: bytes, rng: random.Random) -> bytes:
+    """One to three of: a call stack's frames named again and again, a sample of that stack
+    repeated, a symbolized address's lines repeated."""
+    trace = pb.Trace.FromString(data)
+    stacks = [c for p in trace.packet for c in p.interned_data.callstacks]
+    stack = rng.choice(stacks)
+    samples = [(d.samples, s) for p in trace.packet for d in p.profile_packet.process_dumps
+               for s in d.samples if s.callstack_id == stack.iid]
+    addresses = [a for p in trace.packet for a in p.module_symbols.address_symbols if a.lines]
+    for kind in rng.sample(range(3), rng.randrange(1, 4)):
+        times = rng.choice((100, 1000, 3000))
+        if kind == 0:
+            _repeated(stack.frame_ids, times)
+        elif kind == 1 and samples:
+            heap, one = rng.choice(samples)
+            for i in range(times):
+                heap.add().CopyFrom(one)
+                heap[-1].self_allocated += i  # each its own sample
+        elif kind == 2 and addresses:
+            _repeated(rng.choice(addresses).lines, times)
+    return trace.SerializeToString()
+
+
+def amplify_pprof(data: bytes, rng: random.Random) -> bytes:
+    """One to three of: a location's lines repeated, a sample's locations named again and again,
+    one sample repeated."""
+    profile = Profile.FromString(data)
+    for kind in rng.sample(range(3), rng.randrange(1, 4)):
+        times = rng.choice((100, 1000, 3000))
+        if kind == 0 and profile.location:
+            _repeated(rng.choice(profile.location).line, times)
+        elif kind == 1 and profile.sample:
+            _repeated(rng.choice(profile.sample).location_id, times)
+        elif kind == 2 and profile.sample:
+            one = rng.choice(profile.sample)
+            for _ in range(times):
+                profile.sample.add().CopyFrom(one)
+    return profile.SerializeToString()
+
+
+def costs_linear_memory(work, size: int) -> None:
+    """Runs `work` (results or one DroidheapError) under tracemalloc: its peak of Python memory
+    stays within BYTES_PER_INPUT_BYTE a byte of an input of `size` bytes, past ALLOWANCE."""
+    tracemalloc.start()
+    try:
+        try:
+            work()
+        except DroidheapError as e:
+            assert "\n" not in str(e).strip(), e
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < ALLOWANCE + BYTES_PER_INPUT_BYTE * size, (peak, size)
+
+
+AMPLIFIED = max(1, MUTATIONS // 15)
+
+
+@pytest.mark.parametrize("name", ["raw-trace", "symbolized-trace"])
+def test_interned_data_named_many_times_costs_memory_linear_in_the_trace(converted, name,
+                                                                         tmp_path):
+    data = (converted / name).read_bytes()
+    rng = random.Random(f"amplified-{name}")
+    amplified = tmp_path / "trace"
+    for i in range(AMPLIFIED):
+        amplified.write_bytes(amplify_trace(data, rng))
+        size = amplified.stat().st_size
+
+        def read():
+            results = load_results(amplified)
+            build_report(results.profiles, results.warnings)
+        costs_linear_memory(read, size)
+        costs_linear_memory(lambda: convert_trace(amplified, tmp_path / f"out{i}"), size)
+
+
+def test_interned_data_named_many_times_costs_memory_linear_in_the_pprof(converted, tmp_path):
+    pprofs = sorted(converted.glob("heap_dump.*.pb.gz"))
+    rng = random.Random("amplified-pprof")
+    amplified = tmp_path / "heap_dump.0.1.libc.malloc.pb.gz"
+    for _ in range(AMPLIFIED):
+        raw = amplify_pprof(gzip.decompress(rng.choice(pprofs).read_bytes()), rng)
+        amplified.write_bytes(gzip.compress(raw))
+
+        def read():
+            results = load_results(amplified)
+            build_report(results.profiles, results.warnings)
+        costs_linear_memory(read, len(raw))
 
 
 def test_a_trace_cut_anywhere_keeps_every_dump_before_the_cut(converted):
