@@ -30,6 +30,10 @@ RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
 _VERSION = 2
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
+# A dump that changed little since the one before is stored as its changes: a few bytes may
+# name every sample again. The dumps' samples, all told, are bounded (half a GiB of references;
+# the trace they came from would have been gigabytes).
+_MAX_PLACES = 1 << 26
 
 
 def write_results(results: Results, path: pathlib.Path,
@@ -130,7 +134,10 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Prof
         if not 0 <= _typed(base, int, "a base") < len(earlier):
             raise ValueError("a profile's base is not a profile before it")
         length, at = _typed(raw["length"], int, "a length"), _list(raw["at"], int, "a place")
-        if length < 0 or len(at) != len(changed) or at and not 0 <= min(at) <= max(at) < length:
+        # Places past its base's end are filled by its changes, each once: a length beyond
+        # them would be places nothing fills, allocated before they were found empty.
+        if not 0 <= length <= len(earlier[base].samples) + len(at) or len(at) != len(
+                changed) or at and not 0 <= min(at) <= max(at) < length:
             raise ValueError("a profile's changes are not places in it")
         dump_samples = earlier[base].samples[:length]
         dump_samples += [None] * (length - len(dump_samples))
@@ -184,8 +191,12 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
             stacks.append(CallStack(map(locations.__getitem__, row)))
         samples = _samples(_list(raw["samples"], int, "a sample's figure"), stacks)
         profiles: List[Profile] = []
+        places = 0
         for p in _list(raw["profiles"], dict, "a profile"):
             profiles.append(_profile(p, samples, profiles, str(path)))
+            places += len(profiles[-1].samples)
+            if places > _MAX_PLACES:
+                raise ValueError(f"its dumps hold more than {_MAX_PLACES} samples in all")
         return Results(profiles, _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
         raise DroidheapError(f"{path} is damaged: {e}") from e

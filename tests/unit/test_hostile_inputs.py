@@ -3,6 +3,8 @@ once and named by every sample, a pprof file of gzip'd zeros, a library whose co
 claims gigabytes. Each is read by `droidheap report` in a child process held to 1 GiB of address
 space and a timeout, so that a regression fails here quickly instead of eating the machine: it
 must finish within them, or refuse in one line (a library's DWARF: a warning, the rest read)."""
+import gzip
+import json
 import os
 import pathlib
 import resource
@@ -19,6 +21,7 @@ from droidheap.elf.elf_file import ElfFile
 from droidheap.pprof import Profile
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
+from test_results_store import _two_dumps_one_sample_changed
 
 MEMORY_LIMIT = 1 << 30
 TIMEOUT = 60
@@ -101,6 +104,17 @@ def test_a_pprof_whose_stacks_expand_past_any_honest_depth_is_refused_in_one_lin
     assert path.stat().st_size < 80_000
     result = report(tmp_path, str(path))
     assert_one_line_error(result, "its call stacks expand to more than")
+
+
+def test_a_stored_dump_claiming_a_trillion_places_is_refused_in_one_line(tmp_path):
+    """A dump stored as its changes since the one before names its length: 2**40 places, a few
+    bytes, were allocated before being found empty."""
+    path = _two_dumps_one_sample_changed(tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["profiles"][1]["length"] = 1 << 40
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    assert_one_line_error(report(tmp_path, str(path.parent)),
+                          "a profile's changes are not places in it")
 
 
 def _debug_info_claiming(library: pathlib.Path, kind: str, claimed: int) -> None:
