@@ -14,6 +14,7 @@ import pathlib
 import posixpath
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 from typing import Dict, List, Optional, Sequence
@@ -51,6 +52,12 @@ class ShellResult:
     exit_code: int
     stdout: str
     stderr: str
+
+
+# What one pull may take: far more than any trace or library of a session, and never the room
+# this machine needs to go on.
+PULL_MAX_BYTES = 16 << 30
+PULL_DISK_RESERVE_BYTES = 256 << 20
 
 
 @dataclasses.dataclass
@@ -262,10 +269,21 @@ class AdbDevice(Device):
         self._sync.push(local, remote, mode)
 
     def pull(self, remote: str, local: pathlib.Path) -> None:
-        found = self._sync.stat(remote) if watched() else None
-        size = found.size if found and found.size >= _PROGRESS_MIN_BYTES else 0
+        # Bounded: a phone could otherwise stream a "file" until this machine's disk is full.
+        try:
+            room = shutil.disk_usage(local.parent).free - PULL_DISK_RESERVE_BYTES
+        except OSError as e:
+            raise DroidheapError(f"cannot pull {remote}: {local.parent}: {e.strerror}") from None
+        limit = max(min(PULL_MAX_BYTES, room), 0)
+        found = self._sync.stat(remote)
+        if found is not None and found.size > limit:
+            why = (f"droidheap takes at most {PULL_MAX_BYTES}" if limit == PULL_MAX_BYTES
+                   else f"{local.parent} has room for {limit} (keeping {PULL_DISK_RESERVE_BYTES} "
+                        "free)")
+            raise DroidheapError(f"cannot pull {remote}: it is {found.size} bytes, and {why}")
+        size = found.size if found and found.size >= _PROGRESS_MIN_BYTES and watched() else 0
         with progress_bar(f"pulling {posixpath.basename(remote)}", size) as bar:
-            self._sync.pull(remote, local, bar.update)
+            self._sync.pull(remote, local, limit, bar.update)
 
     def file_size(self, remote: str) -> int:
         found = self._sync.stat(remote)

@@ -21,6 +21,10 @@ from droidheap.output_files import open_output
 _DATA_MAX = 64 * 1024  # SYNC_DATA_MAX: the largest DATA chunk either side may send
 _PATH_MAX = 1024
 _TIMEOUT_S = 60.0
+# A pull's pace: a device that trickles a file (a chunk before each read's timeout) is given up
+# once it has averaged less than this over more than the grace period.
+MIN_PULL_RATE_BYTES_S = 64 * 1024
+PULL_RATE_GRACE_S = 60.0
 _WORD = struct.Struct("<4sI")
 _STAT = struct.Struct("<III")
 
@@ -97,12 +101,15 @@ class SyncClient:
             finally:
                 self._quit(connection)
 
-    def pull(self, remote: str, local: pathlib.Path,
+    def pull(self, remote: str, local: pathlib.Path, limit: int,
              received: Callable[[int], None] = lambda length: None) -> None:
-        """`received(bytes)` is told of each chunk as it arrives. `local` appears once the whole
-        file has (open_output: no partial file, nothing written through a link at its name)."""
+        """Takes at most `limit` bytes, at MIN_PULL_RATE_BYTES_S or faster: the device says when
+        the file ends, and a hostile one never would. `received(bytes)` is told of each chunk as
+        it arrives. `local` appears once the whole file has (open_output: no partial file,
+        nothing written through a link at its name)."""
         with adb_errors(f"cannot pull {remote}"), open_output(local) as target:
             connection = self._open(b"RECV", remote)
+            started, total = time.monotonic(), 0
             try:
                 while True:
                     answer, length = self._read_word(connection)
@@ -114,7 +121,15 @@ class SyncClient:
                     if answer != b"DATA" or length > _DATA_MAX:
                         raise DroidheapError(f"cannot pull {remote}: unexpected answer "
                                              f"{answer!r} of {length} bytes")
+                    total += length
+                    if total > limit:
+                        raise DroidheapError(f"cannot pull {remote}: the device sent more than "
+                                             f"{limit} bytes of it")
                     target.write(connection.read_exact(length))
                     received(length)
+                    elapsed = time.monotonic() - started
+                    if elapsed > PULL_RATE_GRACE_S and total < MIN_PULL_RATE_BYTES_S * elapsed:
+                        raise DroidheapError(f"cannot pull {remote}: the device sent {total} "
+                                             f"bytes in {elapsed:.0f} s, too slowly to go on")
             finally:
                 self._quit(connection)

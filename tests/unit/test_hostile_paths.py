@@ -36,6 +36,8 @@ class _HostileStream:
         if request == b"RECV":
             self._answer = (_WORD.pack(b"DATA", len(PAYLOAD)) + PAYLOAD
                             + _WORD.pack(b"DONE", 0))
+        elif request == b"STAT":
+            self._answer = b"STAT" + bytes(12)  # mode 0: it says nothing of the file
 
     def read_exact(self, length):
         chunk, self._answer = self._answer[:length], self._answer[length:]

@@ -41,7 +41,8 @@ def test_symbolize_replaces_a_symlink_planted_in_the_trace_directory(tmp_path, n
 
 def test_a_pulled_trace_replaces_a_symlink_at_its_name(tmp_path):
     victim = plant(tmp_path, "raw-trace", tmp_path)
-    SyncClient(HostilePhone()).pull("/data/misc/perfetto-traces/x.trace", tmp_path / "raw-trace")
+    SyncClient(HostilePhone()).pull("/data/misc/perfetto-traces/x.trace", tmp_path / "raw-trace",
+                                    1 << 20)
     assert victim.read_text() == VICTIM_TEXT
     assert (tmp_path / "raw-trace").read_bytes() == PAYLOAD
 
