@@ -134,7 +134,7 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
 
     out_dir = pathlib.Path(out_dir)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with BackgroundWrites() as files:
             symbolized = out_dir / SYMBOLIZED_TRACE
             raw = data[:contents.intact_length]

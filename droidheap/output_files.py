@@ -2,7 +2,9 @@
 caches): a new file at a random name beside the final one, created without following links
 (O_CREAT|O_EXCL|O_NOFOLLOW), renamed onto the final name once complete. A crash leaves no half
 file under the real name, and a symlink planted at that name (in a directory someone sent) is
-replaced itself: os.replace renames over the link, never through it to what it points to.
+replaced itself: os.replace renames over the link, never through it to what it points to. Each is
+readable by its owner alone (0600), whatever the umask; the output directories droidheap makes,
+and the local device's root, likewise (0700).
 
 The directory itself is trusted: the caller named it, or checked it (safe_paths). A failure is an
 OSError, the temporary file removed.
@@ -29,8 +31,9 @@ def _create_beside(path: pathlib.Path) -> Tuple[pathlib.Path, int]:
     while True:
         tmp = _temporary_name(path)
         try:
-            # 0o666: the umask decides, as for any file the user creates.
-            return tmp, os.open(tmp, _CREATE, 0o666)
+            # Its owner's alone: outputs hold command lines, paths and symbols, pulled files a
+            # phone's code, the caches both.
+            return tmp, os.open(tmp, _CREATE, 0o600)
         except FileExistsError:
             continue
 

@@ -385,7 +385,7 @@ class PlatformSession:
     def pull(self, out_dir: pathlib.Path, targets: str) -> pathlib.Path:
         raw = pathlib.Path(out_dir) / "raw-trace"
         try:
-            raw.parent.mkdir(parents=True, exist_ok=True)
+            raw.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
             raise DroidheapError(f"cannot create {raw.parent}: {e.strerror or e}") from None
         self.device.pull(self.trace_path, raw)

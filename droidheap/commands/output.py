@@ -28,7 +28,7 @@ def prepare_output(output) -> pathlib.Path:
     if out.exists() and any(out.iterdir()):
         raise DroidheapError(f"output directory {out} is not empty")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)  # as mkdtemp's (output_files)
     except OSError as e:
         raise DroidheapError(f"cannot make the output directory {out}: {e.strerror}") from None
     return out

@@ -45,7 +45,7 @@ def command(obj, output, symbol_dirs):
         for remote in traces:
             try:
                 trace_out = out / _local_name(remote)
-                trace_out.mkdir()  # fails for a name listed twice
+                trace_out.mkdir(mode=0o700)  # fails for a name listed twice
             except UnsafePath as e:
                 click.echo(f"droidheap: {remote}: {e}; left on the device", err=True)
                 continue

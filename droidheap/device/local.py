@@ -109,6 +109,14 @@ def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
     os.replace(tmp, target)
 
 
+def _open_lock(root: pathlib.Path):
+    """The root's session lock file, opened to be flock'ed: never through a link planted at its
+    name, never truncated (it holds nothing)."""
+    fd = os.open(root / "session.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    return os.fdopen(fd, "r+b")
+
+
 def _remove_own_root(root: pathlib.Path, link: pathlib.Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     link.unlink(missing_ok=True)
@@ -124,7 +132,7 @@ def _remove_abandoned(runs: pathlib.Path) -> None:
             link.unlink(missing_ok=True)
             continue
         try:
-            with open(root / "session.lock", "w") as lock:
+            with _open_lock(root) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if not list((root / "data" / "misc" / "perfetto-traces").glob(TRACE_GLOB)):
                     _remove_own_root(root, link)
@@ -198,6 +206,14 @@ class LocalDevice(Device):
         self._lock_file = None
 
     def _lay_out(self) -> None:
+        # Its owner's alone: traces, properties naming programs, the socket sessions listen on.
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if self.root.stat().st_mode & 0o077 and self.root.stat().st_uid == os.geteuid():
+                self.root.chmod(0o700)  # made by an older droidheap
+        except OSError as e:
+            raise DroidheapError(f"cannot prepare the emulated device at {self.root}: "
+                                 f"{e.strerror}") from None
         self.layout = DeviceLayout(
             bin_dir=str(self.root / "system" / "bin"),
             lib_dir=str(self.root / "system" / "lib64"),
@@ -246,7 +262,11 @@ class LocalDevice(Device):
                 f"this one runs at {self.root}"]
 
     def _claim(self, root: pathlib.Path) -> bool:
-        self._lock_file = open(root / "session.lock", "w")
+        try:
+            self._lock_file = _open_lock(root)
+        except OSError as e:  # a link at its name (ELOOP), or no room
+            raise DroidheapError(f"cannot open the session lock of {self.describe()}: "
+                                 f"{e.strerror}") from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

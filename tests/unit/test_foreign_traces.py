@@ -8,7 +8,7 @@ import shutil
 
 from droidheap.convert import convert_trace
 from droidheap.results.load import load_results
-from fixtures_trace import FakeMapping, TraceBuilder
+from fixtures_trace import FakeMapping
 
 from test_convert import _trace
 
