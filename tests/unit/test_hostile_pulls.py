@@ -11,26 +11,21 @@ from droidheap.device import adb, adb_sync
 from droidheap.device.adb import AdbDevice
 from droidheap.device.adb_sync import SyncClient
 from droidheap.errors import DroidheapError
+from test_hostile_paths import _HostileStream
 
 _WORD = struct.Struct("<4sI")
 CHUNK = b"x" * 65536
 
 
-class _EndlessStream:
+class _EndlessStream(_HostileStream):
     """A sync stream that answers RECV with DATA chunks forever, and STAT with `size`."""
 
     def __init__(self, size: int, clock: list):
-        self.conn = self
+        super().__init__()
         self._size = size
-        self._clock = clock  # [seconds]: moved on by each chunk read, `pace` each
+        self._clock = clock  # [seconds, pace]: moved on by `pace` at each chunk
         self._recv = False
         self._stat = b""
-
-    def send_command(self, command):
-        pass
-
-    def check_okay(self):
-        pass
 
     def sendall(self, data):
         request, _ = _WORD.unpack(data[:_WORD.size])
@@ -46,9 +41,6 @@ class _EndlessStream:
             self._clock[0] += self._clock[1]
             return _WORD.pack(b"DATA", len(CHUNK))
         return CHUNK[:length]
-
-    def close(self):
-        pass
 
 
 class _EndlessPhone:
