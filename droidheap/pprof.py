@@ -15,11 +15,16 @@ from typing import Callable, Dict, List, Sequence, Set, Tuple
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from droidheap.bulk import made_once, misses
+from droidheap.errors import DroidheapError
 from droidheap.output_files import write_gzip_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping, Sample
 
+# pprof shares no stacks: each sample lists its stack's locations, so a stack named by every
+# sample costs its depth times theirs. The unwinders that write traces stop at a few hundred
+# frames (droidheapd at 256); a deeper stack is refused, not repeated per sample.
+MAX_STACK_FRAMES = 2048
 _F = descriptor_pb2.FieldDescriptorProto
 _TYPES = {"int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL,
           "string": _F.TYPE_STRING}
@@ -159,6 +164,10 @@ class PprofWriter:
     def _stack(self, frames: Sequence[Frame]) -> Tuple[List[int], bytes]:
         """A stack's location ids, and those as a serialized Sample.location_id. Perfetto's frames
         are root first, pprof's leaf first."""
+        if len(frames) > MAX_STACK_FRAMES:
+            raise DroidheapError(f"a call stack of {len(frames)} frames is deeper than any "
+                                 "unwinder writes: pprof files, which repeat a stack for every "
+                                 f"sample, take at most {MAX_STACK_FRAMES}")
         # Frames seen before (most of them) found by a C loop (map), by identity.
         ids = list(map(self._frame_ids.get, map(id, reversed(frames))))
         for j in misses(ids):

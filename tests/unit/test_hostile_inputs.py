@@ -18,7 +18,7 @@ import pytest
 
 from droidheap.bounded_inflate import MAX_RATIO
 from droidheap.elf.elf_file import ElfFile
-from droidheap.pprof import Profile
+from droidheap.pprof import MAX_STACK_FRAMES, Profile
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
 from test_results_store import _two_dumps_one_sample_changed
@@ -32,12 +32,15 @@ def _limited():
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def report(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(tmp_path / "device"),
                DROIDHEAP_CACHE_DIR=str(tmp_path / "cache"))
-    return subprocess.run([sys.executable, "-m", "droidheap.cli", "report", *args],
-                          capture_output=True, text=True, env=env, timeout=TIMEOUT,
-                          preexec_fn=_limited)
+    return subprocess.run([sys.executable, "-m", "droidheap.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=TIMEOUT, preexec_fn=_limited)
+
+
+def report(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    return run(tmp_path, "report", *args)
 
 
 def deflated_zeros(size: int, wbits: int) -> bytes:
@@ -78,6 +81,18 @@ def test_a_stack_named_by_every_sample_costs_its_size_once(tmp_path):
     result = report(tmp_path, str(trace))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "2500 objects" in result.stdout
+
+
+def test_a_stack_deeper_than_any_unwinder_writes_is_not_repeated_per_pprof_sample(tmp_path):
+    """pprof lists each sample's stack whole: a 30000-frame stack named by 40000 samples, 500 KB
+    of trace, would be 1.2 GB of pprof."""
+    builder = TraceBuilder().process(100, "app")
+    stack = builder.callstack([(APP, 0x100 + i % 64) for i in range(30000)])
+    builder.dump({100: [(stack, 16 * (i + 1), 0, 1, 0) for i in range(40000)]})
+    trace = tmp_path / "trace"
+    trace.write_bytes(builder.to_bytes())
+    result = run(tmp_path, "symbolize", str(trace), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, f"take at most {MAX_STACK_FRAMES}")
 
 
 def test_a_pprof_of_gzipd_zeros_is_refused_in_one_line(tmp_path):
