@@ -48,7 +48,7 @@ class Headers:
     notes: Tuple[Tuple[int, int], ...]  # (offset, size) of PT_NOTE segments
     little_endian: bool
     is_64: bool = True
-    every_section: Tuple[Section, ...] = ()  # in file order, each of a name
+    every_section: Tuple[Section, ...] = ()  # in file order, several of a name too
 
     def inflated_sizes(self, data) -> Iterator[Tuple[str, int, int]]:
         """(name, size claimed, bytes in the file standing for it) of each section pyelftools

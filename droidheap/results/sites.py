@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import pathlib
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from droidheap.bulk import changed_places
 from droidheap.errors import DroidheapError
@@ -84,7 +84,7 @@ class CallStack(tuple):
 
 # An honest frame expands to itself and the calls inlined at it: a few, dozens at most.
 _LOCATIONS_PER_FRAME = 64
-_LOCATIONS_FLOOR = 1 << 22  # small inputs: no trace this size is refused
+_LOCATIONS_FLOOR = 1 << 22  # below it nothing is refused: a small input may inline deeply
 
 
 class StackBudget:
@@ -117,7 +117,7 @@ class SiteFigures:
     in_use_count: int = 0
     in_use_bytes: int = 0
 
-    def add(self, sample: StackSample) -> None:
+    def add(self, sample: Union[StackSample, "SiteFigures"]) -> None:
         self.alloc_count += sample.alloc_count
         self.alloc_bytes += sample.alloc_bytes
         self.in_use_count += sample.in_use_count
