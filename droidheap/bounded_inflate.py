@@ -18,9 +18,9 @@ ZLIB = zlib.MAX_WBITS
 XZ = "xz"
 
 
-def inflate_limit(compressed_size: int, ceiling: int = CEILING) -> int:
+def inflate_limit(compressed_size: int, ceiling: int = CEILING, ratio: int = MAX_RATIO) -> int:
     """The most that `compressed_size` bytes may honestly inflate to."""
-    return min(ceiling, max(FLOOR, MAX_RATIO * compressed_size))
+    return min(ceiling, max(FLOOR, ratio * compressed_size))
 
 
 def check_claim(what: str, claimed: int, compressed_size: int) -> None:
@@ -31,16 +31,17 @@ def check_claim(what: str, claimed: int, compressed_size: int) -> None:
         raise DroidheapError(_too_large(what, limit, compressed_size))
 
 
-def _too_large(what: str, limit: int, compressed_size: int) -> str:
-    past = (f"{MAX_RATIO} times its size" if limit >= MAX_RATIO * compressed_size
-            else f"{limit} bytes")
+def _too_large(what: str, limit: int, compressed_size: int, ratio: int = MAX_RATIO) -> str:
+    past = f"{ratio} times its size" if limit >= ratio * compressed_size else f"{limit} bytes"
     return f"{what} inflates to more than {past}: more than it could honestly hold"
 
 
-def inflate(data: bytes, what: str, kind=GZIP, ceiling: int = CEILING) -> bytes:
+def inflate(data: bytes, what: str, kind=GZIP, ceiling: int = CEILING,
+            ratio: int = MAX_RATIO) -> bytes:
     """`data` (GZIP, ZLIB or XZ) inflated; DroidheapError naming `what` when it would pass
-    inflate_limit, is damaged or ends before its compressed stream does."""
-    limit = inflate_limit(len(data), ceiling)
+    inflate_limit, is damaged or ends before its compressed stream does. `ratio`: a tighter one
+    for input whose every inflated byte costs several more once parsed."""
+    limit = inflate_limit(len(data), ceiling, ratio)
     inflater = (lzma.LZMADecompressor(format=lzma.FORMAT_XZ) if kind == XZ
                 else zlib.decompressobj(wbits=kind))
     try:
@@ -49,7 +50,7 @@ def inflate(data: bytes, what: str, kind=GZIP, ceiling: int = CEILING) -> bytes:
     except (zlib.error, lzma.LZMAError, EOFError) as e:
         raise DroidheapError(f"{what} is damaged: {e}") from e
     if len(out) > limit:
-        raise DroidheapError(_too_large(what, limit, len(data)))
+        raise DroidheapError(_too_large(what, limit, len(data), ratio))
     if not inflater.eof:
         raise DroidheapError(f"{what} is damaged: it ends before its compressed data does")
     return out

@@ -17,6 +17,9 @@ SYMBOLIZED_TRACE = "symbolized-trace"
 RAW_TRACE = "raw-trace"
 _GZIP_MAGIC = b"\x1f\x8b"
 _PACKET_TAG = b"\x0a"  # Trace.packet (field 1, length-delimited): how every trace begins
+# pprof files compress 5 to 10 times (droidheap's about 10); parsed, each inflated byte of one
+# costs ten more (protobuf's messages, then Locations), so past this a file is refused.
+PPROF_RATIO = 32
 
 
 def _load_trace(path: pathlib.Path, data: bytes, search_dirs: Sequence[pathlib.Path]) -> Results:
@@ -70,7 +73,7 @@ def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
     from google.protobuf.message import DecodeError
     from droidheap.pprof import Profile as PprofProfile  # the message class
     if data[:2] == _GZIP_MAGIC:
-        data = inflate(data, str(path))
+        data = inflate(data, str(path), ratio=PPROF_RATIO)
     try:
         profile = PprofProfile.FromString(data)
     except DecodeError as e:
@@ -86,14 +89,21 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
     types = [strings[t.type] for t in profile.sample_type]
     functions = {f.id: f for f in profile.function}
     mappings = {m.id: strings[m.filename] for m in profile.mapping}
-    locations = {}
-    for loc in profile.location:
-        module = mappings.get(loc.mapping_id, "")
-        lines = [Location(strings[functions[line.function_id].name],
-                          strings[functions[line.function_id].filename], line.line, module)
-                 for line in loc.line if line.function_id in functions]
-        locations[loc.id] = tuple(lines) or (Location(f"{pathlib.PurePosixPath(module).name or '?'}"
-                                                      f"+{loc.address:#x}", module=module),)
+    # A location's Locations are made when a stack first names it, after the budget has counted
+    # its lines: a file may hold millions of lines no sample names, or one location of millions.
+    location_at = {loc.id: i for i, loc in enumerate(profile.location)}  # the last of an id
+    locations: Dict[int, Tuple[Location, ...]] = {}
+
+    def location(at: int) -> Tuple[Location, ...]:
+        if at not in locations:
+            loc = profile.location[at]
+            module = mappings.get(loc.mapping_id, "")
+            lines = [Location(strings[functions[line.function_id].name],
+                              strings[functions[line.function_id].filename], line.line, module)
+                     for line in loc.line if line.function_id in functions]
+            locations[at] = tuple(lines) or (Location(
+                f"{pathlib.PurePosixPath(module).name or '?'}+{loc.address:#x}", module=module),)
+        return locations[at]
 
     # Each value's column (the first of its name), found once, not per sample: a file may list
     # thousands of sample types.
@@ -112,9 +122,9 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
     def stack(location_ids) -> CallStack:
         key = tuple(location_ids)
         if key not in stacks:
-            frames = [locations[loc] for loc in key]
-            budget.spend(len(frames), sum(map(len, frames)))
-            stacks[key] = CallStack(frame for lines in frames for frame in lines)
+            found = [location_at[loc] for loc in key]
+            budget.spend(len(found), sum(max(1, len(profile.location[at].line)) for at in found))
+            stacks[key] = CallStack(frame for at in found for frame in location(at))
         return stacks[key]
     samples = [StackSample(stack(s.location_id),
                            value(s, "alloc_objects"), value(s, "alloc_space"),

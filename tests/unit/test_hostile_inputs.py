@@ -16,9 +16,9 @@ import zlib
 
 import pytest
 
-from droidheap.bounded_inflate import MAX_RATIO
 from droidheap.elf.elf_file import ElfFile
 from droidheap.pprof import MAX_STACK_FRAMES, Profile
+from droidheap.results.load import PPROF_RATIO
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
 from test_results_store import _two_dumps_one_sample_changed
@@ -100,7 +100,7 @@ def test_a_pprof_of_gzipd_zeros_is_refused_in_one_line(tmp_path):
     bomb.write_bytes(deflated_zeros(ZEROS_GIB << 30, 16 + zlib.MAX_WBITS))
     assert bomb.stat().st_size < 4 << 20
     result = report(tmp_path, str(bomb))
-    assert_one_line_error(result, f"inflates to more than {MAX_RATIO} times its size")
+    assert_one_line_error(result, f"inflates to more than {PPROF_RATIO} times its size")
 
 
 def test_a_pprof_whose_stacks_expand_past_any_honest_depth_is_refused_in_one_line(tmp_path):
@@ -119,6 +119,26 @@ def test_a_pprof_whose_stacks_expand_past_any_honest_depth_is_refused_in_one_lin
     assert path.stat().st_size < 80_000
     result = report(tmp_path, str(path))
     assert_one_line_error(result, "its call stacks expand to more than")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+def test_a_pprof_location_of_millions_of_lines_is_refused_before_it_is_expanded(tmp_path):
+    """One location of 6 million lines (4 bytes each), named by one sample: its Locations were
+    made, 150 bytes each, before any stack was counted."""
+    lines = b"\x22\x02\x08\x01" * 6_000_000  # Location.line {function_id: 1}
+    location = b"\x08\x01" + lines  # id 1
+    path = tmp_path / "lines.pprof"
+    path.write_bytes(b"\x32\x00" + b"\x2a\x02\x08\x01"  # string_table "", function {id: 1}
+                     + b"\x22" + _varint(len(location)) + location
+                     + b"\x12\x04\x08\x01\x10\x01")  # sample {location_id: 1, value: 1}
+    assert_one_line_error(report(tmp_path, str(path)), "its call stacks expand to more than")
 
 
 def test_a_stored_dump_claiming_a_trillion_places_is_refused_in_one_line(tmp_path):
