@@ -5,11 +5,12 @@ peers, beside the same run unprofiled on glibc, all measured side by side in one
 
     .venv/bin/python bench/overhead.py [--threads 1,4] [--runs 3] [--allocs 2000000]
                                        [--no-programs] [--no-depths] [--no-callgrind]
-                                       [--cross-thread-frees]
+                                       [--cross-thread-frees] [--orders random,FIFO]
 
 The workloads: bench/programs/malloc_churn.c (per thread ALLOCS allocations of 16..4096 bytes
-with 1024 kept live, each freed by its own thread; with --cross-thread-frees every other one by
-another thread), then real allocation-heavy
+with 1024 kept live, each new one freeing a random one of them (random) or the oldest (FIFO),
+every 1000th kept to the end, each freed by its own thread; with --cross-thread-frees every
+other one by another thread), then real allocation-heavy
 programs from Debian, each timing its own work and reading its own VmHWM: perl building an
 800k-key hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
 few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
@@ -48,10 +49,10 @@ Figures:
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
                 under callgrind, the instructions it adds per pair
-  goals         issue 27's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1
-                (4 threads @-i 1 also below heaptrack), perl, python3 and sqlite3 @4096, the
-                client's CPU ns per sample (1 thread @4096) and the daemon's busy ns per sample
-                at depth 10; each met, MISSED, or not measured in this run
+  goals         issue 42's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1,
+                each free order (4 threads @-i 1 also below heaptrack), perl, python3 and
+                sqlite3 @4096, the client's CPU ns per sample (1 thread, random, @4096) and the
+                daemon's busy ns per sample at depth 10; each met, MISSED, or not measured
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -290,6 +291,12 @@ def measure_custom_heap(runner: Runner, program: pathlib.Path,
     return by_threads, allocs
 
 
+def _orders(value: str) -> str:
+    if not value or any(order not in ("random", "FIFO") for order in value.split(",")):
+        raise argparse.ArgumentTypeError("random, FIFO or random,FIFO")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1,4")
@@ -300,6 +307,9 @@ def main() -> int:
     parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
     parser.add_argument("--cross-thread-frees", action="store_true",
                         help="malloc_churn -x: half the frees on another thread")
+    parser.add_argument("--orders", default="random,FIFO", type=_orders,
+                        help="which blocks malloc_churn frees: a random slot's (as programs "
+                             "do), the oldest (FIFO), or both (random,FIFO)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="droidheap-overhead-") as tmp:
         work = pathlib.Path(tmp)
@@ -307,11 +317,15 @@ def main() -> int:
         subprocess.run(["cc", "-O2", "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o", str(program)],
                        check=True)
         runner = Runner(work)
-        churn = {}
-        for threads in [int(t) for t in args.threads.split(",")]:
-            workload = [str(program), "-t", str(threads), "-n", str(args.allocs),
-                        *(["-x"] if args.cross_thread_frees else [])]
-            churn[threads] = measure(runner, f"{threads} threads", workload, args.runs)
+        churn: Dict[str, Dict[int, dict]] = {}
+        for order in args.orders.split(","):
+            churn[order] = {}
+            for threads in [int(t) for t in args.threads.split(",")]:
+                workload = [str(program), "-t", str(threads), "-n", str(args.allocs),
+                            *(["-x"] if args.cross_thread_frees else []),
+                            *(["-f"] if order == "FIFO" else [])]
+                churn[order][threads] = measure(runner, f"{threads} threads {order}", workload,
+                                                args.runs)
         programs = []
         if not args.no_programs:
             for name, argv, stdin in PROGRAMS:
@@ -328,7 +342,8 @@ def main() -> int:
                 runner, program, ["-s", "32:32", "-w", "64", "-c", CUSTOM_HEAP],
                 ["--heaps", CUSTOM_HEAP])
 
-    churn_rows = [(f"{threads} threads", runs) for threads, runs in churn.items()]
+    churn_rows = [(f"{threads} threads {order}", runs) for order, by_threads in churn.items()
+                  for threads, runs in by_threads.items()]
     print_elapsed_table("malloc_churn", churn_rows)
     print_fast_path(*fast_path)
     print_custom_heap(*custom_heap)
@@ -350,7 +365,8 @@ def main() -> int:
         alone, added, _ = custom_callgrind
         print(f"custom heap reports under callgrind (1 thread, dh 1e9 --heaps {CUSTOM_HEAP}): "
               f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
-    print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live, "
+    print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live "
+          "(a random one freed, or with FIFO the oldest), every 1000th kept to the end, "
           f"{'half' if args.cross_thread_frees else 'none'} freed on another thread")
     print_goals(goals(churn, dict(programs), by_depth))
     print()

@@ -1,12 +1,15 @@
 // The overhead benchmark's workload (bench/overhead): THREADS threads, each making ALLOCS
-// allocations of random sizes in [MIN, MAX] bytes while keeping WINDOW blocks live (a new block
-// takes the slot of the oldest, which is freed). With -x every other block goes into the next
+// allocations of random sizes in [MIN, MAX] bytes, its first or last byte written, while keeping
+// WINDOW blocks live: a new block takes a random slot of the window, whose block is freed, so
+// that frees come in any order, as a program's do, and meet cold lines (-f: the oldest slot's, in
+// order, FIFO). Every KEEP-th block (-k, default 1000; 0: none) is kept until the end instead, as
+// a program's long-lived data is. With -x every other block goes into the next
 // thread's window, so that half the frees happen on another thread than the malloc; with -r PCT,
 // that share of the operations grows a live block with realloc instead; with -d DEPTH, each thread
 // allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep. With
 // -c HEAP the allocator is not called at all: each allocation and free is a report to the custom
 // heap HEAP (droidheap/heaps.h) of a window slot's address, what a program's own allocator adds
-// to tell a profiler (-x and -r do not apply then).
+// to tell a profiler (-x, -r and -k do not apply then).
 //
 // Prints its own elapsed time and the CPU time of all its threads, from the moment every thread is
 // ready to the last one's end, so that start-up, attaching and tearing down the profiler are not
@@ -15,7 +18,7 @@
 //   VmHWM:   N kB
 //
 // usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-d DEPTH]
-//                     [-x] [-c HEAP]
+//                     [-k KEEP] [-f] [-x] [-c HEAP]
 #include <droidheap/heaps.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -32,8 +35,11 @@ static size_t g_min = 16, g_max = 4096;
 static int g_realloc_pct = 0;
 static int g_cross = 0;
 static int g_depth = 0;
+static long g_keep = 1000;
+static int g_fifo = 0;
 static droidheap_heap* g_heap = NULL;  // -c
 static void** g_windows;  // g_threads windows of g_window slots
+static void** g_kept;     // g_threads runs of kept_per_thread() blocks, freed at the end
 static pthread_barrier_t g_start;
 
 static uint64_t next_random(uint64_t* state) {  // xorshift64*
@@ -57,15 +63,26 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static size_t kept_per_thread(void) { return g_keep > 0 ? (size_t)(g_allocs / g_keep) : 0; }
+
 // Not inlined: bench/overhead.py counts the instructions run inside it (callgrind's
 // --toggle-collect=churn), the allocation loop without the thread's start and end.
 __attribute__((noinline)) static void churn(long id) {
   uint64_t state = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
   size_t span = g_max - g_min + 1;
+  void** kept = g_kept + (size_t)id * kept_per_thread();
   for (long i = 0; i < g_allocs; ++i) {
     uint64_t r = next_random(&state);
-    size_t slot = (size_t)(i % g_window);
+    size_t slot = g_fifo ? (size_t)(i % g_window) : (size_t)(next_random(&state) % g_window);
     size_t size = g_min + (size_t)(r % span);
+    size_t touched = (r >> 63) ? size - 1 : 0;  // the first byte or the last
+    if (g_heap == NULL && g_keep > 0 && i % g_keep == g_keep - 1) {
+      void* block = malloc(size);
+      if (block == NULL) abort();
+      ((volatile char*)block)[touched] = 1;
+      *kept++ = block;
+      continue;
+    }
     if (g_heap != NULL) {
       // The slot holds the size of the block reported there last, freed before the next.
       void** cell = g_windows + (size_t)id * (size_t)g_window + slot;
@@ -80,14 +97,14 @@ __attribute__((noinline)) static void churn(long id) {
       void* old = __atomic_exchange_n(own, NULL, __ATOMIC_ACQ_REL);
       void* grown = realloc(old, size);
       if (grown == NULL) abort();
-      ((volatile char*)grown)[0] = 1;
+      ((volatile char*)grown)[touched] = 1;
       old = __atomic_exchange_n(own, grown, __ATOMIC_ACQ_REL);
       free(old);
       continue;
     }
     void* block = malloc(size);
     if (block == NULL) abort();
-    ((volatile char*)block)[0] = 1;  // touch it, as a program would
+    ((volatile char*)block)[touched] = 1;  // touch it, as a program would
     long owner = g_cross ? (id + (i & 1)) % g_threads : id;
     void** window = g_windows + (size_t)owner * (size_t)g_window;
     free(__atomic_exchange_n(&window[slot], block, __ATOMIC_ACQ_REL));
@@ -126,7 +143,7 @@ static void print_peak_rss(void) {
 
 static int parse_args(int argc, char** argv) {
   int opt;
-  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:xc:")) != -1) {
+  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:k:fxc:")) != -1) {
     switch (opt) {
       case 't': g_threads = atoi(optarg); break;
       case 'n': g_allocs = atol(optarg); break;
@@ -136,24 +153,28 @@ static int parse_args(int argc, char** argv) {
         break;
       case 'r': g_realloc_pct = atoi(optarg); break;
       case 'd': g_depth = atoi(optarg); break;
+      case 'k': g_keep = atol(optarg); break;
+      case 'f': g_fifo = 1; break;
       case 'x': g_cross = 1; break;
       case 'c': g_heap = droidheap_register_heap(optarg); break;
       default: return 0;
     }
   }
   return g_threads > 0 && g_allocs > 0 && g_window > 0 && g_min > 0 && g_max >= g_min &&
-         g_realloc_pct >= 0 && g_realloc_pct <= 100 && g_depth >= 0;
+         g_realloc_pct >= 0 && g_realloc_pct <= 100 && g_depth >= 0 &&
+         g_keep >= 0;
 }
 
 int main(int argc, char** argv) {
   if (!parse_args(argc, argv)) {
     fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] "
-            "[-d DEPTH] [-x] [-c HEAP]\n", argv[0]);
+            "[-d DEPTH] [-k KEEP] [-f] [-x] [-c HEAP]\n", argv[0]);
     return 2;
   }
   g_windows = calloc((size_t)g_threads * (size_t)g_window, sizeof(void*));
+  g_kept = calloc((size_t)g_threads * kept_per_thread() + 1, sizeof(void*));
   pthread_t* threads = calloc((size_t)g_threads, sizeof(pthread_t));
-  if (g_windows == NULL || threads == NULL) return 1;
+  if (g_windows == NULL || g_kept == NULL || threads == NULL) return 1;
   pthread_barrier_init(&g_start, NULL, (unsigned)g_threads + 1);
   for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, thread_main, (void*)i);
   pthread_barrier_wait(&g_start);
@@ -165,6 +186,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; g_heap == NULL && i < (size_t)g_threads * (size_t)g_window; ++i) {
     free(g_windows[i]);
   }
+  for (size_t i = 0; i < (size_t)g_threads * kept_per_thread(); ++i) free(g_kept[i]);
   printf("elapsed_ns=%llu allocations=%lld cpu_ns=%llu\n", (unsigned long long)elapsed,
          (long long)g_allocs * g_threads, (unsigned long long)cpu);
   print_peak_rss();
