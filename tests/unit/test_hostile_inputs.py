@@ -19,6 +19,7 @@ import pytest
 from droidheap.elf.elf_file import ElfFile
 from droidheap.pprof import MAX_STACK_FRAMES, Profile
 from droidheap.results.load import PPROF_RATIO
+from droidheap.trace.reader import encode_bytes_field
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
 from test_results_store import _two_dumps_one_sample_changed
@@ -84,7 +85,7 @@ def test_a_stack_named_by_every_sample_costs_its_size_once(tmp_path):
 
 
 def test_a_stack_deeper_than_any_unwinder_writes_is_not_repeated_per_pprof_sample(tmp_path):
-    """pprof lists each sample's stack whole: a 30000-frame stack named by 40000 samples, 500 KB
+    """pprof lists each sample's stack whole: a 30000-frame stack named by 40000 samples, 620 KB
     of trace, would be 1.2 GB of pprof."""
     builder = TraceBuilder().process(100, "app")
     stack = builder.callstack([(APP, 0x100 + i % 64) for i in range(30000)])
@@ -121,22 +122,13 @@ def test_a_pprof_whose_stacks_expand_past_any_honest_depth_is_refused_in_one_lin
     assert_one_line_error(result, "its call stacks expand to more than")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
 def test_a_pprof_location_of_millions_of_lines_is_refused_before_it_is_expanded(tmp_path):
     """One location of 6 million lines (4 bytes each), named by one sample: its Locations were
     made, 150 bytes each, before any stack was counted."""
-    lines = b"\x22\x02\x08\x01" * 6_000_000  # Location.line {function_id: 1}
-    location = b"\x08\x01" + lines  # id 1
+    lines = encode_bytes_field(4, b"\x08\x01") * 6_000_000  # Location.line {function_id: 1}
     path = tmp_path / "lines.pprof"
     path.write_bytes(b"\x32\x00" + b"\x2a\x02\x08\x01"  # string_table "", function {id: 1}
-                     + b"\x22" + _varint(len(location)) + location
+                     + encode_bytes_field(4, b"\x08\x01" + lines)  # location {id: 1, lines}
                      + b"\x12\x04\x08\x01\x10\x01")  # sample {location_id: 1, value: 1}
     assert_one_line_error(report(tmp_path, str(path)), "its call stacks expand to more than")
 
