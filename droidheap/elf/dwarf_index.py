@@ -133,6 +133,9 @@ class Scope:
 # kept whole, so a unit nesting thousands deep (a few KiB of DWARF) would cost their square: a
 # unit whose chains hold more than this many scopes per scope range is refused.
 MAX_MEAN_DEPTH = 32
+# A function or inlined call covers one range, a few where parts of it were moved (cold code).
+# Many may name one shared range list, each expanding it again: past this mean, a unit is refused.
+MAX_MEAN_RANGES = 8
 _SCOPE_TAGS = {"DW_TAG_subprogram": False, "DW_TAG_inlined_subroutine": True}
 _SCOPE_TAG_CODES = {ENUM_DW_TAG[tag]: inlined for tag, inlined in _SCOPE_TAGS.items()}
 
@@ -175,11 +178,15 @@ class _UnitScopes:
         base = unit_base(cu)
         scopes = []  # (low, high, depth, offset)
         self._entries: Dict[int, int] = {}
-        for offset, depth in _scope_dies(dwarf, cu, abbreviations):
+        for count, (offset, depth) in enumerate(_scope_dies(dwarf, cu, abbreviations), 1):
             ranges = die_ranges(dwarf, cu.get_DIE_from_refaddr(offset), base)
             scopes += [(low, high, depth, offset) for low, high in ranges]
             if ranges:  # the first range holds the entry (a cold part is listed later)
                 self._entries[offset] = ranges[0][0]
+            if len(scopes) > MAX_MEAN_RANGES * (count + 32):
+                raise ValueError(f"the functions and inlined calls of its unit at "
+                                 f"{cu.cu_offset:#x} cover more than {MAX_MEAN_RANGES} ranges "
+                                 "each on average: more than a compiler makes")
         starts: Dict[int, list] = {}
         ends: Dict[int, list] = {}
         for scope in scopes:
