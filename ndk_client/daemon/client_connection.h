@@ -50,6 +50,18 @@ struct ClientConnection {
   bool socket_closed = false;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // ended at the session's memory cap
+  // Ended for keeping the worker from reading its buffer up to a mark within its budget: a dump's
+  // (what it had written when the dump was asked) or its last one's (when its socket closed).
+  bool stalled = false;
+  // Bytes of records read from its buffer since it connected: the worker's own count, which
+  // marks are set against (read_pos lies in memory the client can write, and move back).
+  uint64_t consumed_bytes = 0;
+  // Its socket closed: it is read up to last_mark (what it had written then), never until its
+  // buffer is empty (a process behind a closed socket may go on writing), with last_budget_us of
+  // the worker's time, then given its final dump and forgotten.
+  bool closing = false;
+  uint64_t last_mark = 0;
+  uint64_t last_budget_us = 0;
   bool recording = false;      // its kRecordRecording was read
   uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
   ProcessMaps maps;

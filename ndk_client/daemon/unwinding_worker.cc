@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "daemon/client_snapshot.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
 #include "daemon/output_file.h"
@@ -21,7 +22,11 @@ namespace droidheap {
 namespace {
 
 constexpr int kPollTimeoutMs = 50;
-constexpr size_t kRecordsPerRound = 1 << 16;  // keeps one busy client from starving the rest
+// A round's share of the worker per client: what keeps one busy (or hostile) client from
+// starving the rest. Ten milliseconds are a few hundred unwinds, most rounds' whole work.
+constexpr size_t kRecordsPerRound = 1 << 16;
+// The clock is read every few records: two reads per sample cost 6% of the daemon's time at -i 1.
+constexpr size_t kRecordsPerClockRead = 8;
 // How often a drain counts the client's bookkeeping against the session's memory cap.
 constexpr size_t kRecordsPerMemoryCheck = 1024;
 constexpr size_t kMaxFrames = 256;
@@ -59,8 +64,8 @@ MappingInfo ToMappingInfo(const MapEntry& e) {
 }  // namespace
 
 UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
-                                 std::atomic<uint64_t>* session_bytes)
-    : config_(config), sink_(sink), session_bytes_(session_bytes) {
+                                 std::atomic<uint64_t>* session_bytes, DrainBudgets budgets)
+    : config_(config), sink_(sink), session_bytes_(session_bytes), budgets_(budgets) {
   if (!config_.stack_log_path.empty()) {
     // Shared by every worker, each appending whole lines.
     stack_log_fd_ = OpenOutputFile(config_.stack_log_path, O_APPEND);
@@ -124,6 +129,15 @@ void UnwindingWorker::RunTasks() {
   for (auto& task : tasks) task();
 }
 
+UnwindingWorker::DrainLimits UnwindingWorker::RoundLimits(uint64_t now_us) const {
+  return {kRecordsPerRound, now_us + budgets_.round_us};
+}
+
+uint64_t UnwindingWorker::PendingBytes(ClientConnection* client) {
+  // Both positions are the client's to write: never more than a buffer.
+  return std::min<uint64_t>(client->buffer->bytes_pending(), client->buffer->data_size());
+}
+
 void UnwindingWorker::Run() {
   std::vector<pollfd> fds;
   while (!stopping_) {
@@ -136,7 +150,8 @@ void UnwindingWorker::Run() {
       }
       fds.push_back({client->socket_closed ? -1 : client->sock, POLLIN, 0});
     }
-    poll(fds.data(), fds.size(), kPollTimeoutMs);
+    poll(fds.data(), fds.size(), behind_ ? 0 : kPollTimeoutMs);
+    behind_ = false;
     if (fds[0].revents & POLLIN) {
       char drain[64];
       while (read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
@@ -144,16 +159,17 @@ void UnwindingWorker::Run() {
     }
     // Clients first: tasks may remove or snapshot them, invalidating the fds above.
     for (size_t i = 0; i < clients_.size(); ++i) {
-      if (fds[i + 1].revents) ReadSocket(clients_[i].get());
-      Drain(clients_[i].get(), kRecordsPerRound);
+      ClientConnection* client = clients_[i].get();
+      if (fds[i + 1].revents) ReadSocket(client);
+      if (!client->socket_closed && !Drain(client, RoundLimits(MonotonicUs()))) behind_ = true;
     }
     RunTasks();
-    // A client whose socket closed has written everything it will: drain, final dump, forget.
+    // A client whose socket closed: read up to what it had written then, final dump, forget.
     for (auto it = clients_.begin(); it != clients_.end();) {
       ClientConnection* client = it->get();
-      if (client->socket_closed && Drain(client, SIZE_MAX)) {
+      if (client->socket_closed && DrainClosing(client)) {
         std::vector<DumpSnapshot> last;
-        last.push_back(TakeSnapshot(client, MonotonicCoarseNs()));
+        last.push_back(SnapshotOf(config_, client, MonotonicCoarseNs()));
         sink_->PostSnapshots(0, std::move(last));
         session_bytes_->fetch_sub(client->booked_bytes, std::memory_order_relaxed);
         it = clients_.erase(it);
@@ -176,19 +192,49 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
   }
 }
 
-bool UnwindingWorker::Drain(ClientConnection* client, size_t max_records) {
-  if (client->buffer_corrupted || client->hit_guardrail) return true;
-  // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
-  const uint64_t begin_us = MonotonicUs();
-  bool empty = DrainRecords(client, max_records);
-  if (OverMemoryCap(client)) empty = true;  // cut off: nothing more is read
-  const uint64_t end_us = MonotonicUs();
-  client->unwinding_time_us += end_us - begin_us;
-  return empty;
+bool UnwindingWorker::DrainClosing(ClientConnection* client) {
+  if (!client->closing) {
+    client->closing = true;
+    client->last_mark = client->consumed_bytes + PendingBytes(client);
+  }
+  DrainLimits limits = RoundLimits(MonotonicUs());
+  limits.until_bytes = client->last_mark;
+  if (Drain(client, limits, &client->last_budget_us)) return true;
+  if (client->last_budget_us < budgets_.last_drain_us) {
+    behind_ = true;
+    return false;
+  }
+  Stall(client, "what it had written when its socket closed", budgets_.last_drain_us);
+  return true;
 }
 
-bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records) {
-  for (size_t i = 0; i < max_records; ++i) {
+void UnwindingWorker::Stall(ClientConnection* client, const char* mark, uint64_t budget_us) {
+  client->stalled = true;
+  Log("warning: pid=%d kept droidheapd from reading its buffer up to %s in time (%llu ms): its "
+      "profile ends here", client->pid, mark, static_cast<unsigned long long>(budget_us / 1000));
+  CutOff(client);
+}
+
+bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
+                            uint64_t* spent_us) {
+  if (client->buffer_corrupted || client->hit_guardrail || client->stalled) return true;
+  // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
+  const uint64_t begin_us = MonotonicUs();
+  bool done = DrainRecords(client, limits);
+  if (OverMemoryCap(client)) done = true;  // cut off: nothing more is read
+  const uint64_t end_us = MonotonicUs();
+  client->unwinding_time_us += end_us - begin_us;
+  if (spent_us != nullptr) *spent_us += end_us - begin_us;
+  return done;
+}
+
+bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& limits) {
+  for (size_t i = 0; i < limits.max_records; ++i) {
+    if (client->consumed_bytes >= limits.until_bytes) return true;
+    if (i % kRecordsPerClockRead == kRecordsPerClockRead - 1 &&
+        MonotonicUs() >= limits.deadline_us) {
+      return false;
+    }
     SharedRingBuffer::RecordView record;
     switch (client->buffer->Peek(&record)) {
       case SharedRingBuffer::ReadResult::kEmpty:
@@ -233,6 +279,7 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, size_t max_records)
       client->allocator = stats;
     }
     client->buffer->Consume(record);
+    client->consumed_bytes += sizeof(RecordHeader) + record.body_size;
     if (i % kRecordsPerMemoryCheck == kRecordsPerMemoryCheck - 1 && OverMemoryCap(client)) {
       return true;
     }
@@ -320,7 +367,8 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   uint64_t stack_top = (record.stack_size > 0 && record.stack_size < config_.max_stack_bytes)
                            ? record.stack_pointer + record.stack_size
                            : 0;
-  StackMemory memory(record.stack_pointer, stack, record.stack_size, client->mem_fd);
+  remote_memory_.Begin(client->mem_fd);
+  StackMemory memory(record.stack_pointer, stack, record.stack_size, &remote_memory_);
   const uint64_t maps_generation = client->maps.generation();
   const UnwoundStackCache::Entry* seen =
       client->stack_cache.Find(*client->layout, regs, stack_top, memory, maps_generation);
@@ -438,52 +486,41 @@ void UnwindingWorker::LogStack(const ClientConnection& client, uint64_t sequence
   }
 }
 
-DumpSnapshot UnwindingWorker::TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns) {
-  DumpSnapshot s;
-  s.pid = client->pid;
-  s.cmdline = client->cmdline;
-  s.timestamp_ns = timestamp_ns;
-  s.start_timestamp_ns = client->start_timestamp_ns;
-  s.sampling_interval = config_.sampling_interval;
-  s.from_startup = client->from_startup;
-  s.at_peak = config_.dump_at_max;
-  RingBufferMetadata* meta = client->buffer->metadata();
-  s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran;
-  s.buffer_corrupted = client->buffer_corrupted;
-  s.hit_guardrail = client->hit_guardrail;
-  s.unwinding_errors = client->unwinding_errors;
-  s.heap_samples = client->heap_samples;
-  s.map_reparses = client->map_reparses;
-  s.total_unwinding_time_us = client->unwinding_time_us;
-  s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
-  // A process still connected is there to be read; one gone is known only as it exited.
-  s.disconnected = client->socket_closed;
-  s.exited = client->socket_closed && client->exiting;
-  s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
-  s.allocator = client->allocator;
-  s.mappings = client->callstacks.mappings();
-  s.callstacks = client->callstacks.callstacks();
-  if (config_.RecordsMalloc()) {
-    HeapSnapshot& heap = s.heaps.emplace_back();
-    heap.name = kMallocHeapName;
-    if (client->totals) heap.totals = client->totals->Sum();
-    heap.samples = client->malloc_heap.Snapshot();
-  }
-  for (const auto& [number, custom] : client->custom_heaps) {
-    HeapSnapshot& heap = s.heaps.emplace_back();
-    heap.number = number;
-    heap.name = custom.name;
-    if (client->totals) heap.totals = client->totals->SumOfCustomHeap(number);
-    heap.samples = custom.tracker.Snapshot();
-  }
-  return s;
-}
-
+// Each client is read up to its mark, what it had written when the dump was asked, and
+// snapshotted there; round by round, so that one client's records do not keep the others' dump
+// (or the others' writers, read on meanwhile) waiting. One that is not at its mark within
+// budgets_.dump_us of the worker's time, or when the whole dump's deadline passes, is cut off.
 void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
-  std::vector<DumpSnapshot> snapshots;
-  for (auto& client : clients_) {
-    Drain(client.get(), SIZE_MAX);
-    snapshots.push_back(TakeSnapshot(client.get(), timestamp_ns));
+  const size_t count = clients_.size();
+  const uint64_t deadline_us = MonotonicUs() + budgets_.dump_deadline_us;
+  std::vector<uint64_t> marks(count);
+  std::vector<uint64_t> spent_us(count, 0);
+  std::vector<bool> taken(count, false);
+  std::vector<DumpSnapshot> snapshots(count);
+  for (size_t i = 0; i < count; ++i) {
+    marks[i] = clients_[i]->consumed_bytes + PendingBytes(clients_[i].get());
+  }
+  for (size_t left = count; left > 0;) {
+    const bool late = MonotonicUs() >= deadline_us;
+    for (size_t i = 0; i < count; ++i) {
+      ClientConnection* client = clients_[i].get();
+      if (taken[i]) {
+        if (!client->socket_closed) Drain(client, RoundLimits(MonotonicUs()));
+        continue;
+      }
+      DrainLimits limits = RoundLimits(MonotonicUs());
+      limits.deadline_us = std::min(limits.deadline_us, deadline_us);
+      limits.until_bytes = marks[i];
+      if (late) {
+        Stall(client, "a dump's mark", budgets_.dump_deadline_us);
+      } else if (!Drain(client, limits, &spent_us[i])) {
+        if (spent_us[i] < budgets_.dump_us) continue;
+        Stall(client, "a dump's mark", budgets_.dump_us);
+      }
+      snapshots[i] = SnapshotOf(config_, client, timestamp_ns);
+      taken[i] = true;
+      --left;
+    }
   }
   sink_->PostSnapshots(request_id, std::move(snapshots));
 }

@@ -2,6 +2,13 @@
 // allocation and books it in the client's HeapTracker (seed 000: the unwinder threads). Other
 // threads talk to it only through the Post* methods, which queue a task and wake its poll loop.
 // Results (dump snapshots) go back through the SnapshotSink, on the worker's thread.
+//
+// Every client is hostile, and any of them may keep its buffer full for ever: no drain reads a
+// client "until empty". Each round gives each client a share of the worker (DrainBudgets); a dump
+// reads each client up to its mark, what it had written when the dump was asked, and a closed
+// client up to what it had written when it went, each within a budget of the worker's time. A
+// client that cannot be read up to its mark within its budget is cut off, its profile ended
+// (DumpSnapshot::buffer_overran), and the others and the dump go on.
 #pragma once
 
 #include <stdint.h>
@@ -18,6 +25,7 @@
 #include "daemon/dump_snapshot.h"
 #include "unwinder/dwarf_unwinder.h"
 #include "unwinder/elf_info.h"
+#include "unwinder/remote_memory.h"
 
 namespace droidheap {
 
@@ -28,17 +36,30 @@ class SnapshotSink {
   virtual void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) = 0;
 };
 
+// How much of the worker's time each client may take. A buffer of honest records takes a
+// fraction of a dump's budget (their unwinds are mostly found in the UnwoundStackCache, and the
+// rest cost tens of microseconds), and the host waits far longer for the session's last dump.
+// Tests and fuzzers shorten them.
+struct DrainBudgets {
+  // A round's share per client: ten milliseconds are hundreds of unwinds, most rounds' whole work.
+  uint64_t round_us = 10 * 1000;
+  uint64_t dump_us = 2 * 1000 * 1000;             // reading one client up to a dump's mark
+  uint64_t dump_deadline_us = 20 * 1000 * 1000;   // the whole dump, however many clients
+  uint64_t last_drain_us = 2 * 1000 * 1000;       // a closed client's last records
+};
+
 class UnwindingWorker {
  public:
   // `session_bytes`: what every worker's bookkeeping takes, against config.max_memory_bytes.
   UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
-                  std::atomic<uint64_t>* session_bytes);
+                  std::atomic<uint64_t>* session_bytes, DrainBudgets budgets = DrainBudgets());
   ~UnwindingWorker();
   bool Start();
 
   // Any thread.
   void PostAddClient(std::unique_ptr<ClientConnection> client);
-  // Snapshots every client (after draining its buffer) and answers with request_id.
+  // Snapshots every client (once read up to what it had written now, or cut off) and answers
+  // with request_id.
   void PostDump(uint64_t request_id, uint64_t timestamp_ns);
   // Like PostDump, then the thread ends; Join() waits for it.
   void PostStop(uint64_t request_id, uint64_t timestamp_ns);
@@ -50,9 +71,27 @@ class UnwindingWorker {
   void RunTasks();
   // Reads wake-up bytes; notes EOF.
   void ReadSocket(ClientConnection* client);
-  // Handles at most max_records records; true when the buffer is (for now) empty.
-  bool Drain(ClientConnection* client, size_t max_records);
-  bool DrainRecords(ClientConnection* client, size_t max_records);
+  // What one drain of a client may take: records, the worker's time (until deadline_us, on
+  // MonotonicUs) and bytes (it stops once the client's consumed_bytes reaches until_bytes).
+  struct DrainLimits {
+    size_t max_records;
+    uint64_t deadline_us;
+    uint64_t until_bytes = UINT64_MAX;
+  };
+  // One round's limits, from `now_us`.
+  DrainLimits RoundLimits(uint64_t now_us) const;
+  // True when the client is done for now: its buffer is empty (or holds a record not yet
+  // committed), it was read up to until_bytes, or it is cut off; false when a limit stopped it.
+  // Adds the time it took to *spent_us.
+  bool Drain(ClientConnection* client, const DrainLimits& limits, uint64_t* spent_us = nullptr);
+  bool DrainRecords(ClientConnection* client, const DrainLimits& limits);
+  // A client whose socket closed, read up to its last mark within its budget; true once it is
+  // done and its final dump is due.
+  bool DrainClosing(ClientConnection* client);
+  // What the client had written and not yet read: a mark is set that far past consumed_bytes.
+  static uint64_t PendingBytes(ClientConnection* client);
+  // Ends the profile of a client that kept the worker from reading up to `mark` in time.
+  void Stall(ClientConnection* client, const char* mark, uint64_t budget_us);
   // Counts what the client's bookkeeping takes now into the session's; past the cap, ends its
   // profile (its last dump follows, marked hit_guardrail) and returns true.
   bool OverMemoryCap(ClientConnection* client);
@@ -71,12 +110,12 @@ class UnwindingWorker {
   uint32_t MappingId(ClientConnection* client, const MapEntry& map);
   void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
                 UnwindError error);
-  DumpSnapshot TakeSnapshot(ClientConnection* client, uint64_t timestamp_ns);
   void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
 
   const DaemonConfig config_;
   SnapshotSink* const sink_;
   std::atomic<uint64_t>* const session_bytes_;
+  const DrainBudgets budgets_;
   int wake_pipe_[2] = {-1, -1};
   std::thread thread_;
 
@@ -87,6 +126,9 @@ class UnwindingWorker {
   std::vector<std::unique_ptr<ClientConnection>> clients_;
   ElfCache elf_cache_;
   DwarfUnwinder unwinder_{&elf_cache_};
+  RemoteMemory remote_memory_;  // each unwind's reads of its process past the stack copy
+  // A drain of the last round stopped at a limit: the next poll does not wait.
+  bool behind_ = false;
   int stack_log_fd_ = -1;
   // HandleAlloc's scratch, kept across samples to keep their capacity.
   UnwindResult unwound_;

@@ -7,6 +7,12 @@
 // With the input's say-so a thread of the "client" also goes on rewriting bytes of the buffer
 // while the worker reads it: the reader must copy what it checks before it uses it.
 //
+// And with its say-so the records never end (issue 41): a thread of the "client" writes one of
+// the input's records again as soon as there is room, before, during and after a dump and after
+// its socket closed. The dump must still be answered and the client still given its last
+// snapshot, the worker reading it up to marks within its budgets (shortened here), never until
+// its buffer is empty.
+//
 // The "client" is this process: its /proc/self/maps and mem are what the worker unwinds with.
 #include <fcntl.h>
 #include <stddef.h>
@@ -21,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "daemon/unwinding_worker.h"
 #include "fuzz/fuzz_input.h"
@@ -33,20 +40,30 @@ constexpr size_t kDataSize = 64 * 1024;
 
 class WaitingSink : public SnapshotSink {
  public:
-  void PostSnapshots(uint64_t, std::vector<DumpSnapshot> snapshots) override {
+  void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    received_ += snapshots.size();
+    if (request_id == 0) {
+      last_snapshots_ += snapshots.size();
+    } else {
+      answered_ = request_id;
+    }
     done_.notify_all();
   }
-  void WaitFor(size_t count) {
+  // Until `count` clients in all have had their last snapshot.
+  void WaitForLast(size_t count) {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return received_ >= count; });
+    done_.wait(lock, [&] { return last_snapshots_ >= count; });
+  }
+  void WaitForDump(uint64_t request_id) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return answered_ >= request_id; });
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable done_;
-  size_t received_ = 0;
+  size_t last_snapshots_ = 0;
+  uint64_t answered_ = 0;
 };
 
 DaemonConfig FuzzConfig() {
@@ -59,14 +76,26 @@ DaemonConfig FuzzConfig() {
   return config;
 }
 
+// A fuzzer's budgets: short enough that an input whose records are slow to read reaches the
+// cut-offs in milliseconds.
+DrainBudgets FuzzBudgets() {
+  DrainBudgets budgets;
+  budgets.round_us = 1000;
+  budgets.dump_us = 20 * 1000;
+  budgets.dump_deadline_us = 100 * 1000;
+  budgets.last_drain_us = 20 * 1000;
+  return budgets;
+}
+
 struct Fixture {
   Fixture() {
     if (!worker.Start()) abort();
   }
   WaitingSink sink;
   std::atomic<uint64_t> session_bytes{0};
-  UnwindingWorker worker{FuzzConfig(), &sink, &session_bytes};
+  UnwindingWorker worker{FuzzConfig(), &sink, &session_bytes, FuzzBudgets()};
   size_t clients = 0;
+  uint64_t dumps = 0;
 };
 
 void WriteRecords(FuzzInput* input, SharedRingBuffer* buffer) {
@@ -110,6 +139,28 @@ void ScribbleUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint
   }
 }
 
+// A record of the input's, written again each time the buffer has room, until told to stop.
+// Through the client's own Reserve, which trusts the write position: it is first moved to where a
+// header may start (the scribbling may have left it anywhere).
+void WriteUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint32_t type,
+                std::vector<uint8_t> body) {
+  std::atomic<uint64_t>& write_pos = buffer->metadata()->write_pos;
+  write_pos.store((write_pos.load() + 7) & ~uint64_t{7});
+  while (!stop->load(std::memory_order_relaxed)) {
+    SharedRingBuffer::Reservation r;
+    switch (buffer->Reserve(type, body.size(), 100, &r)) {
+      case SharedRingBuffer::ReserveResult::kOk:
+        if (!body.empty()) memcpy(r.body, body.data(), body.size());
+        SharedRingBuffer::Commit(r);
+        break;
+      case SharedRingBuffer::ReserveResult::kTooLarge:
+        return;
+      default:  // full, or a lock the scribbling left taken
+        std::this_thread::yield();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace droidheap
 
@@ -132,21 +183,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The scribbler's own mapping, made while the buffer's metadata is still intact; it stays
   // mapped until the scribbler has stopped, whenever the worker unmaps its own.
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> own_view;
-  if (mode & 1) {
+  const bool endless = mode & 4;
+  if (mode & 1 || endless) {
     const int view_fd = dup(client->buffer->fd());
     own_view.reset(SharedRingBuffer::Attach(view_fd, client->buffer->total_size()));
     if (!own_view) abort();
   }
   WriteRecords(&input, client->buffer.get());
+  // The record written again and again, when the records never end.
+  const uint32_t endless_type = input.Take<uint8_t>() % 10;
+  size_t got;
+  const uint8_t* bytes = input.TakeBytes(input.Take<uint16_t>() % 1024, &got);
+  std::vector<uint8_t> endless_body(bytes, bytes + got);
   Scribble(&input, client->buffer.get());
   std::atomic<bool> stop{false};
   std::thread scribbler;
-  if (own_view) scribbler = std::thread(ScribbleUntil, &stop, own_view.get(), seed);
-  // The client is gone: the worker drains what it left, snapshots it once and forgets it.
-  close(pair[1]);
-  fixture->worker.PostAddClient(std::move(client));
-  fixture->sink.WaitFor(++fixture->clients);
+  std::thread writer;
+  // Not both at once: the writer is the client's own code, which trusts its write position.
+  if (mode & 1 && !endless) scribbler = std::thread(ScribbleUntil, &stop, own_view.get(), seed);
+  if (endless) {
+    writer = std::thread(WriteUntil, &stop, own_view.get(), endless_type, std::move(endless_body));
+    // Connected, then gone: a dump is answered, then the last snapshot comes, however long the
+    // writer goes on.
+    fixture->worker.PostAddClient(std::move(client));
+    fixture->worker.PostDump(++fixture->dumps, 0);
+    fixture->sink.WaitForDump(fixture->dumps);
+    close(pair[1]);
+  } else {
+    // The client is gone: the worker drains what it left, snapshots it once and forgets it.
+    close(pair[1]);
+    fixture->worker.PostAddClient(std::move(client));
+  }
+  fixture->sink.WaitForLast(++fixture->clients);
   stop = true;
   if (scribbler.joinable()) scribbler.join();
+  if (writer.joinable()) writer.join();
   return 0;
 }

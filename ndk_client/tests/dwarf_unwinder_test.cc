@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <string>
@@ -16,6 +17,7 @@
 #include "tests/stack_capture.h"
 #include "tests/test_util.h"
 #include "unwinder/dwarf_unwinder.h"
+#include "unwinder/remote_memory.h"
 
 using namespace droidheap;
 using namespace droidheap::stack_capture;
@@ -130,6 +132,98 @@ void TestGarbageRegistersFailCleanly() {
   close(maps_fd);
 }
 
+// A sample with no stack copy whose frame pointer leads into a chain of `frames` frame records
+// in this process's memory, `stride` bytes apart, every return address in the chain's own
+// anonymous mapping (no unwind table there: frame pointers are followed), as a hostile client
+// sends it (issue 41). Unwound through /proc/self/mem by a RemoteMemory.
+UnwindResult UnwindChain(size_t frames, size_t stride, RemoteMemory* remote) {
+  const size_t bytes = (frames + 1) * stride + 4096;
+  auto* chain = static_cast<uint8_t*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  CHECK(chain != MAP_FAILED);
+  const uint64_t base = reinterpret_cast<uintptr_t>(chain);
+  const uint64_t pc = base + bytes - 64;
+  for (size_t i = 0; i < frames; ++i) {
+    const uintptr_t record[2] = {  // in this process's words
+        static_cast<uintptr_t>(i + 1 < frames ? base + (i + 1) * stride : 0),
+        static_cast<uintptr_t>(pc + 8)};
+    memcpy(chain + i * stride, record, sizeof(record));
+  }
+  int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  CHECK(maps_fd >= 0 && mem_fd >= 0);
+  ElfCache elf_cache;
+  DwarfUnwinder unwinder(&elf_cache);
+  ProcessMaps maps;
+  CHECK(maps.Reload(maps_fd));
+  uint64_t regs[kMaxRegisters] = {};
+  regs[kRegSp] = base;
+  regs[kRegFp] = base;
+  regs[kRegPc] = pc;
+  remote->Begin(mem_fd);
+  StackMemory memory(base, nullptr, 0, remote);
+  UnwindResult result;
+  unwinder.Unwind(kNativeLayout, regs, 0, memory, &maps, maps_fd, 256, &result);
+  close(maps_fd);
+  close(mem_fd);
+  munmap(chain, bytes);
+  return result;
+}
+
+void TestChainInProcessMemoryIsReadByTheBlock() {
+  constexpr size_t kRecord = 2 * sizeof(uintptr_t);
+  RemoteMemory remote;
+  // 300 records packed in a block or two: followed to the frame limit, at most two reads of the
+  // process where a word at a time took two per frame.
+  UnwindResult packed = UnwindChain(300, kRecord, &remote);
+  CHECK(packed.error == UnwindError::kMaxFrames);
+  CHECK(packed.pcs.size() == 256);
+  CHECK(remote.reads() <= 2);
+  printf("a 300-frame chain outside the copy: %u reads of /proc/self/mem for %zu frames (a word "
+         "at a time: %zu)\n", remote.reads(), packed.pcs.size(), 2 * (packed.pcs.size() - 1));
+  // One record per page: the unwind ends where its reads are spent.
+  UnwindResult spread = UnwindChain(300, 4096 + kRecord, &remote);
+  CHECK(spread.error == UnwindError::kMemoryInvalid);
+  CHECK(remote.exhausted() && remote.reads() == RemoteMemory::kMaxReads);
+  CHECK(spread.pcs.size() <= RemoteMemory::kMaxReads + 1);
+}
+
+void TestRemoteMemoryReadsWordsAcrossBlocksAndRemembersFailures() {
+  const uint64_t words[2] = {0x1122334455667788ull, 0x99aabbccddeeff00ull};
+  // A word across a block boundary, from a copy of `words` laid over one.
+  auto* page = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * RemoteMemory::kBlockSize, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  CHECK(page != MAP_FAILED);
+  uint8_t* boundary = page + RemoteMemory::kBlockSize;
+  memcpy(boundary - 4, words, sizeof(words));
+  int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  CHECK(mem_fd >= 0);
+  RemoteMemory remote;
+  remote.Begin(mem_fd);
+  uint64_t value = 0;
+  CHECK(remote.ReadWord(reinterpret_cast<uintptr_t>(boundary - 4), 8, &value));
+  uint64_t expected;
+  memcpy(&expected, boundary - 4, 8);
+  CHECK(value == expected);
+  CHECK(remote.ReadWord(reinterpret_cast<uintptr_t>(boundary + 4), 4, &value));
+  uint32_t narrow;
+  memcpy(&narrow, boundary + 4, 4);
+  CHECK(value == narrow);
+  CHECK(remote.reads() == 2);  // the second word came from a block kept
+  // Unmapped: read once, then known to fail.
+  munmap(page, 2 * RemoteMemory::kBlockSize);
+  remote.Begin(mem_fd);
+  CHECK(!remote.ReadWord(reinterpret_cast<uintptr_t>(page), 8, &value));
+  CHECK(!remote.ReadWord(reinterpret_cast<uintptr_t>(page) + 8, 8, &value));
+  CHECK(remote.reads() == 1);
+  // No fd: nothing is read.
+  remote.Begin(-1);
+  CHECK(!remote.ReadWord(reinterpret_cast<uintptr_t>(&value), 8, &value));
+  CHECK(remote.reads() == 0);
+  close(mem_fd);
+}
+
 }  // namespace
 
 int main() {
@@ -138,6 +232,8 @@ int main() {
   TestLibstdcxx();
   TestThread();
   TestGarbageRegistersFailCleanly();
+  TestChainInProcessMemoryIsReadByTheBlock();
+  TestRemoteMemoryReadsWordsAcrossBlocksAndRemembersFailures();
   printf("dwarf_unwinder_test: ok\n");
   return 0;
 }

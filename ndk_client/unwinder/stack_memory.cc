@@ -8,6 +8,7 @@
 namespace droidheap {
 
 bool StackMemory::ReadWordFromProcess(uint64_t address, uint32_t size, uint64_t* value) const {
+  if (process_ != nullptr) return process_->ReadWord(address, size, value);
   if (size != 4 && size != 8) return false;
   *value = 0;
   if (mem_fd_ < 0 || address > static_cast<uint64_t>(INT64_MAX)) return false;

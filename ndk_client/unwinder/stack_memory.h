@@ -1,6 +1,8 @@
 // The profiled process's memory as the unwinder sees it while unwinding one sampled allocation:
 // the raw stack copy sent with the record where it covers an address, the target's /proc/pid/mem
-// otherwise. A view; the record and the fd belong to the unwinding worker.
+// otherwise: through the worker's RemoteMemory (a few blocks kept, the reads per unwind capped),
+// or, built with a bare fd (tests, benchmarks), a word at a time. A view; the record, the fd and
+// the RemoteMemory belong to the unwinding worker.
 #pragma once
 
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "unwinder/registers.h"
+#include "unwinder/remote_memory.h"
 
 namespace droidheap {
 
@@ -23,6 +26,9 @@ class StackMemory {
  public:
   StackMemory(uint64_t copy_start, const uint8_t* copy, size_t copy_size, int mem_fd)
       : copy_start_(copy_start), copy_(copy), copy_size_(copy_size), mem_fd_(mem_fd) {}
+  // Past the copy, `process` is read (Begin'd by the caller for this unwind).
+  StackMemory(uint64_t copy_start, const uint8_t* copy, size_t copy_size, RemoteMemory* process)
+      : copy_start_(copy_start), copy_(copy), copy_size_(copy_size), process_(process) {}
   // One word of the target: `size` bytes (its word size, 4 or 8), zero-extended. Inline: the
   // unwinder reads a few words per frame, nearly all from the copy.
   bool ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
@@ -65,7 +71,8 @@ class StackMemory {
   uint64_t copy_start_;
   const uint8_t* copy_;
   size_t copy_size_;
-  int mem_fd_;
+  int mem_fd_ = -1;
+  RemoteMemory* process_ = nullptr;
   std::vector<WordRead>* reads_ = nullptr;
   mutable bool read_process_ = false;
 };

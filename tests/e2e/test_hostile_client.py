@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from droidheap import native
 from droidheap.native import host_abi
 from tests.e2e.conftest import kill_all
@@ -199,3 +201,69 @@ def status_as_user(socket_path, uid):
     _, status = os.waitpid(pid, 0)
     assert status == 0, f"the child running as uid {uid} failed"
     return int(answer)
+
+
+def _summary_block(stdout, pid):
+    """The session summary's lines about process `pid`."""
+    blocks = [b for b in stdout.split("\n\n") if b.lstrip().startswith(f"pid {pid} (")]
+    assert blocks, f"no summary of pid {pid} in:\n{stdout}"
+    return "\n".join(blocks)
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["connected", "closed"])
+def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli, programs,
+                                                                             tmp_path, close):
+    """Issue 41, attack 1: a profiled process holds its ring buffer's lock and keeps the buffer
+    full of records that each cost an unwind through its memory (a 300-frame chain, no stack
+    copy), connected or with its socket shut. The session still ends on time, its dumps every
+    2 s written, the honest process beside it is served all along (no malloc of its waits long,
+    nothing is lost), and the hog's profile ends, saying so."""
+    hog_program = programs("ring_hog")
+    out = tmp_path / "out"
+    duration_ms = 6000
+    began = time.monotonic()
+    # Connected, the hog's chain is spread over pages and its buffer is large: reading one buffer
+    # of its records takes longer than a dump may spend on a client, even where each costs the
+    # least. Closed, packed in the default buffer: it may be read up to its mark in time.
+    buffer = [] if close else ["--shmem-size", str(32 << 20)]
+    session = cli.start("--local", "--all", "-d", str(duration_ms), "-c", "2000", "-i", "1",
+                        *buffer, "-o", out)
+    hog = honest = None
+    try:
+        read_line_containing(session.stderr, "from the start of each new process", 60)
+        honest = cli.start("--local", "shell", "--", hog_program, "honest", "15")
+        honest_pid = int(read_line_containing(honest.stdout, "waiting pid=", 30).split("=")[1])
+        hog = cli.start("--local", "shell", "--", hog_program, "hog", "90",
+                        "--close" if close else "--spread")
+        hog_pid = int(read_line_containing(hog.stdout, "attacking pid=", 30).split("=")[1])
+        # Unbounded before the fix: the daemon drained the hog "until empty" at each dump.
+        limit_s = duration_ms / 1000 + 25
+        try:
+            stdout, stderr = session.communicate(timeout=max(1.0, began + limit_s -
+                                                             time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the session of {duration_ms} ms had not ended after {limit_s:.0f} s: "
+                        "the hog stalled its dumps")
+        elapsed = time.monotonic() - began
+        assert session.returncode == 0, stderr
+        honest_out, _ = honest.communicate(timeout=60)
+    finally:
+        kill_all(session, hog, honest)
+    longest_us = int(honest_out.split("longest malloc us=")[1].split()[0])
+    print(f"session of {duration_ms} ms took {elapsed:.1f} s; the honest process's longest "
+          f"malloc took {longest_us / 1000:.0f} ms")
+    log = (out / "droidheapd.log").read_text()
+    assert log.count("dump written") >= 3, log[-4000:]  # at 2 s, 4 s and the last
+    assert "samples were lost" not in _summary_block(stdout, honest_pid), stdout
+    assert longest_us < 2_000_000, (longest_us, log[-4000:])
+    hog_summary = _summary_block(stdout, hog_pid)
+    if close:
+        # Its last records were read up to what it had written when it went, no further (or,
+        # where that takes too long, its profile was ended for it).
+        assert (f"connection lost pid={hog_pid}" in log or
+                f"warning: pid={hog_pid} kept droidheapd" in log), log[-4000:]
+        assert ("its connection was lost" in hog_summary or
+                "samples were lost (the buffer overran)" in hog_summary), stdout
+    else:
+        assert f"warning: pid={hog_pid} kept droidheapd" in log, log[-4000:]
+        assert "samples were lost (the buffer overran)" in hog_summary, stdout

@@ -1,0 +1,58 @@
+// What a dump holds of one client: a copy of its bookkeeping, its figures and how its profile
+// stands (plain values, dump_snapshot.h). Made by the unwinding worker that owns the client, on
+// its thread; the process's memory is read here (/proc/PID/status) unless it is gone.
+#pragma once
+
+#include <stdint.h>
+
+#include "daemon/client_connection.h"
+#include "daemon/daemon_config.h"
+#include "daemon/dump_snapshot.h"
+
+namespace droidheap {
+
+inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* client,
+                               uint64_t timestamp_ns) {
+  DumpSnapshot s;
+  s.pid = client->pid;
+  s.cmdline = client->cmdline;
+  s.timestamp_ns = timestamp_ns;
+  s.start_timestamp_ns = client->start_timestamp_ns;
+  s.sampling_interval = config.sampling_interval;
+  s.from_startup = client->from_startup;
+  s.at_peak = config.dump_at_max;
+  RingBufferMetadata* meta = client->buffer->metadata();
+  // A client cut off for stalling the worker: samples were lost as when its buffer overran.
+  s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran ||
+                     client->stalled;
+  s.buffer_corrupted = client->buffer_corrupted;
+  s.hit_guardrail = client->hit_guardrail;
+  s.unwinding_errors = client->unwinding_errors;
+  s.heap_samples = client->heap_samples;
+  s.map_reparses = client->map_reparses;
+  s.total_unwinding_time_us = client->unwinding_time_us;
+  s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
+  // A process still connected is there to be read; one gone is known only as it exited.
+  s.disconnected = client->socket_closed;
+  s.exited = client->socket_closed && client->exiting;
+  s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
+  s.allocator = client->allocator;
+  s.mappings = client->callstacks.mappings();
+  s.callstacks = client->callstacks.callstacks();
+  if (config.RecordsMalloc()) {
+    HeapSnapshot& heap = s.heaps.emplace_back();
+    heap.name = kMallocHeapName;
+    if (client->totals) heap.totals = client->totals->Sum();
+    heap.samples = client->malloc_heap.Snapshot();
+  }
+  for (const auto& [number, custom] : client->custom_heaps) {
+    HeapSnapshot& heap = s.heaps.emplace_back();
+    heap.number = number;
+    heap.name = custom.name;
+    if (client->totals) heap.totals = client->totals->SumOfCustomHeap(number);
+    heap.samples = custom.tracker.Snapshot();
+  }
+  return s;
+}
+
+}  // namespace droidheap
