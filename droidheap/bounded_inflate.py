@@ -32,7 +32,8 @@ def check_claim(what: str, claimed: int, compressed_size: int) -> None:
 
 
 def _too_large(what: str, limit: int, compressed_size: int, ratio: int = MAX_RATIO) -> str:
-    past = f"{ratio} times its size" if limit >= ratio * compressed_size else f"{limit} bytes"
+    # The ratio's limit, else the floor's or the ceiling's.
+    past = f"{ratio} times its size" if limit == ratio * compressed_size else f"{limit} bytes"
     return f"{what} inflates to more than {past}: more than it could honestly hold"
 
 
@@ -42,15 +43,21 @@ def inflate(data: bytes, what: str, kind=GZIP, ceiling: int = CEILING,
     inflate_limit, is damaged or ends before its compressed stream does. `ratio`: a tighter one
     for input whose every inflated byte costs several more once parsed."""
     limit = inflate_limit(len(data), ceiling, ratio)
-    inflater = (lzma.LZMADecompressor(format=lzma.FORMAT_XZ) if kind == XZ
-                else zlib.decompressobj(wbits=kind))
-    try:
-        # One byte past the limit tells a stream that stops at it from one that goes on.
-        out = inflater.decompress(data, limit + 1)
-    except (zlib.error, lzma.LZMAError, EOFError) as e:
-        raise DroidheapError(f"{what} is damaged: {e}") from e
-    if len(out) > limit:
-        raise DroidheapError(_too_large(what, limit, len(data), ratio))
-    if not inflater.eof:
-        raise DroidheapError(f"{what} is damaged: it ends before its compressed data does")
-    return out
+    out = bytearray()
+    rest = data
+    while True:
+        inflater = (lzma.LZMADecompressor(format=lzma.FORMAT_XZ) if kind == XZ
+                    else zlib.decompressobj(wbits=kind))
+        try:
+            # One byte past the limit tells a stream that stops at it from one that goes on.
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except (zlib.error, lzma.LZMAError, EOFError) as e:
+            raise DroidheapError(f"{what} is damaged: {e}") from e
+        if len(out) > limit:
+            raise DroidheapError(_too_large(what, limit, len(data), ratio))
+        if not inflater.eof:
+            raise DroidheapError(f"{what} is damaged: it ends before its compressed data does")
+        # A gzip file may be several members one after the other (gzip(1) reads them all).
+        rest = inflater.unused_data
+        if kind != GZIP or not rest:
+            return bytes(out)

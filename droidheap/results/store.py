@@ -29,6 +29,8 @@ from droidheap.trace.process_figures import HeapTotals
 RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
 _VERSION = 2
+# Its JSON compresses 5 to 12 times; parsed, each byte costs several more (as a pprof's).
+_INFLATE_RATIO = 32
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
 # A dump that changed little since the one before is stored as its changes: a few bytes may
 # name every sample again. The dumps' samples, all told, are bounded (half a GiB of references;
@@ -172,7 +174,12 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
     except OSError as e:
         raise DroidheapError(f"cannot read {path}: {e.strerror or e}") from e
     try:
-        raw = json.loads(inflate(data, str(path)))
+        text = inflate(data, str(path), ratio=_INFLATE_RATIO)
+        # Each list or object costs ~60 bytes once parsed: a file of nothing else ("[],[],...")
+        # would cost 20 times its text. droidheap's own hold one per 100 bytes or more.
+        if text.count(b"[") + text.count(b"{") > len(text) // 16 + 1024:
+            raise ValueError("it holds more lists than its size could honestly hold")
+        raw = json.loads(text)
         if _typed(raw, dict, "the file").get("format") != _FORMAT:
             raise ValueError("it is not droidheap's results")
         if raw.get("version") != _VERSION:

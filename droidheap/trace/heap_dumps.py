@@ -483,7 +483,9 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
     dropped = [sample for sample in previous.samples
                if sample.in_use == 0 and id(sample.frames) not in dump.stack_ids]
     if dropped:
-        present = {sample.frames for sample in dump.samples}
+        # Each distinct tuple hashed once (a tuple's hash walks every frame, every time): a
+        # stack named by every sample would cost samples x depth.
+        present = set({id(frames): frames for frames in map(_FRAMES, dump.samples)}.values())
         kept = [sample for sample in dropped if sample.frames not in present]
         dump.samples.extend(kept)
         dump.stack_ids.update(map(id, map(_FRAMES, kept)))

@@ -16,7 +16,9 @@ import zlib
 
 import pytest
 
+from droidheap.bounded_inflate import inflate
 from droidheap.elf.elf_file import ElfFile
+from droidheap.errors import DroidheapError
 from droidheap.pprof import MAX_STACK_FRAMES, Profile
 from droidheap.results.load import PPROF_RATIO
 from droidheap.trace.reader import encode_bytes_field
@@ -69,6 +71,15 @@ def test_deflated_zeros_are_what_they_say():
         inflater = zlib.decompressobj(wbits)
         assert inflater.decompress(deflated_zeros(3 << 20, wbits)) == bytes(3 << 20)
         assert inflater.eof
+
+
+def test_a_gzip_file_of_several_members_is_read_whole_and_bounded_whole():
+    """gzip(1) reads every member of a file; so does inflate, the limit counting them all."""
+    assert inflate(gzip.compress(b"one ") + gzip.compress(b"two"), "x") == b"one two"
+    member = gzip.compress(bytes(600 << 10))  # within the 1 MiB floor alone, not twice over
+    assert len(inflate(member, "x")) == 600 << 10
+    with pytest.raises(DroidheapError, match="^x inflates to more than 1048576 bytes"):
+        inflate(member + member, "x")
 
 
 def test_a_stack_named_by_every_sample_costs_its_size_once(tmp_path):

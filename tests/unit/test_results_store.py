@@ -158,7 +158,18 @@ def test_an_ill_formed_file_is_refused_in_one_line(converted, change, message):
 def test_a_file_that_inflates_past_any_honest_ratio_is_refused(converted):
     path = converted / RESULTS_FILE
     path.write_bytes(gzip.compress(b" " * (300 << 20)))  # 300 MiB of JSON whitespace, ~300 KB
-    with pytest.raises(DroidheapError, match="inflates to more than 100 times its size"):
+    with pytest.raises(DroidheapError, match="inflates to more than 32 times its size"):
+        read_results(path)
+
+
+def test_a_file_of_nothing_but_lists_is_refused(converted):
+    """Lists of a digit each, a million: well within the ratio (they compress ~10 times), and
+    60 bytes a list once parsed (30 million would cost 4 GB)."""
+    path = converted / RESULTS_FILE
+    rng = random.Random("lists")
+    lists = ",".join(f"[{rng.randrange(10)}]" for _ in range(1 << 20))
+    path.write_bytes(gzip.compress(f"[{lists}]".encode()))
+    with pytest.raises(DroidheapError, match="more lists than its size could honestly hold"):
         read_results(path)
 
 
