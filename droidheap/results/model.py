@@ -9,7 +9,7 @@ import operator
 import pathlib
 from typing import List, NamedTuple, Optional, Tuple
 
-from droidheap.trace.process_figures import CONNECTION_LOST, EXITED, GUARDRAIL, HeapTotals
+from droidheap.trace.process_figures import CONNECTION_LOST, CUT_OFF, EXITED, GUARDRAIL, HeapTotals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +97,9 @@ def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = No
         return status or "the process exited"
     if ending == GUARDRAIL:  # samples_lost says which, before this
         return "its profile ended early" + (f"; {status}" if status else "")
+    if ending == CUT_OFF:
+        return ("droidheapd cut its profile off: it kept its buffer from being read in time "
+                "(droidheapd.log says how long)" + (f"; {status}" if status else ""))
     if ending == CONNECTION_LOST:
         return ("its connection was lost before the process exited normally (" +
                 (status or "a crash, a kill, _exit or a closed socket") + ")")

@@ -11,7 +11,8 @@ descriptor seen twice is one track). Each dump's values, one TYPE_COUNTER event 
 before its profile packets. A counter that did not arrive is unknown, not 0.
 
 A process's last dump also says how its profile ended, as an instant event on the process track
-named "process exited", "profile ended" (a guardrail) or "connection lost" (ENDINGS).
+named "process exited", "profile ended" (a guardrail), "connection lost" or "profile cut off" (the
+process kept droidheapd from reading its buffer in time) (ENDINGS).
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 

@@ -4,7 +4,8 @@ holds, and how a profile ended."""
 import dataclasses
 
 EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
-ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST)
+CUT_OFF = "profile cut off"  # the process kept droidheapd from reading its buffer in time
+ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST, CUT_OFF)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
                      client->stalled;
   s.buffer_corrupted = client->buffer_corrupted;
   s.hit_guardrail = client->hit_guardrail;
+  s.stalled = client->stalled;
   s.unwinding_errors = client->unwinding_errors;
   s.heap_samples = client->heap_samples;
   s.map_reparses = client->map_reparses;

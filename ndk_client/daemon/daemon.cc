@@ -305,6 +305,8 @@ void Daemon::HandleInbox() {
               "(%llu bytes): this process's profile ends here", s.pid,
               static_cast<unsigned long long>(config_.max_memory_bytes));
           Log("profile ended pid=%d", s.pid);
+        } else if (s.stalled) {
+          Log("profile ended pid=%d: cut off", s.pid);
         } else if (s.buffer_overran || s.buffer_corrupted) {
           Log("profile ended pid=%d: the buffer %s", s.pid,
               s.buffer_overran ? "overran" : "was corrupted");

@@ -66,6 +66,7 @@ struct DumpSnapshot {
   bool buffer_overran = false;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // its profile ended at the session's memory cap
+  bool stalled = false;  // cut off: it kept the daemon from reading its buffer in time
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;
   uint64_t map_reparses = 0;

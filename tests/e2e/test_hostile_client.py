@@ -263,7 +263,11 @@ def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli
         assert (f"connection lost pid={hog_pid}" in log or
                 f"warning: pid={hog_pid} kept droidheapd" in log), log[-4000:]
         assert ("its connection was lost" in hog_summary or
-                "samples were lost (the buffer overran)" in hog_summary), stdout
+                "droidheapd cut its profile off" in hog_summary), stdout
     else:
         assert f"warning: pid={hog_pid} kept droidheapd" in log, log[-4000:]
+        assert f"profile ended pid={hog_pid}: cut off" in log, log[-4000:]
+        # Its unread records are lost samples, as an overrun's; the ending says why.
         assert "samples were lost (the buffer overran)" in hog_summary, stdout
+        assert "droidheapd cut its profile off: it kept its buffer from being read in time" \
+            in hog_summary, stdout
