@@ -188,8 +188,9 @@ def test_native_unit_tests_pass_on_bionic(native_tests, request):
     """Every native unit test, run by Android's linker against its libc, libm and libc++, from
     /data/local/tmp/<abi>: Android 10's under qemu-user for arm64-v8a and armeabi-v7a, Android
     11's natively for x86_64. Cases in them skip themselves, saying so: dwarf_cfi_own_binary_test
-    on armeabi-v7a (its code is described by .ARM.exidx, which arm_exidx_test covers), and under
-    qemu-user only, process_identity_test's raw clone() child (bionic's cached getpid() survives
+    on armeabi-v7a (its code is described by .ARM.exidx, which arm_exidx_test covers),
+    dwarf_unwinder_test's reads of /proc/self/mem where qemu-user maps the guest elsewhere
+    (armeabi-v7a), and under qemu-user only, process_identity_test's raw clone() child (bionic's cached getpid() survives
     it, and qemu-user ignores the MADV_WIPEONFORK that tells it apart on a phone's kernel): run
     natively, it is not skipped."""
     abi, tests_dir = native_tests

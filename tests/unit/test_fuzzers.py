@@ -81,7 +81,8 @@ def _ehabi_seeds():
 
 def _records_seeds():
     # Mode bit 1: a client of protocol 6, whose AllocRecords carry all 33 registers; else the
-    # x86_64 client's 8, packed.
+    # x86_64 client's 8, packed. Mode bit 2: the records never end (a client rewrites one
+    # whenever there is room, through a dump and after its socket closes).
     for mode, registers in ((0, 8), (2, 33)):
         alloc = struct.pack("<QQQQQII", 1, 0x1000, 16, 16, 0, 1, 64) + bytes(8 * registers)
         alloc += bytes(64)
@@ -92,6 +93,7 @@ def _records_seeds():
         yield struct.pack("<BQB", mode, 0, 3) + records + b"\0"
         # With a thread scribbling meanwhile.
         yield struct.pack("<BQB", mode | 1, 42, 3) + records + b"\0"
+        yield struct.pack("<BQB", mode | 4, 0, 3) + records + b"\0"
 
 
 def _apk_seeds(tmp_path):
