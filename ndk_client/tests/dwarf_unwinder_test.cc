@@ -46,21 +46,37 @@ std::string HostViewOfOwnMaps() {
   return text;
 }
 
-void ExpectAgreement(const char* what, const Capture& capture) {
-  int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  CHECK(maps_fd >= 0 && mem_fd >= 0);
+// An unwinder of this process, through its own maps and memory files.
+struct OwnUnwinder {
+  OwnUnwinder()
+      : maps_fd(open("/proc/self/maps", O_RDONLY | O_CLOEXEC)),
+        mem_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC)),
+        unwinder(&elf_cache) {
+    CHECK(maps_fd >= 0 && mem_fd >= 0);
+    CHECK(maps.Reload(maps_fd));
+  }
+  ~OwnUnwinder() {
+    close(maps_fd);
+    close(mem_fd);
+  }
+
+  int maps_fd;
+  int mem_fd;
   ElfCache elf_cache;
-  DwarfUnwinder unwinder(&elf_cache);
+  DwarfUnwinder unwinder;
   ProcessMaps maps;
-  CHECK(maps.Reload(maps_fd));
+};
+
+void ExpectAgreement(const char* what, const Capture& capture) {
+  OwnUnwinder own;
   // Under qemu-user (the bionic runs) the guest's maps leave out libc.so's code, which the host's
   // view has (ProcessMaps::SetHostViewPid; the daemon reads it as /proc/<pid>/maps, which qemu
   // answers itself when the pid is its own).
-  if (MapsAreEmulated()) maps.AddMissing(HostViewOfOwnMaps());
+  if (MapsAreEmulated()) own.maps.AddMissing(HostViewOfOwnMaps());
   for (int pass = 0; pass < 2; ++pass) {  // cold, then from the frame cache
     UnwindError error;
-    std::vector<uint64_t> pcs = UnwindCapture(&unwinder, &maps, maps_fd, mem_fd, capture, &error);
+    std::vector<uint64_t> pcs =
+        UnwindCapture(&own.unwinder, &own.maps, own.maps_fd, own.mem_fd, capture, &error);
     if (!MatchesReference(pcs, capture) || error != UnwindError::kNone) {
       fprintf(stderr, "%s (pass %d): error %u\n  droidheap:", what, pass,
               static_cast<unsigned>(error));
@@ -71,10 +87,8 @@ void ExpectAgreement(const char* what, const Capture& capture) {
       exit(1);
     }
   }
-  CHECK(unwinder.stats().frame_hits > 0);
-  CHECK(unwinder.stats().cfi_frames > 0);
-  close(maps_fd);
-  close(mem_fd);
+  CHECK(own.unwinder.stats().frame_hits > 0);
+  CHECK(own.unwinder.stats().cfi_frames > 0);
 }
 
 void* ThreadMain(void* arg) {
@@ -149,23 +163,15 @@ UnwindResult UnwindChain(size_t frames, size_t stride, RemoteMemory* remote) {
         static_cast<uintptr_t>(pc + 8)};
     memcpy(chain + i * stride, record, sizeof(record));
   }
-  int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  CHECK(maps_fd >= 0 && mem_fd >= 0);
-  ElfCache elf_cache;
-  DwarfUnwinder unwinder(&elf_cache);
-  ProcessMaps maps;
-  CHECK(maps.Reload(maps_fd));
+  OwnUnwinder own;
   uint64_t regs[kMaxRegisters] = {};
   regs[kRegSp] = base;
   regs[kRegFp] = base;
   regs[kRegPc] = pc;
-  remote->Begin(mem_fd);
+  remote->Begin(own.mem_fd);
   StackMemory memory(base, nullptr, 0, remote);
   UnwindResult result;
-  unwinder.Unwind(kNativeLayout, regs, 0, memory, &maps, maps_fd, 256, &result);
-  close(maps_fd);
-  close(mem_fd);
+  own.unwinder.Unwind(kNativeLayout, regs, 0, memory, &own.maps, own.maps_fd, 256, &result);
   munmap(chain, bytes);
   return result;
 }

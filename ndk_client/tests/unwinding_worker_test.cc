@@ -182,7 +182,7 @@ void TestADumpCutsOffAClientThatNeverDrainsAndGoesOn() {
   const DumpSnapshot& honest_snapshot = dump[0];
   const DumpSnapshot& hog_snapshot = dump[1];
   CHECK(!honest_snapshot.buffer_overran && !honest_snapshot.disconnected);
-  CHECK(hog_snapshot.buffer_overran && hog_snapshot.disconnected);
+  CHECK(hog_snapshot.buffer_overran && hog_snapshot.disconnected && hog_snapshot.stalled);
   CHECK(hog_snapshot.heap_samples > 0);
   // Its budget, and a round of the others'; not the time its buffer would take.
   CHECK(took_us < 1000 * 1000);
