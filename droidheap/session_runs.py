@@ -60,10 +60,10 @@ def resolve_targets(device, targets, note):
 
 def run_spawned(device, session, argv, duration_ms, note):
     name = program_name(argv)
-    # The program is held until droidheapd listens, and droidheapd takes its pid alone: the
-    # start property (root's heapprofd.enable.<name>) loads the client into every process of that
-    # name that starts meanwhile (droidheap's own `sh -c` commands, when the program is `sh`, or
-    # the program's children of its name), and droidheapd refuses those.
+    # The program is held until droidheapd listens, and droidheapd takes its pid (and its
+    # descendants) alone: the start property (root's heapprofd.enable.<name>) loads the client
+    # into every process of that name that starts meanwhile (droidheap's own `sh -c` commands,
+    # when the program is `sh`, or another user's), and droidheapd refuses those.
     process = device.spawn_held(argv, name)
     try:
         session.start(spawned=[process.pid])

@@ -458,8 +458,8 @@ class LocalDevice(Device):
 
     def spawn_held(self, argv: Sequence[str], start_name: str) -> "HeldProgram":
         """As on adb devices: the pid is known before the program runs, so that droidheapd takes
-        that process alone, not every process of the name that the device starts meanwhile (the
-        program's own children among them, unless asked)."""
+        that process (and its descendants) alone, not every process of the name that the device
+        starts meanwhile."""
         self._install_emulated_libc()
         command = self._program_command(argv)
         env = self._program_env()
