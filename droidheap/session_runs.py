@@ -153,6 +153,10 @@ def run_attached(device, session, pids, targets, duration_ms, note):
             # Most of a phone's processes sit idle: one line for them all.
             note(f"{idle} of {len(pids)} running processes have not connected yet; each will "
                   f"at its next allocation")
+        # Processes started meanwhile may have connected first (a signalled one can take
+        # seconds, under qemu-user or on a busy phone).
+        for pid in sorted(connected - set(pids)):
+            note(f"profiling pid {pid} from its start")
         # A running process that connects later (at its next allocation) is said to be attached
         # when it does, as those that connected at once were.
         announced = set(connected)
