@@ -135,6 +135,9 @@ class Client {
   const MallocDispatch* previous_;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
+  // Where in the buffer the next sample looks whether a sleeping daemon has a batch to read
+  // (Publish); written once a batch.
+  std::atomic<uint64_t> next_wake_check_{0};
   static std::atomic<uint32_t> generation_;
 };
 

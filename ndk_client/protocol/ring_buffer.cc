@@ -149,8 +149,10 @@ uint64_t SharedRingBuffer::bytes_pending() const {
 SharedRingBuffer::ReadResult SharedRingBuffer::Peek(RecordView* view) const {
   // Local copies: the client may change the shared values at any time.
   const uint64_t read_pos = meta_->read_pos.load(std::memory_order_relaxed);
-  const uint64_t write_pos = meta_->write_pos.load(std::memory_order_acquire);
-  const uint64_t available = write_pos - read_pos;
+  if (known_write_pos_ == read_pos) {
+    known_write_pos_ = meta_->write_pos.load(std::memory_order_acquire);
+  }
+  const uint64_t available = known_write_pos_ - read_pos;
   if (available == 0) return ReadResult::kEmpty;
   // Both positions lie in memory the client can write: a read_pos no record could end at would
   // put the header off its alignment.

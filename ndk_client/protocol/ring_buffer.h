@@ -63,8 +63,9 @@ struct alignas(64) RingBufferMetadata {
   std::atomic<uint64_t> blocked_us;  // time writers spent waiting for space
   // The reader's.
   alignas(64) std::atomic<uint64_t> read_pos;
-  // Set by the daemon before it sleeps; a writer that sees it clears it and sends a wake-up byte
-  // on the socket. Read by every writer after every record, so not on the read_pos line.
+  // Set by the daemon before it sleeps; a writer that sees it (with a batch to read, or a record
+  // to be read at once: Client::Publish) clears it and sends a wake-up byte on the socket. Read by
+  // every writer after every record, so not on the read_pos line.
   alignas(64) std::atomic<uint32_t> reader_sleeping;
 };
 static_assert(sizeof(RingBufferMetadata) == 4 * 64, "shared layout");
@@ -143,6 +144,10 @@ class SharedRingBuffer {
   size_t data_size_;
   RingBufferMetadata* meta_;
   uint8_t* data_;
+  // The reader's: the write_pos it last read. Peek reads the writers' line again only once it has
+  // read up to here, so that reading a batch of records does not take that line from the writers
+  // at every record (each of their reservations would then wait for it to come back).
+  mutable uint64_t known_write_pos_ = 0;
 };
 
 }  // namespace droidheap
