@@ -25,6 +25,7 @@ from droidheap.trace.reader import encode_bytes_field
 from fixtures_trace import APP, FakeMapping, TraceBuilder
 from test_cli_errors import assert_one_line_error
 from test_results_store import _two_dumps_one_sample_changed
+from tests.requirements import require
 
 MEMORY_LIMIT = 1 << 30
 TIMEOUT = 60
@@ -221,8 +222,7 @@ def test_a_library_whose_dwarf_inflates_to_gigabytes_is_left_unsymbolized(progra
 def test_inlined_calls_nested_past_any_honest_depth_are_refused(tmp_path):
     """Each address keeps its chain of inlined calls whole: a unit nesting them 300 deep at every
     instruction would cost the square of its scopes; its inlined calls are refused instead."""
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require(None if shutil.which("gcc") else "gcc is not installed")
     inline = "static inline __attribute__((always_inline)) void *"
     source = ["#include <stdlib.h>", "volatile int sink;",
               f"{inline}f0(size_t n) {{ sink++; return malloc(n); }}"]
