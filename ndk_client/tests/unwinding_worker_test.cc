@@ -160,12 +160,20 @@ class EndlessWriter {
   std::thread thread_;
 };
 
-void TestADumpCutsOffAClientThatNeverDrainsAndGoesOn() {
+// A worker under short budgets, started, and where it sends its snapshots.
+struct Harness {
+  Harness() { CHECK(worker.Start()); }
+
   Sink sink;
   std::atomic<uint64_t> session_bytes{0};
   DaemonConfig config;
-  UnwindingWorker worker(config, &sink, &session_bytes, ShortBudgets());
-  CHECK(worker.Start());
+  UnwindingWorker worker{config, &sink, &session_bytes, ShortBudgets()};
+};
+
+void TestADumpCutsOffAClientThatNeverDrainsAndGoesOn() {
+  Harness h;
+  Sink& sink = h.sink;
+  UnwindingWorker& worker = h.worker;
   int hog_peer;
   int honest_peer;
   auto hog = NewClient(4 << 20, &hog_peer);
@@ -200,11 +208,9 @@ void TestADumpCutsOffAClientThatNeverDrainsAndGoesOn() {
 }
 
 void TestAClosedClientIsReadUpToWhatItHadWritten() {
-  Sink sink;
-  std::atomic<uint64_t> session_bytes{0};
-  DaemonConfig config;
-  UnwindingWorker worker(config, &sink, &session_bytes, ShortBudgets());
-  CHECK(worker.Start());
+  Harness h;
+  Sink& sink = h.sink;
+  UnwindingWorker& worker = h.worker;
   int peer;
   auto client = NewClient(64 << 10, &peer);
   EndlessWriter writer(*client, kRecordFree, CheapFree());
