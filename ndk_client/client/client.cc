@@ -30,7 +30,6 @@ namespace droidheap {
 namespace {
 
 constexpr int kHandshakeTimeoutSeconds = 5;
-constexpr uint64_t kLockTimeoutUs = 1000 * 1000;
 constexpr uint64_t kAllocatorStatsPeriodUs = 100 * 1000;
 // A sleeping daemon is woken for samples once the buffer holds this fraction of itself (Publish).
 constexpr uint64_t kWakeBatchFraction = 16;
@@ -235,14 +234,11 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
 bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out) {
   uint64_t deadline = 0;
   for (;;) {
-    switch (buffer_->Reserve(type, body_size, kLockTimeoutUs, out)) {
+    switch (buffer_->Reserve(type, body_size, out)) {
       case SharedRingBuffer::ReserveResult::kOk:
         return true;
       case SharedRingBuffer::ReserveResult::kTooLarge:
         buffer_->metadata()->records_dropped.fetch_add(1, std::memory_order_relaxed);
-        return false;
-      case SharedRingBuffer::ReserveResult::kLockTimeout:
-        Shutdown(kClientBufferOverran);
         return false;
       case SharedRingBuffer::ReserveResult::kFull:
         break;
@@ -283,7 +279,7 @@ uint8_t* Client::ReserveRecord(uint32_t heap, RecordType malloc_type, size_t bod
 
 void Client::Publish(const SharedRingBuffer::Reservation& r) {
   const uint32_t type = r.header->type;
-  SharedRingBuffer::Commit(r);
+  buffer_->Commit(r);
   RingBufferMetadata* meta = buffer_->metadata();
   if (!meta->reader_sleeping.load(std::memory_order_relaxed)) return;
   // A sample or a free can wait for the daemon's next look (it polls every 50 ms) until the

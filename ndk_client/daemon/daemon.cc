@@ -199,7 +199,9 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   } else {
     client->layout = layout;
     client->version = hello.version;
-    client->buffer.reset(SharedRingBuffer::Create(config_.shmem_size));
+    // A client of protocol 8 or older writes version 2's records (under its lock).
+    client->buffer.reset(SharedRingBuffer::Create(
+        config_.shmem_size, hello.version >= 9 ? kRingBufferVersion : kRingBufferVersion2));
     // Protocol 5 made the totals larger (a slot per custom heap): an older client would refuse
     // them and leave them at zero.
     const bool counts = hello.version >= 5 && config_.exact_totals;

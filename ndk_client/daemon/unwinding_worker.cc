@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -22,6 +23,10 @@ namespace droidheap {
 namespace {
 
 constexpr int kPollTimeoutMs = 50;
+constexpr int kCommitWaitMs = 1;
+// How often a record still being written is looked at again, yielding the core between looks (its
+// writer may be waiting for it), before the worker polls for kCommitWaitMs.
+constexpr int kCommitRetries = 8;
 // A round's share of the worker per client: what keeps one busy (or hostile) client from
 // starving the rest. Ten milliseconds are a few hundred unwinds, most rounds' whole work.
 constexpr size_t kRecordsPerRound = 1 << 16;
@@ -150,8 +155,9 @@ void UnwindingWorker::Run() {
       }
       fds.push_back({client->socket_closed ? -1 : client->sock, POLLIN, 0});
     }
-    poll(fds.data(), fds.size(), behind_ ? 0 : kPollTimeoutMs);
+    poll(fds.data(), fds.size(), behind_ ? 0 : awaiting_commit_ ? kCommitWaitMs : kPollTimeoutMs);
     behind_ = false;
+    awaiting_commit_ = false;
     if (fds[0].revents & POLLIN) {
       char drain[64];
       while (read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
@@ -236,8 +242,17 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       return false;
     }
     SharedRingBuffer::RecordView record;
-    switch (client->buffer->Peek(&record)) {
+    SharedRingBuffer::ReadResult result = client->buffer->Peek(&record);
+    for (int retry = 0; result == SharedRingBuffer::ReadResult::kUncommitted &&
+                        retry < kCommitRetries; ++retry) {
+      sched_yield();
+      result = client->buffer->Peek(&record);
+    }
+    switch (result) {
       case SharedRingBuffer::ReadResult::kEmpty:
+        return true;
+      case SharedRingBuffer::ReadResult::kUncommitted:
+        awaiting_commit_ = true;
         return true;
       case SharedRingBuffer::ReadResult::kCorrupt:
         // A client that scribbles over the buffer is cut off; what it sent before stays booked.
@@ -279,7 +294,7 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       client->allocator = stats;
     }
     client->buffer->Consume(record);
-    client->consumed_bytes += sizeof(RecordHeader) + record.body_size;
+    client->consumed_bytes += record.record_size;
     if (i % kRecordsPerMemoryCheck == kRecordsPerMemoryCheck - 1 && OverMemoryCap(client)) {
       return true;
     }

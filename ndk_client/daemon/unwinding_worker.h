@@ -129,6 +129,9 @@ class UnwindingWorker {
   RemoteMemory remote_memory_;  // each unwind's reads of its process past the stack copy
   // A drain of the last round stopped at a limit: the next poll does not wait.
   bool behind_ = false;
+  // A drain of the last round stopped at a record still being written: the next poll waits
+  // kCommitWaitMs, not the full kPollTimeoutMs (nothing wakes the worker for it).
+  bool awaiting_commit_ = false;
   int stack_log_fd_ = -1;
   // HandleAlloc's scratch, kept across samples to keep their capacity.
   UnwindResult unwound_;

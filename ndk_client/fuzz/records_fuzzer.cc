@@ -104,12 +104,12 @@ void WriteRecords(FuzzInput* input, SharedRingBuffer* buffer) {
     const uint32_t type = input->Take<uint8_t>() % 8;
     const size_t body_size = input->Take<uint16_t>() % 2048;
     SharedRingBuffer::Reservation r;
-    if (buffer->Reserve(type, body_size, 1000, &r) != SharedRingBuffer::ReserveResult::kOk) break;
+    if (buffer->Reserve(type, body_size, &r) != SharedRingBuffer::ReserveResult::kOk) break;
     size_t got;
     const uint8_t* bytes = input->TakeBytes(body_size, &got);
     memset(r.body, 0, body_size);
     memcpy(r.body, bytes, got);
-    SharedRingBuffer::Commit(r);
+    buffer->Commit(r);
   }
 }
 
@@ -148,14 +148,14 @@ void WriteUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint32_
   write_pos.store((write_pos.load() + 7) & ~uint64_t{7});
   while (!stop->load(std::memory_order_relaxed)) {
     SharedRingBuffer::Reservation r;
-    switch (buffer->Reserve(type, body.size(), 100, &r)) {
+    switch (buffer->Reserve(type, body.size(), &r)) {
       case SharedRingBuffer::ReserveResult::kOk:
         if (!body.empty()) memcpy(r.body, body.data(), body.size());
-        SharedRingBuffer::Commit(r);
+        buffer->Commit(r);
         break;
       case SharedRingBuffer::ReserveResult::kTooLarge:
         return;
-      default:  // full, or a lock the scribbling left taken
+      default:  // full
         std::this_thread::yield();
     }
   }

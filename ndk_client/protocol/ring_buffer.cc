@@ -1,6 +1,6 @@
 #include "protocol/ring_buffer.h"
 
-#include <sched.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -13,13 +13,26 @@
 namespace droidheap {
 namespace {
 
-uint64_t NowUs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
-}
-
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// A commit key no byte of an earlier lap holds by chance: from the kernel's random source, or
+// failing that the clock and this mapping's (randomized) address, mixed.
+uint64_t NewCommitKey(const void* mapping) {
+  uint64_t key = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &key, sizeof(key)) != static_cast<ssize_t>(sizeof(key))) key = 0;
+    close(fd);
+  }
+  if (key == 0) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    key = (static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)) ^
+          reinterpret_cast<uintptr_t>(mapping);
+    key = (key ^ (key >> 31)) * 0x9e3779b97f4a7c15u;
+  }
+  return key | 1;
+}
 
 }  // namespace
 
@@ -63,7 +76,7 @@ SharedRingBuffer* SharedRingBuffer::Map(int fd, size_t page_size, size_t data_si
   return new (storage) SharedRingBuffer(fd, base, page_size, data_size);
 }
 
-SharedRingBuffer* SharedRingBuffer::Create(size_t data_size) {
+SharedRingBuffer* SharedRingBuffer::Create(size_t data_size, uint32_t version) {
   size_t page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (!IsPowerOfTwo(data_size) || data_size < page_size) return nullptr;
   int fd = CreateSealedMemory("droidheap_ring", page_size + data_size);
@@ -73,8 +86,13 @@ SharedRingBuffer* SharedRingBuffer::Create(size_t data_size) {
     close(fd);
     return nullptr;
   }
-  rb->meta_->version = kRingBufferVersion;
+  rb->version_ = version;
+  rb->meta_->version = version;
   rb->meta_->data_size = data_size;
+  if (version >= kRingBufferVersion) {
+    rb->commit_key_ = NewCommitKey(rb->base_);
+    rb->meta_->commit_key = rb->commit_key_;
+  }
   return rb;
 }
 
@@ -94,42 +112,36 @@ SharedRingBuffer* SharedRingBuffer::Attach(int fd, uint64_t expected_total_size)
     Destroy(rb);
     return nullptr;
   }
+  rb->commit_key_ = rb->meta_->commit_key;
   return rb;
 }
 
 SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t body_size,
-                                                          uint64_t lock_timeout_us,
                                                           Reservation* out) {
-  uint64_t total = (sizeof(RecordHeader) + body_size + 7) & ~uint64_t{7};
+  const uint64_t total = (sizeof(RecordHeader) + body_size + 7) & ~uint64_t{7};
   if (total > max_record_size()) return ReserveResult::kTooLarge;
 
-  uint64_t deadline = 0;
-  for (int spins = 0; meta_->lock.exchange(1, std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 100) continue;
-    if (deadline == 0) deadline = NowUs() + lock_timeout_us;
-    if (NowUs() > deadline) return ReserveResult::kLockTimeout;
-    sched_yield();
-  }
   uint64_t write_pos = meta_->write_pos.load(std::memory_order_relaxed);
-  // A stale read_pos only understates the free space. Every cached value came from the acquire
-  // load below, by a writer holding the lock that we now hold: what the reader had finished with
-  // then is finished with for us too.
-  uint64_t read_pos = meta_->cached_read_pos.load(std::memory_order_relaxed);
-  if (write_pos - read_pos + total > data_size_) {
-    read_pos = meta_->read_pos.load(std::memory_order_acquire);
-    meta_->cached_read_pos.store(read_pos, std::memory_order_relaxed);
-    if (write_pos - read_pos + total > data_size_) {
-      meta_->lock.store(0, std::memory_order_release);
-      return ReserveResult::kFull;
+  do {
+    // A stale read_pos only understates the free space. The acquire loads (and the release store
+    // of the cache) order our writes after the reader's last reads of the space, through whichever
+    // writer read read_pos itself.
+    uint64_t read_pos = meta_->cached_read_pos.load(std::memory_order_acquire);
+    // A read_pos past this write_pos: the write_pos is stale, and the exchange below fails.
+    if (static_cast<int64_t>(write_pos - read_pos) >= 0 &&
+        write_pos - read_pos + total > data_size_) {
+      read_pos = meta_->read_pos.load(std::memory_order_acquire);
+      if (static_cast<int64_t>(write_pos - read_pos) >= 0 &&
+          write_pos - read_pos + total > data_size_) {
+        return ReserveResult::kFull;
+      }
+      meta_->cached_read_pos.store(read_pos, std::memory_order_release);
     }
-  }
+  } while (!meta_->write_pos.compare_exchange_weak(write_pos, write_pos + total,
+                                                   std::memory_order_relaxed));
   auto* header = reinterpret_cast<RecordHeader*>(data_ + (write_pos & (data_size_ - 1)));
-  header->size.store(0, std::memory_order_relaxed);
+  header->size = static_cast<uint32_t>(total);
   header->type = type;
-  // Release: the reader that sees the new write_pos also sees size == 0 (not yet committed).
-  meta_->write_pos.store(write_pos + total, std::memory_order_release);
-  meta_->lock.store(0, std::memory_order_release);
-
   out->header = header;
   out->body = reinterpret_cast<uint8_t*>(header + 1);
   out->total_size = static_cast<uint32_t>(total);
@@ -137,13 +149,24 @@ SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t 
   return ReserveResult::kOk;
 }
 
-void SharedRingBuffer::Commit(const Reservation& r) {
-  r.header->size.store(r.total_size, std::memory_order_release);
-}
-
 uint64_t SharedRingBuffer::bytes_pending() const {
   return meta_->write_pos.load(std::memory_order_acquire) -
          meta_->read_pos.load(std::memory_order_relaxed);
+}
+
+bool SharedRingBuffer::CommittedHeader(uint64_t read_pos, uint32_t* size, uint32_t* type) const {
+  uint8_t* at = data_ + (read_pos & (data_size_ - 1));
+  if (version_ >= kRingBufferVersion) {
+    auto* header = reinterpret_cast<RecordHeader*>(at);
+    if (header->commit.load(std::memory_order_acquire) != (read_pos ^ commit_key_)) return false;
+    *size = header->size;
+    *type = header->type;
+    return true;
+  }
+  auto* header = reinterpret_cast<RecordHeaderV2*>(at);
+  *size = header->size.load(std::memory_order_acquire);
+  *type = header->type;
+  return *size != 0;
 }
 
 SharedRingBuffer::ReadResult SharedRingBuffer::Peek(RecordView* view) const {
@@ -157,18 +180,19 @@ SharedRingBuffer::ReadResult SharedRingBuffer::Peek(RecordView* view) const {
   // Both positions lie in memory the client can write: a read_pos no record could end at would
   // put the header off its alignment.
   if (available > data_size_ || read_pos % alignof(RecordHeader) != 0) return ReadResult::kCorrupt;
-  auto* header = reinterpret_cast<RecordHeader*>(data_ + (read_pos & (data_size_ - 1)));
-  const uint32_t size = header->size.load(std::memory_order_acquire);
-  if (size == 0) return ReadResult::kEmpty;  // reserved, not committed yet
-  const uint32_t record_type = header->type;
-  if (size < sizeof(RecordHeader) || size % 8 != 0 || size > available ||
-      size > max_record_size()) {
+  uint32_t size = 0;
+  uint32_t record_type = 0;
+  if (!CommittedHeader(read_pos, &size, &record_type)) return ReadResult::kUncommitted;
+  const size_t header_size =
+      version_ >= kRingBufferVersion ? sizeof(RecordHeader) : sizeof(RecordHeaderV2);
+  if (size < header_size || size % 8 != 0 || size > available || size > max_record_size()) {
     return ReadResult::kCorrupt;
   }
   view->type = record_type;
-  view->body = reinterpret_cast<const uint8_t*>(header + 1);  // contiguous: the data is mapped twice
-  view->body_size = size - sizeof(RecordHeader);
+  view->body = data_ + (read_pos & (data_size_ - 1)) + header_size;  // contiguous: mapped twice
+  view->body_size = size - header_size;
   view->next_read_pos = read_pos + size;
+  view->record_size = size;
   return ReadResult::kRecord;
 }
 

@@ -35,8 +35,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // heap_names, the kRecordHeap* records, the totals' slots per heap). 6: kRecordRecording.
 // 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes);
 // kRecordExiting; kRecordCancelled; sequence numbers are places in the buffer (not contiguous).
-// 8: ClientHello::flags (kHelloForked).
-constexpr uint32_t kProtocolVersion = 8;
+// 8: ClientHello::flags (kHelloForked). 9: the shared buffer's version 3 (ring_buffer.h).
+constexpr uint32_t kProtocolVersion = 9;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 

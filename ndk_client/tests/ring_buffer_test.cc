@@ -33,9 +33,9 @@ SharedRingBuffer::ReadResult ReadNext(SharedRingBuffer* rb, uint32_t* type, uint
 
 bool Write(SharedRingBuffer* rb, uint32_t type, const void* data, size_t size) {
   SharedRingBuffer::Reservation r;
-  if (rb->Reserve(type, size, 1000, &r) != SharedRingBuffer::ReserveResult::kOk) return false;
+  if (rb->Reserve(type, size, &r) != SharedRingBuffer::ReserveResult::kOk) return false;
   memcpy(r.body, data, size);
-  SharedRingBuffer::Commit(r);
+  rb->Commit(r);
   return true;
 }
 
@@ -64,10 +64,10 @@ void TestFullBufferRefusesAndRecovers() {
   std::vector<uint8_t> payload(1000, 0xab);
   int written = 0;
   while (Write(rb.get(), 1, payload.data(), payload.size())) ++written;
-  CHECK(written == 4);  // 4 x 1008 bytes fit in 4096
+  CHECK(written == 4);  // 4 x 1016 bytes fit in 4096
   SharedRingBuffer::Reservation r;
-  CHECK(rb->Reserve(1, 1000, 1000, &r) == SharedRingBuffer::ReserveResult::kFull);
-  CHECK(rb->Reserve(1, 4096, 1000, &r) == SharedRingBuffer::ReserveResult::kTooLarge);
+  CHECK(rb->Reserve(1, 1000, &r) == SharedRingBuffer::ReserveResult::kFull);
+  CHECK(rb->Reserve(1, 4096, &r) == SharedRingBuffer::ReserveResult::kTooLarge);
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
@@ -93,13 +93,63 @@ void TestRecordsAcrossTheEndStayContiguous() {
 void TestUncommittedRecordIsNotRead() {
   Buffer rb(SharedRingBuffer::Create(1 << 12));
   SharedRingBuffer::Reservation r;
-  CHECK(rb->Reserve(1, 16, 1000, &r) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(rb->Reserve(1, 16, &r) == SharedRingBuffer::ReserveResult::kOk);
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
-  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
-  SharedRingBuffer::Commit(r);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kUncommitted);
+  rb->Commit(r);
   CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord);
+}
+
+// A reservation is made without a lock, so the reader may meet it before its writer has written
+// its header: the bytes there are still an earlier lap's, a committed header among them. Not read
+// until this record's own commit.
+void TestAnEarlierLapsHeaderIsNotTakenForACommit() {
+  Buffer rb(SharedRingBuffer::Create(1 << 12));
+  std::vector<uint8_t> payload(1024 - sizeof(droidheap::RecordHeader), 0x5a);
+  std::vector<uint8_t> out(rb->max_record_size());
+  uint32_t type;
+  size_t size;
+  for (int i = 0; i < 4; ++i) {  // one lap: records at 0, 1024, 2048 and 3072, read
+    CHECK(Write(rb.get(), 1, payload.data(), payload.size()));
+    CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+          SharedRingBuffer::ReadResult::kRecord);
+  }
+  SharedRingBuffer::Reservation r;
+  CHECK(rb->Reserve(2, 8, &r) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(r.position == 4096);  // where the first lap's first header still lies, committed
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+        SharedRingBuffer::ReadResult::kUncommitted);
+  rb->Commit(r);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+            SharedRingBuffer::ReadResult::kRecord &&
+        type == 2 && size == 8);
+}
+
+// A client of protocol 8 or older writes version 2's records, under version 2's lock: size 0
+// until committed, an 8-byte header.
+void TestAVersion2BufferIsReadAsOne() {
+  Buffer rb(SharedRingBuffer::Create(1 << 12, droidheap::kRingBufferVersion2));
+  droidheap::RingBufferMetadata* meta = rb->metadata();
+  CHECK(meta->version == 2);
+  auto* header = reinterpret_cast<droidheap::RecordHeaderV2*>(reinterpret_cast<uint8_t*>(meta) +
+                                                             sysconf(_SC_PAGESIZE));
+  header->size.store(0);
+  header->type = 5;
+  const uint64_t value = 0x1122334455667788u;
+  memcpy(reinterpret_cast<uint8_t*>(header) + sizeof(*header), &value, sizeof(value));
+  meta->write_pos.store(sizeof(*header) + sizeof(value));
+  std::vector<uint8_t> out(rb->max_record_size());
+  uint32_t type;
+  size_t size;
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+        SharedRingBuffer::ReadResult::kUncommitted);
+  header->size.store(sizeof(*header) + sizeof(value));
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
+            SharedRingBuffer::ReadResult::kRecord &&
+        type == 5 && size == sizeof(value) && memcmp(out.data(), &value, sizeof(value)) == 0);
+  CHECK(meta->read_pos.load() == 16);
 }
 
 // A reservation's position is where the reader meets it: the client's sequence numbers
@@ -107,20 +157,20 @@ void TestUncommittedRecordIsNotRead() {
 void TestPositionsFollowTheReadOrder() {
   Buffer rb(SharedRingBuffer::Create(1 << 12));
   SharedRingBuffer::Reservation first, second, third;
-  CHECK(rb->Reserve(1, 16, 1000, &first) == SharedRingBuffer::ReserveResult::kOk);
-  CHECK(rb->Reserve(2, 3, 1000, &second) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(rb->Reserve(1, 16, &first) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(rb->Reserve(2, 3, &second) == SharedRingBuffer::ReserveResult::kOk);
   CHECK(first.position == 0 && second.position == first.total_size &&
-        second.total_size == 16);  // header and body, rounded up to 8
-  SharedRingBuffer::Commit(second);
+        second.total_size == 24);  // header and body, rounded up to 8
+  rb->Commit(second);
   std::vector<uint8_t> out(rb->max_record_size());
   uint32_t type;
   size_t size;
   // The later record waits behind the earlier one, still being written.
-  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kEmpty);
-  SharedRingBuffer::Commit(first);
+  CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kUncommitted);
+  rb->Commit(first);
   CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord && type == 1);
   CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) == SharedRingBuffer::ReadResult::kRecord && type == 2);
-  CHECK(rb->Reserve(3, 0, 1000, &third) == SharedRingBuffer::ReserveResult::kOk);
+  CHECK(rb->Reserve(3, 0, &third) == SharedRingBuffer::ReserveResult::kOk);
   CHECK(third.position == second.position + second.total_size);
 }
 
@@ -137,18 +187,18 @@ void TestHostileMetadataIsReportedCorrupt() {
   {  // a record claiming more bytes than were written
     Buffer rb(SharedRingBuffer::Create(1 << 12));
     SharedRingBuffer::Reservation r;
-    CHECK(rb->Reserve(1, 8, 1000, &r) == SharedRingBuffer::ReserveResult::kOk);
-    r.total_size = 4000;
-    SharedRingBuffer::Commit(r);
+    CHECK(rb->Reserve(1, 8, &r) == SharedRingBuffer::ReserveResult::kOk);
+    r.header->size = 4000;
+    rb->Commit(r);
     CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
   {  // a size that is not a multiple of 8
     Buffer rb(SharedRingBuffer::Create(1 << 12));
     SharedRingBuffer::Reservation r;
-    CHECK(rb->Reserve(1, 8, 1000, &r) == SharedRingBuffer::ReserveResult::kOk);
-    r.total_size = 13;
-    SharedRingBuffer::Commit(r);
+    CHECK(rb->Reserve(1, 8, &r) == SharedRingBuffer::ReserveResult::kOk);
+    r.header->size = 13;
+    rb->Commit(r);
     CHECK(ReadNext(rb.get(), &type, out.data(), out.size(), &size) ==
           SharedRingBuffer::ReadResult::kCorrupt);
   }
@@ -218,6 +268,8 @@ int main() {
   TestFullBufferRefusesAndRecovers();
   TestRecordsAcrossTheEndStayContiguous();
   TestUncommittedRecordIsNotRead();
+  TestAnEarlierLapsHeaderIsNotTakenForACommit();
+  TestAVersion2BufferIsReadAsOne();
   TestPositionsFollowTheReadOrder();
   TestHostileMetadataIsReportedCorrupt();
   TestAttachChecksSizeAndSeals();

@@ -126,11 +126,11 @@ std::vector<uint8_t> CheapFree() {
 
 bool Write(SharedRingBuffer* buffer, uint32_t type, const std::vector<uint8_t>& body) {
   SharedRingBuffer::Reservation r;
-  if (buffer->Reserve(type, body.size(), 1000, &r) != SharedRingBuffer::ReserveResult::kOk) {
+  if (buffer->Reserve(type, body.size(), &r) != SharedRingBuffer::ReserveResult::kOk) {
     return false;
   }
   memcpy(r.body, body.data(), body.size());
-  SharedRingBuffer::Commit(r);
+  buffer->Commit(r);
   return true;
 }
 

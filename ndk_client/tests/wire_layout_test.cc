@@ -87,14 +87,20 @@ int main() {
   FIELD(CustomHeapRow, heaps);
 
   STRUCT(RecordHeader);
+  FIELD(RecordHeader, commit);
   FIELD(RecordHeader, size);
   FIELD(RecordHeader, type);
+
+  STRUCT(RecordHeaderV2);
+  FIELD(RecordHeaderV2, size);
+  FIELD(RecordHeaderV2, type);
 
   STRUCT(RingBufferMetadata);
   FIELD(RingBufferMetadata, version);
   FIELD(RingBufferMetadata, reserved);
   FIELD(RingBufferMetadata, data_size);
-  FIELD(RingBufferMetadata, lock);
+  FIELD(RingBufferMetadata, commit_key);
+  FIELD(RingBufferMetadata, version2_lock);
   FIELD(RingBufferMetadata, stop_reason);
   FIELD(RingBufferMetadata, write_pos);
   FIELD(RingBufferMetadata, cached_read_pos);

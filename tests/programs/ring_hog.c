@@ -2,8 +2,8 @@
  * neighbour, for tests/e2e/test_hostile_client.py (issue 41):
  *
  *   ring_hog hog SECONDS [--close] [--spread]
- *                                    once its client is connected, takes its ring buffer's lock
- *                                    (its own client writes nothing more) and for SECONDS keeps the
+ *                                    once its client is connected (its own client writes nothing
+ *                                    more: the hog allocates nothing) and for SECONDS keeps the
  *                                    buffer full of committed allocation records that carry no
  *                                    stack copy, their registers pointing at a 300-frame
  *                                    frame-pointer chain in its own memory: every record costs an
@@ -45,7 +45,9 @@ enum { REGISTERS = 0, FP = 0, SP = 0, PC = 0 };
 enum { FRAMES = 300, RECORD_ALLOC = 1 };
 
 /* ring_buffer.h's metadata offsets. */
-enum { META_DATA_SIZE = 8, META_LOCK = 64, META_WRITE_POS = 72, META_READ_POS = 128 };
+enum { META_DATA_SIZE = 8, META_COMMIT_KEY = 16, META_WRITE_POS = 72, META_READ_POS = 128 };
+/* ring_buffer.h, version 3: commit tag, size, type */
+enum { HEADER_SIZE = 16 };
 
 struct alloc_record {  /* wire_protocol.h's AllocRecord, then the registers */
   uint64_t sequence, address, sample_size, alloc_size, stack_pointer;
@@ -110,10 +112,9 @@ static int hog(int seconds, int close_socket, int spread) {
   uint8_t* meta = (uint8_t*)base;
   const uint64_t data_size = *(volatile uint64_t*)(meta + META_DATA_SIZE);
   uint8_t* data = meta + sysconf(_SC_PAGESIZE);
-  uint32_t* lock = (uint32_t*)(meta + META_LOCK);
+  const uint64_t commit_key = *(volatile uint64_t*)(meta + META_COMMIT_KEY);
   uint64_t* write_pos = (uint64_t*)(meta + META_WRITE_POS);
   uint64_t* read_pos = (uint64_t*)(meta + META_READ_POS);
-  while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE) != 0) sched_yield();
   printf("attacking pid=%d\n", (int)getpid());
   fflush(stdout);
 
@@ -126,7 +127,7 @@ static int hog(int seconds, int close_socket, int spread) {
   record.regs[SP] = chain_at;
   record.regs[FP] = chain_at;
   record.regs[PC] = pc;
-  const uint32_t size = (uint32_t)((8 + sizeof(record) + 7) & ~(size_t)7);
+  const uint32_t size = (uint32_t)((HEADER_SIZE + sizeof(record) + 7) & ~(size_t)7);
   uint64_t written = 0;
   for (uint64_t end = now_ms() + (uint64_t)seconds * 1000; now_ms() < end;) {
     uint64_t w = __atomic_load_n(write_pos, __ATOMIC_RELAXED);
@@ -139,10 +140,10 @@ static int hog(int seconds, int close_socket, int spread) {
     while (w - r + size <= data_size) {
       uint8_t* header = data + (w & (data_size - 1));
       record.sequence = w;
-      __atomic_store_n((uint32_t*)header, 0, __ATOMIC_RELAXED);
-      memcpy(header + 4, &(uint32_t){RECORD_ALLOC}, 4);
-      memcpy(header + 8, &record, sizeof(record));
-      __atomic_store_n((uint32_t*)header, size, __ATOMIC_RELEASE);
+      memcpy(header + 8, &size, 4);
+      memcpy(header + 12, &(uint32_t){RECORD_ALLOC}, 4);
+      memcpy(header + HEADER_SIZE, &record, sizeof(record));
+      __atomic_store_n((uint64_t*)header, w ^ commit_key, __ATOMIC_RELEASE);
       w += size;
       written++;
     }

@@ -142,17 +142,40 @@ def test_block_timeout_goes_in_microseconds_from_version_3_and_milliseconds_befo
 
 
 def write_record(ring_fd: int, record_type: int, body: bytes = b""):
-    """Writes a record into the ring buffer as a client does (ring_buffer.h); `body` a multiple of
-    8 bytes."""
+    """Writes a record into the ring buffer as a client does (ring_buffer.h), in the buffer's
+    version's layout; `body` a multiple of 8 bytes."""
     page = mmap.PAGESIZE
     with mmap.mmap(ring_fd, os.fstat(ring_fd).st_size) as ring:
-        data_size = struct.unpack_from("<Q", ring, 8)[0]
+        version, _, data_size, commit_key = struct.unpack_from("<IIQQ", ring, 0)
         write_pos = struct.unpack_from("<Q", ring, WRITE_POS_OFFSET)[0]
         at = page + write_pos % data_size
-        struct.pack_into("<I", ring, at + 4, record_type)
-        ring[at + 8:at + 8 + len(body)] = body
-        struct.pack_into("<Q", ring, WRITE_POS_OFFSET, write_pos + 8 + len(body))
-        struct.pack_into("<I", ring, at, 8 + len(body))  # committed
+        header = 16 if version >= 3 else 8
+        size = header + len(body)
+        if version >= 3:
+            struct.pack_into("<II", ring, at + 8, size, record_type)
+        else:
+            struct.pack_into("<I", ring, at + 4, record_type)
+        ring[at + header:at + size] = body
+        struct.pack_into("<Q", ring, WRITE_POS_OFFSET, write_pos + size)
+        if version >= 3:  # committed
+            struct.pack_into("<Q", ring, at, write_pos ^ commit_key)
+        else:
+            struct.pack_into("<I", ring, at, size)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_client_gets_the_buffer_its_protocol_writes(daemon, version):
+    """Protocol 9 writes without a lock (ring buffer version 3, a random commit key); an older
+    client goes on writing version 2's records, under its lock, and is read as such."""
+    socket_path, log = daemon
+    with connected(socket_path, hello_v2(ABI_X86_64, version=version)) as (sock, _, fds):
+        with mmap.mmap(fds[0], mmap.PAGESIZE) as ring:
+            ring_version, _, _, commit_key = struct.unpack_from("<IIQQ", ring, 0)
+        assert ring_version == (3 if version >= 9 else 2)
+        assert (commit_key != 0) == (version >= 9)
+        write_record(fds[0], RECORD_RECORDING)
+        sock.send(b"w")
+        assert logged(log, f"recording pid={os.getpid()}")
 
 
 def test_a_client_records_from_its_recording_record_on(daemon):
