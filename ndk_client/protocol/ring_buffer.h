@@ -15,6 +15,7 @@
 // earlier header's names an earlier position; other bytes would have to guess the key). The
 // reader's acquire load of `commit` pairs with it. The reader never writes the writers' line, it
 // only advances read_pos.
+//
 // The daemon treats everything in the shared memory as hostile: positions and record headers are
 // copied locally before they are checked. Record bodies are read in place (a sample's stack copy
 // is most of its bytes, and copying it again cost the daemon a fifth of its time): the reader
