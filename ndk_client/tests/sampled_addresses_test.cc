@@ -59,6 +59,18 @@ void TestCrowdedBucketsSpillAndAreFound() {
   FreeTable(t);
 }
 
+// With many sampled blocks live (tens of thousands in a big program), a free of any other block
+// must still mostly stop at its home's zero count: the homes outnumber the buckets eight to one,
+// so 5000 live blocks leave ~7% of the homes counted (one home per bucket: ~46%).
+void TestTheCountsStayAFilterWithManyLiveBlocks() {
+  SampledAddresses* t = NewTable();
+  for (uint64_t i = 1; i <= 5000; ++i) CHECK(t->Insert(0x7f0000000000 + i * 4096 + 32));
+  size_t may_hold = 0;
+  for (uint64_t i = 1; i <= 100000; ++i) may_hold += t->MayHold(0x5a0000000000 + i * 80);
+  CHECK(may_hold < 100000 / 8);
+  FreeTable(t);
+}
+
 // A table filled past what two buckets per address can hold overflows, and from then on reports
 // every free, including those of blocks it never held.
 void TestOverflowReportsEveryFree() {
@@ -113,6 +125,7 @@ void TestConcurrentThreadsSeeExactlyTheirOwnBlocks() {
 int main() {
   TestOnlySampledFreesAreReported();
   TestCrowdedBucketsSpillAndAreFound();
+  TestTheCountsStayAFilterWithManyLiveBlocks();
   TestOverflowReportsEveryFree();
   TestConcurrentThreadsSeeExactlyTheirOwnBlocks();
   printf("sampled_addresses_test: ok\n");
