@@ -64,11 +64,17 @@ bool SendHello(int sock, uint64_t flags) {
   return ok;
 }
 
-// Receives the reply with the ring buffer's fd and the totals' (version 4); any extra fds are
-// closed. The reply comes in one message: what a version 3 daemon left out reads as zero.
-bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
-  *shmem_fd = -1;
-  *totals_fd = -1;
+// Receives the reply with its fds: the ring buffer's, then the totals' (version 4) when
+// totals_size says so, then the stack matches' (version 10) when stack_matches_size does; any
+// extra fds are closed. The reply comes in one message: what an older daemon left out reads as
+// zero.
+struct ReceivedFds {
+  int shmem = -1;
+  int totals = -1;
+  int stack_matches = -1;
+};
+
+bool ReceiveReply(int sock, DaemonReply* reply, ReceivedFds* fds) {
   memset(reply, 0, sizeof(*reply));
   iovec iov{reply, sizeof(*reply)};
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
@@ -78,11 +84,11 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  ForEachReceivedFd(&msg, n, [shmem_fd, totals_fd](int fd) {
-    if (*shmem_fd < 0) {
-      *shmem_fd = fd;
-    } else if (*totals_fd < 0) {
-      *totals_fd = fd;
+  int received[3] = {-1, -1, -1};
+  size_t count = 0;
+  ForEachReceivedFd(&msg, n, [&received, &count](int fd) {
+    if (count < 3) {
+      received[count++] = fd;
     } else {
       close(fd);
     }
@@ -94,14 +100,15 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
   bool ok = n >= static_cast<ssize_t>(kDaemonReplyV3Size) && !(msg.msg_flags & MSG_CTRUNC) &&
             reply->magic == kReplyMagic && reply->version >= 1 &&
             reply->size >= kDaemonReplyV3Size && reply->status == kReplyAccepted &&
-            *shmem_fd >= 0 && reply->sampling_interval >= 1;
-  if (!ok || reply->totals_size == 0) {
-    if (*totals_fd >= 0) close(*totals_fd);
-    *totals_fd = -1;
+            received[0] >= 0 && reply->sampling_interval >= 1;
+  size_t next = 0;
+  if (ok) {
+    fds->shmem = received[next++];
+    if (reply->totals_size != 0) fds->totals = received[next++];
+    if (reply->stack_matches_size != 0 && next < 3) fds->stack_matches = received[next++];
   }
-  if (!ok && *shmem_fd >= 0) {
-    close(*shmem_fd);
-    *shmem_fd = -1;
+  for (; next < 3; ++next) {
+    if (received[next] >= 0) close(received[next]);
   }
   return ok;
 }
@@ -111,13 +118,15 @@ bool ReceiveReply(int sock, DaemonReply* reply, int* shmem_fd, int* totals_fd) {
 std::atomic<uint32_t> Client::generation_{0};
 
 Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
-               SampledAddresses* custom_sampled, SharedTotals* totals, const DaemonReply& config,
+               SampledAddresses* custom_sampled, SharedTotals* totals,
+               const StackMatches* stack_matches, const DaemonReply& config,
                const ProcessIdentity& identity, const MallocDispatch* previous)
     : sock_(sock),
       buffer_(buffer),
       sampled_(sampled),
       custom_sampled_(custom_sampled),
       totals_(totals),
+      stack_matches_(stack_matches),
       config_(config),
       identity_(identity),
       previous_(previous) {
@@ -152,24 +161,29 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   DaemonReply reply;
-  int shmem_fd = -1;
-  int totals_fd = -1;
+  ReceivedFds fds;
   if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock, hello_flags) ||
-      !ReceiveReply(sock, &reply, &shmem_fd, &totals_fd)) {
+      !ReceiveReply(sock, &reply, &fds)) {
     close(sock);
     return nullptr;
   }
-  SharedRingBuffer* buffer = SharedRingBuffer::Attach(shmem_fd, reply.shmem_size);
+  SharedRingBuffer* buffer = SharedRingBuffer::Attach(fds.shmem, reply.shmem_size);
   if (buffer == nullptr) {
-    close(shmem_fd);
-    if (totals_fd >= 0) close(totals_fd);
+    close(fds.shmem);
+    if (fds.totals >= 0) close(fds.totals);
+    if (fds.stack_matches >= 0) close(fds.stack_matches);
     close(sock);
     return nullptr;
   }
   // Without totals the session goes on: the dumps then only lack them.
-  SharedTotals* totals = totals_fd >= 0 ? SharedTotals::Attach(totals_fd, reply.totals_size)
-                                        : nullptr;
-  if (totals == nullptr && totals_fd >= 0) close(totals_fd);
+  SharedTotals* totals = fds.totals >= 0 ? SharedTotals::Attach(fds.totals, reply.totals_size)
+                                         : nullptr;
+  if (totals == nullptr && fds.totals >= 0) close(fds.totals);
+  // Without stack matches every sample's stack is copied.
+  StackMatches* stack_matches =
+      fds.stack_matches >= 0 ? StackMatches::Attach(fds.stack_matches, reply.stack_matches_size)
+                             : nullptr;
+  if (stack_matches == nullptr && fds.stack_matches >= 0) close(fds.stack_matches);
   // Wake-up bytes must never block the program.
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
   // Fresh anonymous pages are zero, the empty tables (libc's, the custom heaps'); only the
@@ -181,6 +195,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
     if (tables != MAP_FAILED) munmap(tables, 2 * sizeof(SampledAddresses));
     if (storage != nullptr) previous->free(storage);
     SharedTotals::Destroy(totals);
+    StackMatches::Destroy(stack_matches);
     SharedRingBuffer::Destroy(buffer);
     close(sock);
     return nullptr;
@@ -196,7 +211,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();
   return new (storage)
-      Client(sock, buffer, sampled, custom_sampled, totals, reply, identity, previous);
+      Client(sock, buffer, sampled, custom_sampled, totals, stack_matches, reply, identity, previous);
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
@@ -270,7 +285,9 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
 uint8_t* Client::ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
                                SharedRingBuffer::Reservation* r) {
   if (heap == 0) return Reserve(malloc_type, body_size, r) ? r->body : nullptr;
-  const RecordType type = malloc_type == kRecordAlloc ? kRecordHeapAlloc : kRecordHeapFree;
+  const RecordType type = malloc_type == kRecordAlloc          ? kRecordHeapAlloc
+                          : malloc_type == kRecordAllocMatched ? kRecordHeapAllocMatched
+                                                               : kRecordHeapFree;
   if (!Reserve(type, sizeof(HeapTag) + body_size, r)) return nullptr;
   const HeapTag tag{heap, 0};
   memcpy(r->body, &tag, sizeof(tag));
@@ -287,7 +304,8 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   // the program paid two system calls a record (a third of its time at -i 1). What must be read
   // soon (a process saying it records, or exits) wakes it at once.
   const bool sample = type == kRecordAlloc || type == kRecordFree || type == kRecordHeapAlloc ||
-                      type == kRecordHeapFree || type == kRecordAllocatorStats;
+                      type == kRecordHeapFree || type == kRecordAllocatorStats ||
+                      type == kRecordAllocMatched || type == kRecordHeapAllocMatched;
   const uint64_t end = r.position + r.total_size;
   if (sample) {
     // The reader's line is read once a batch, not at every record.
@@ -336,27 +354,43 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
     stack_size = top - sp;
     if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
   }
-  SharedRingBuffer::Reservation r;
-  uint8_t* body = ReserveRecord(heap, kRecordAlloc,
-                                sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
-  // Unrecorded, the block is none of the daemon's business, nor is its free.
-  if (body == nullptr) return;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
-  // it before Publish.
-  auto* record = reinterpret_cast<AllocRecord*>(body);
-  const uint64_t sequence = SequenceOf(r);
-  record->sequence = sequence;
-  record->address = address;
-  record->sample_size = sample_size;
-  record->alloc_size = alloc_size;
-  record->stack_pointer = sp;
-  record->tid = t_tid;
-  record->stack_size = static_cast<uint32_t>(stack_size);
-  memcpy(body + sizeof(AllocRecord), regs, sizeof(regs));
-  memcpy(body + sizeof(AllocRecord) + sizeof(regs),
-         reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
-         static_cast<size_t>(stack_size));
+  // A call path the daemon has unwound before (protocol/stack_matches.h) goes as a reference to
+  // it: a few words compared instead of the stack copied.
+  const uint64_t match =
+      stack_matches_ != nullptr
+          ? stack_matches_->Match(regs, kNativeCaptured, sp, stack_size,
+                                  UnwindStackTop(sp, stack_size, config_.max_stack_bytes))
+          : StackMatches::kNoMatch;
+  SharedRingBuffer::Reservation r;
+  uint64_t sequence;
+  if (match != StackMatches::kNoMatch) {
+    uint8_t* body = ReserveRecord(heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
+    if (body == nullptr) return;
+    sequence = SequenceOf(r);
+    const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
+    memcpy(body, &record, sizeof(record));
+  } else {
+    uint8_t* body = ReserveRecord(heap, kRecordAlloc,
+                                  sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
+    // Unrecorded, the block is none of the daemon's business, nor is its free.
+    if (body == nullptr) return;
+    // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
+    // it before Publish.
+    auto* record = reinterpret_cast<AllocRecord*>(body);
+    sequence = SequenceOf(r);
+    record->sequence = sequence;
+    record->address = address;
+    record->sample_size = sample_size;
+    record->alloc_size = alloc_size;
+    record->stack_pointer = sp;
+    record->tid = t_tid;
+    record->stack_size = static_cast<uint32_t>(stack_size);
+    memcpy(body + sizeof(AllocRecord), regs, sizeof(regs));
+    memcpy(body + sizeof(AllocRecord) + sizeof(regs),
+           reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
+           static_cast<size_t>(stack_size));
+  }
   sampled->Insert(key);
   Publish(r);
   RecordAllocatorStats(false);

@@ -17,6 +17,7 @@
 #include "common/malloc_dispatch.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
@@ -93,8 +94,9 @@ class Client {
 
  private:
   Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
-         SampledAddresses* custom_sampled, SharedTotals* totals, const DaemonReply& config,
-         const ProcessIdentity& identity, const MallocDispatch* previous);
+         SampledAddresses* custom_sampled, SharedTotals* totals, const StackMatches* stack_matches,
+         const DaemonReply& config, const ProcessIdentity& identity,
+         const MallocDispatch* previous);
   SampledAddresses* SampledOf(uint32_t heap) const {
     return heap == 0 ? sampled_ : custom_sampled_;
   }
@@ -130,6 +132,7 @@ class Client {
   SampledAddresses* sampled_;
   SampledAddresses* custom_sampled_;
   SharedTotals* totals_;
+  const StackMatches* stack_matches_;  // nullptr: every sample's stack is copied
   DaemonReply config_;
   ProcessIdentity identity_;
   const MallocDispatch* previous_;

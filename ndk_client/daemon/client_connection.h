@@ -18,6 +18,7 @@
 #include "daemon/unwound_stack_cache.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 #include "unwinder/process_maps.h"
 #include "unwinder/registers.h"
@@ -43,6 +44,17 @@ struct ClientConnection {
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> buffer;
   // Its exact totals; none for a client older than protocol 4.
   std::unique_ptr<SharedTotals, SharedTotals::Deleter> totals;
+  // The call paths published back to it (stack_matches.h); none for a client older than
+  // protocol 10. What each id it names stands for: the call stack booked, and the unwind's error
+  // and booked pcs (the stack log's).
+  std::unique_ptr<StackMatches, StackMatches::Deleter> stack_matches;
+  struct PublishedMatch {
+    uint32_t callstack;
+    UnwindError error;
+    std::vector<uint64_t> logged_pcs;
+  };
+  std::vector<PublishedMatch> published_matches;
+  uint64_t stack_matches_generation = 0;  // the maps generation its entries were unwound with
   uint64_t start_timestamp_ns = 0;  // CLOCK_MONOTONIC_COARSE, at the handshake
   bool from_startup = false;
 

@@ -206,6 +206,8 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     // them and leave them at zero.
     const bool counts = hello.version >= 5 && config_.exact_totals;
     if (counts) client->totals.reset(SharedTotals::Create());
+    // Without them the client copies every stack: slower, as exact.
+    if (hello.version >= 10) client->stack_matches.reset(StackMatches::Create());
     if (!client->buffer || (counts && !client->totals)) {
       reply.status = kReplyDaemonBusy;
     }
@@ -215,7 +217,8 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     client->maps.Reload(client->maps_fd);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's
-  int fds[2] = {-1, -1};
+  int fds[3] = {-1, -1, -1};
+  size_t fd_count = 0;
   if (reply.status == kReplyAccepted) {
     reply.sampling_interval = config_.sampling_interval;
     reply.max_stack_bytes = config_.max_stack_bytes;
@@ -227,13 +230,16 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     reply.shmem_size = client->buffer->total_size();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
     SelectHeaps(config_, &reply);
-    fds[0] = client->buffer->fd();
+    fds[fd_count++] = client->buffer->fd();
     if (client->totals) {
       reply.totals_size = SharedTotals::kSize;
-      fds[1] = client->totals->fd();
+      fds[fd_count++] = client->totals->fd();
+    }
+    if (client->stack_matches) {
+      reply.stack_matches_size = StackMatches::kSize;
+      fds[fd_count++] = client->stack_matches->fd();
     }
   }
-  const size_t fd_count = fds[0] < 0 ? 0 : fds[1] < 0 ? 1 : 2;
   const bool sent = SendReply(sock, reply, fds, fd_count);
   if (reply.status != kReplyAccepted || !sent) {
     Log("rejected pid=%d status=%u", client->pid, reply.status);

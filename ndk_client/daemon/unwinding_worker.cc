@@ -35,6 +35,10 @@ constexpr size_t kRecordsPerClockRead = 8;
 // How often a drain counts the client's bookkeeping against the session's memory cap.
 constexpr size_t kRecordsPerMemoryCheck = 1024;
 constexpr size_t kMaxFrames = 256;
+// Entries published to a client's stack matches, at most: each id stays valid for the session
+// (a record naming it may come long after), so a process whose call paths keep displacing each
+// other in the slots stops being published to, rather than growing this without end.
+constexpr size_t kMaxPublishedMatches = size_t{1} << 20;
 // How much of a sample to ask the memory system for before reading it (see HandleAlloc).
 constexpr size_t kPrefetchBytes = 16 * 1024;
 constexpr size_t kCacheLine = 64;
@@ -264,6 +268,8 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
     }
     if (record.type == kRecordAlloc) {
       HandleAlloc(client, &client->malloc_heap, record.body, record.body_size);
+    } else if (record.type == kRecordAllocMatched) {
+      HandleMatchedAlloc(client, &client->malloc_heap, record.body, record.body_size);
     } else if (record.type == kRecordFree) {
       HandleFree(&client->malloc_heap, record.body, record.body_size);
     } else if (record.type == kRecordHeapAlloc) {
@@ -271,6 +277,12 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       if (heap != nullptr) {
         HandleAlloc(client, heap, record.body + sizeof(HeapTag),
                     record.body_size - sizeof(HeapTag));
+      }
+    } else if (record.type == kRecordHeapAllocMatched) {
+      HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
+      if (heap != nullptr) {
+        HandleMatchedAlloc(client, heap, record.body + sizeof(HeapTag),
+                           record.body_size - sizeof(HeapTag));
       }
     } else if (record.type == kRecordHeapFree) {
       HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
@@ -305,7 +317,8 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
 bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
   if (config_.max_memory_bytes == 0) return false;
   uint64_t bytes = client->callstacks.memory_bytes() + client->malloc_heap.memory_bytes() +
-                   client->stack_cache.memory_bytes();
+                   client->stack_cache.memory_bytes() +
+                   client->published_matches.capacity() * sizeof(ClientConnection::PublishedMatch);
   for (const auto& [number, custom] : client->custom_heaps) bytes += custom.tracker.memory_bytes();
   const uint64_t session = session_bytes_->fetch_add(bytes - client->booked_bytes,
                                                      std::memory_order_relaxed) +
@@ -378,31 +391,102 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
     memcpy(regs, body + sizeof(AllocRecord), register_bytes);
   }
   const uint8_t* stack = body + sizeof(AllocRecord) + register_bytes;
-  // A copy shorter than the limit reached the top of the thread's stack.
-  uint64_t stack_top = (record.stack_size > 0 && record.stack_size < config_.max_stack_bytes)
-                           ? record.stack_pointer + record.stack_size
-                           : 0;
+  const uint64_t stack_top =
+      UnwindStackTop(record.stack_pointer, record.stack_size, config_.max_stack_bytes);
   remote_memory_.Begin(client->mem_fd);
   StackMemory memory(record.stack_pointer, stack, record.stack_size, &remote_memory_);
   const uint64_t maps_generation = client->maps.generation();
-  const UnwoundStackCache::Entry* seen =
+  UnwoundStackCache::Entry* seen =
       client->stack_cache.Find(*client->layout, regs, stack_top, memory, maps_generation);
   uint32_t callstack;
   if (seen != nullptr) {
     callstack = seen->callstack;
     if (seen->error != UnwindError::kNone) ++client->unwinding_errors;
     if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, seen->logged_pcs, seen->error);
+    // Repeated: the client can tell the next repeat itself.
+    PublishMatch(client, seen);
   } else {
     callstack = UnwindAndIntern(client, record.sequence, regs, stack_top, &memory);
+    WithdrawStaleMatches(client);
   }
+  BookSample(client, heap, record.address, record.sequence, callstack, record.sample_size,
+             record.alloc_size);
+}
 
+void UnwindingWorker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap,
+                                         const uint8_t* body, size_t size) {
+  if (size < sizeof(MatchedAllocRecord)) return;
+  MatchedAllocRecord record;
+  memcpy(&record, body, sizeof(record));
+  // Ids are the daemon's own: one it never published names nothing.
+  if (record.match >= client->published_matches.size() || record.alloc_size == 0 ||
+      record.sample_size == 0) {
+    return;
+  }
+  const ClientConnection::PublishedMatch& match =
+      client->published_matches[static_cast<size_t>(record.match)];
+  if (match.error != UnwindError::kNone) ++client->unwinding_errors;
+  if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, match.logged_pcs, match.error);
+  BookSample(client, heap, record.address, record.sequence, match.callstack, record.sample_size,
+             record.alloc_size);
+}
+
+void UnwindingWorker::BookSample(ClientConnection* client, HeapTracker* heap, uint64_t address,
+                                 uint64_t sequence, uint32_t callstack, uint64_t sample_size,
+                                 uint64_t alloc_size) {
   // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
   // same way, so that counts stay unbiased too.
-  uint64_t count = record.sample_size > record.alloc_size
-                       ? (record.sample_size + record.alloc_size / 2) / record.alloc_size
-                       : 1;
-  heap->RecordAlloc(record.address, record.sequence, callstack, record.sample_size, count);
+  const uint64_t count =
+      sample_size > alloc_size ? (sample_size + alloc_size / 2) / alloc_size : 1;
+  heap->RecordAlloc(address, sequence, callstack, sample_size, count);
   ++client->heap_samples;
+}
+
+void UnwindingWorker::PublishMatch(ClientConnection* client, UnwoundStackCache::Entry* entry) {
+  StackMatches* matches = client->stack_matches.get();
+  if (matches == nullptr || matches->Holds(entry->sp, entry->stack_top, entry->published) ||
+      client->published_matches.size() >= kMaxPublishedMatches ||
+      entry->words.size() > StackMatchSlot::kMaxWords) {
+    return;
+  }
+  const RegisterLayout& layout = *client->layout;
+  uint8_t slots[StackMatchSlot::kMaxRegisters];
+  uint64_t values[StackMatchSlot::kMaxRegisters];
+  size_t count = 0;
+  auto add = [&](uint32_t number, uint64_t value) {
+    if (number >= 64 || (layout.captured >> number & 1) == 0) return false;
+    const auto slot = static_cast<uint8_t>(CapturedSlot(layout, number));
+    for (size_t i = 0; i < count; ++i) {
+      if (slots[i] == slot) return true;
+    }
+    if (count == StackMatchSlot::kMaxRegisters) return false;
+    slots[count] = slot;
+    values[count++] = value;
+    return true;
+  };
+  if (!add(layout.pc, entry->pc) || !add(layout.sp, entry->sp)) return;
+  for (size_t i = 0; i < entry->register_count; ++i) {
+    if (!add(entry->register_numbers[i], entry->register_values[i])) return;
+  }
+  uint64_t addresses[StackMatchSlot::kMaxWords];
+  uint64_t words[StackMatchSlot::kMaxWords];
+  for (size_t i = 0; i < entry->words.size(); ++i) {
+    addresses[i] = entry->words[i].address;
+    words[i] = entry->words[i].value;
+  }
+  WithdrawStaleMatches(client);  // the entry's maps are the current ones (Find)
+  entry->published = client->published_matches.size();
+  client->published_matches.push_back({entry->callstack, entry->error, entry->logged_pcs});
+  matches->Publish(entry->published, entry->sp, entry->stack_top, count, slots, values,
+                   entry->words.size(), addresses, words);
+}
+
+void UnwindingWorker::WithdrawStaleMatches(ClientConnection* client) {
+  if (client->stack_matches != nullptr &&
+      client->stack_matches_generation != client->maps.generation()) {
+    client->stack_matches->Withdraw();
+    client->stack_matches_generation = client->maps.generation();
+  }
 }
 
 // Unwinds a sample's stack, books its frames as a call stack and keeps the result for the samples

@@ -98,6 +98,19 @@ class UnwindingWorker {
   // Ends a client's profile: it sees its socket close and stops recording.
   void CutOff(ClientConnection* client);
   void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
+  // A sample whose stack repeats a published entry (kRecordAllocMatched): booked to its call
+  // stack.
+  void HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body,
+                          size_t size);
+  void BookSample(ClientConnection* client, HeapTracker* heap, uint64_t address,
+                  uint64_t sequence, uint32_t callstack, uint64_t sample_size,
+                  uint64_t alloc_size);
+  // Publishes an entry of the unwound-stack cache that a sample has just repeated to the client's
+  // stack matches (protocol/stack_matches.h), unless it is there already or cannot be matched
+  // there (a register the client does not capture, more words than a slot holds).
+  void PublishMatch(ClientConnection* client, UnwoundStackCache::Entry* entry);
+  // Takes the published entries back once the maps they were unwound with changed.
+  void WithdrawStaleMatches(ClientConnection* client);
   // `regs` indexed by register number; `sequence` the sample's, for the stack log.
   uint32_t UnwindAndIntern(ClientConnection* client, uint64_t sequence, const uint64_t* regs,
                            uint64_t stack_top, StackMemory* memory);

@@ -8,10 +8,10 @@ UnwoundStackCache::Entry* UnwoundStackCache::SetOf(uint64_t pc, uint64_t sp, uin
   return &entries_[static_cast<size_t>((mixed ^ (mixed >> 29)) & (sets - 1)) * kWays];
 }
 
-const UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
-                                                        const uint64_t* regs, uint64_t stack_top,
-                                                        const StackMemory& memory,
-                                                        uint64_t maps_generation) {
+UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
+                                                  const uint64_t* regs, uint64_t stack_top,
+                                                  const StackMemory& memory,
+                                                  uint64_t maps_generation) {
   if (entries_.empty()) return nullptr;
   const uint64_t pc = regs[layout.pc];
   const uint64_t sp = regs[layout.sp];
@@ -93,6 +93,7 @@ UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
   victim->callstack = 0;
   victim->error = UnwindError::kNone;
   victim->logged_pcs.clear();
+  victim->published = kNotPublished;
   return victim;
 }
 

@@ -49,12 +49,15 @@ class UnwoundStackCache {
     uint32_t callstack = 0;
     UnwindError error = UnwindError::kNone;
     std::vector<uint64_t> logged_pcs;  // the booked pcs, when the worker logs stacks
+    // Its id in the client's stack matches once published there (UnwindingWorker::PublishMatch).
+    uint64_t published = kNotPublished;
   };
+  static constexpr uint64_t kNotPublished = UINT64_MAX;
 
   // The entry `regs` (the record's, by DWARF number), `stack_top` and `memory` repeat the inputs
   // of, unwound with the maps of `maps_generation`; nullptr when there is none.
-  const Entry* Find(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
-                    const StackMemory& memory, uint64_t maps_generation);
+  Entry* Find(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
+              const StackMemory& memory, uint64_t maps_generation);
 
   // Keeps the result of unwinding `regs` with the maps of `maps_generation`, when `inputs` and
   // `memory` say what it used in full. Returns the entry to fill in with the result (callstack,

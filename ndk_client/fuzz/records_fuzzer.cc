@@ -1,7 +1,8 @@
 // What a hostile client can put in its shared ring buffer (protocol/ring_buffer.h), read by a real
 // UnwindingWorker through its public interface: records of every type with any body (sizes that
-// lie, registers and stacks that point anywhere, heaps never named; AllocRecords of either layout), then raw bytes written over
-// the metadata and the data (positions, headers and committed sizes that lie). The worker must
+// lie, registers and stacks that point anywhere, heaps never named; AllocRecords of either layout,
+// matched ones naming any id), then raw bytes written over the metadata and the data (positions,
+// headers and committed sizes that lie). The worker must
 // book or drop each record, cut the client off on corruption, and give its final snapshot.
 //
 // With the input's say-so a thread of the "client" also goes on rewriting bytes of the buffer
@@ -101,7 +102,7 @@ struct Fixture {
 void WriteRecords(FuzzInput* input, SharedRingBuffer* buffer) {
   const uint8_t count = input->Take<uint8_t>() % 32;
   for (uint8_t i = 0; i < count && input->remaining() > 0; ++i) {
-    const uint32_t type = input->Take<uint8_t>() % 8;
+    const uint32_t type = input->Take<uint8_t>() % 12;
     const size_t body_size = input->Take<uint16_t>() % 2048;
     SharedRingBuffer::Reservation r;
     if (buffer->Reserve(type, body_size, &r) != SharedRingBuffer::ReserveResult::kOk) break;
@@ -180,6 +181,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t seed = input.Take<uint64_t>();
   // The records of a client of today and of one from before version 7 (registers unpacked).
   client->version = mode & 2 ? 6 : kProtocolVersion;
+  // Today's client matches repeated stacks: the worker publishes them, and reads records naming
+  // ids it published, or never did.
+  if (client->version >= 10) client->stack_matches.reset(StackMatches::Create());
   // The scribbler's own mapping, made while the buffer's metadata is still intact; it stays
   // mapped until the scribbler has stopped, whenever the worker unmaps its own.
   std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> own_view;
@@ -191,7 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   WriteRecords(&input, client->buffer.get());
   // The record written again and again, when the records never end.
-  const uint32_t endless_type = input.Take<uint8_t>() % 10;
+  const uint32_t endless_type = input.Take<uint8_t>() % 12;
   size_t got;
   const uint8_t* bytes = input.TakeBytes(input.Take<uint16_t>() % 1024, &got);
   std::vector<uint8_t> endless_body(bytes, bytes + got);

@@ -2,8 +2,10 @@
 //
 // Socket (SOCK_STREAM unix socket, path passed to the client through its options string):
 //   client -> daemon  ClientHello + SCM_RIGHTS{/proc/self/maps fd, /proc/self/mem fd}
-//   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd}   (no fd when rejected;
-//                     the totals fd from version 4, heap_totals.h)
+//   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd, stack matches fd}
+//                     (no fd when rejected; the totals fd from version 4, heap_totals.h, when
+//                     totals_size is not 0; the stack matches' from version 10, stack_matches.h,
+//                     when stack_matches_size is not 0)
 //   client -> daemon  single wake-up bytes afterwards (content ignored); EOF = client gone.
 //
 // Shared memory: see ring_buffer.h. Every record in it starts with a RecordHeader; the record
@@ -36,7 +38,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 7: an AllocRecord carries the registers the client captures, packed (AllocRecordRegisterBytes);
 // kRecordExiting; kRecordCancelled; sequence numbers are places in the buffer (not contiguous).
 // 8: ClientHello::flags (kHelloForked). 9: the shared buffer's version 3 (ring_buffer.h).
-constexpr uint32_t kProtocolVersion = 9;
+// 10: DaemonReply::stack_matches_size and its fd; kRecordAllocMatched, kRecordHeapAllocMatched.
+constexpr uint32_t kProtocolVersion = 10;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -112,18 +115,21 @@ struct alignas(8) DaemonReply {
   uint32_t heap_flags;
   uint32_t reserved2;
   char heap_names[kHeapNamesSize];
+  // Version 10. Size of the stack matches (stack_matches.h), the reply's last fd; 0 = none.
+  uint64_t stack_matches_size;
 };
 // A reply of version 3 stops before totals_size, one of version 4 before heap_flags: the client
 // reads what came and zeroes the rest (which then records libc's heap alone).
 constexpr uint32_t kDaemonReplyV3Size = 56;
-static_assert(sizeof(DaemonReply) == 72 + kHeapNamesSize, "wire layout");
+static_assert(sizeof(DaemonReply) == 80 + kHeapNamesSize, "wire layout");
 static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
                   offsetof(DaemonReply, max_stack_bytes) == 24 &&
                   offsetof(DaemonReply, shmem_size) == 40 &&
                   offsetof(DaemonReply, random_seed) == 48 &&
                   offsetof(DaemonReply, totals_size) == 56 &&
                   offsetof(DaemonReply, heap_flags) == 64 &&
-                  offsetof(DaemonReply, heap_names) == 72,
+                  offsetof(DaemonReply, heap_names) == 72 &&
+                  offsetof(DaemonReply, stack_matches_size) == 72 + kHeapNamesSize,
               "wire layout");
 
 enum RecordType : uint32_t {
@@ -144,6 +150,10 @@ enum RecordType : uint32_t {
   kRecordExiting = 8,
   // Version 7, skipped: a free reserved for a realloc that then failed (Client::BeginFree).
   kRecordCancelled = 9,
+  // Version 10: a sample whose stack repeats an entry of the stack matches (MatchedAllocRecord);
+  // a custom heap's behind a HeapTag.
+  kRecordAllocMatched = 10,
+  kRecordHeapAllocMatched = 11,
 };
 
 struct alignas(8) HeapTag {
@@ -182,6 +192,28 @@ static_assert(offsetof(AllocRecord, stack_pointer) == 32 && offsetof(AllocRecord
 constexpr size_t kAllocRecordV6RegisterBytes = 8 * kMaxRegisters;
 constexpr size_t AllocRecordRegisterBytes(uint32_t version, const RegisterLayout& layout) {
   return version >= 7 ? 8 * size_t{layout.captured_count()} : kAllocRecordV6RegisterBytes;
+}
+
+// A sample whose registers and stack words repeat those of the stack matches' entry `match`
+// (stack_matches.h): booked to that entry's call stack, no stack copy.
+struct alignas(8) MatchedAllocRecord {
+  uint64_t sequence;  // as AllocRecord's
+  uint64_t address;
+  uint64_t sample_size;
+  uint64_t alloc_size;
+  uint64_t match;  // StackMatchSlot::id
+  uint32_t tid;
+  uint32_t reserved;
+};
+static_assert(sizeof(MatchedAllocRecord) == 48, "wire layout");
+static_assert(offsetof(MatchedAllocRecord, match) == 32 && offsetof(MatchedAllocRecord, tid) == 40,
+              "wire layout");
+
+// The stack top the daemon unwinds a sample with: the copy's end when the copy reached the top of
+// the thread's stack (shorter than the limit), else 0 (not known).
+constexpr uint64_t UnwindStackTop(uint64_t stack_pointer, uint64_t stack_size,
+                                  uint64_t max_stack_bytes) {
+  return stack_size > 0 && stack_size < max_stack_bytes ? stack_pointer + stack_size : 0;
 }
 
 struct alignas(8) FreeRecord {

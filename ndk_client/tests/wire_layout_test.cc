@@ -10,6 +10,7 @@
 
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 #include "tests/test_util.h"
 
@@ -45,6 +46,7 @@ int main() {
   FIELD(DaemonReply, totals_size);
   FIELD(DaemonReply, heap_flags);
   FIELD(DaemonReply, heap_names);
+  FIELD(DaemonReply, stack_matches_size);
 
   STRUCT(AllocRecord);
   FIELD(AllocRecord, sequence);
@@ -54,6 +56,24 @@ int main() {
   FIELD(AllocRecord, stack_pointer);
   FIELD(AllocRecord, tid);
   FIELD(AllocRecord, stack_size);
+
+  STRUCT(MatchedAllocRecord);
+  FIELD(MatchedAllocRecord, sequence);
+  FIELD(MatchedAllocRecord, address);
+  FIELD(MatchedAllocRecord, sample_size);
+  FIELD(MatchedAllocRecord, alloc_size);
+  FIELD(MatchedAllocRecord, match);
+  FIELD(MatchedAllocRecord, tid);
+
+  STRUCT(StackMatchSlot);
+  FIELD(StackMatchSlot, sequence);
+  FIELD(StackMatchSlot, id);
+  FIELD(StackMatchSlot, stack_top);
+  FIELD(StackMatchSlot, counts);
+  FIELD(StackMatchSlot, register_slots);
+  FIELD(StackMatchSlot, register_values);
+  FIELD(StackMatchSlot, word_addresses);
+  FIELD(StackMatchSlot, word_values);
 
   STRUCT(FreeRecord);
   FIELD(FreeRecord, sequence);

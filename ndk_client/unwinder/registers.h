@@ -78,6 +78,12 @@ static_assert(CapturesUnwindingRoots(kLayouts[0]) && CapturesUnwindingRoots(kLay
                   CapturesUnwindingRoots(kLayouts[2]) && CapturesUnwindingRoots(kLayouts[3]),
               "every ABI's capture holds sp, fp and pc");
 
+// Where captured register `number` is among the words the client sends (ascending numbers).
+constexpr uint32_t CapturedSlot(const RegisterLayout& layout, uint32_t number) {
+  return static_cast<uint32_t>(
+      __builtin_popcountll(layout.captured & ((uint64_t{1} << number) - 1)));
+}
+
 // Spreads `packed` (layout.captured_count() words, as the client sends them) over `regs`, indexed
 // by register number; the registers not captured are zero.
 inline void ExpandCapturedRegisters(const RegisterLayout& layout, const uint64_t* packed,
@@ -115,8 +121,7 @@ static_assert(kNativeLayout.word_size == sizeof(void*), "the native layout's wor
 // The registers this build's client captures (DroidheapCaptureRegisters), and where sp is among
 // them.
 constexpr uint32_t kNativeCaptured = kNativeLayout.captured_count();
-constexpr uint32_t kCapturedSpSlot = static_cast<uint32_t>(
-    __builtin_popcountll(kNativeLayout.captured & ((uint64_t{1} << kNativeLayout.sp) - 1)));
+constexpr uint32_t kCapturedSpSlot = CapturedSlot(kNativeLayout, kNativeLayout.sp);
 constexpr int kRegSp = kNativeLayout.sp;
 constexpr int kRegFp = kNativeLayout.fp;
 constexpr int kRegPc = kNativeLayout.pc;

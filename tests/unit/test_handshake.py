@@ -6,6 +6,7 @@ says so (protocol 6), or at once for an older client; it reads an AllocRecord's 
 from protocol 7 and all 33 before."""
 import contextlib
 import ctypes
+import fcntl
 import mmap
 import os
 import pathlib
@@ -26,6 +27,8 @@ BLOCK_TIMEOUT_OFFSET = 28  # DaemonReply::block_timeout_us
 RECORD_ALLOC, RECORD_RECORDING = 1, 7  # wire_protocol.h
 ALLOC_RECORD = struct.Struct("<QQQQQII")  # sequence, address, sizes, stack_pointer, tid, stack_size
 WRITE_POS_OFFSET = 72  # RingBufferMetadata::write_pos
+STACK_MATCHES_SIZE_OFFSET = 328  # DaemonReply::stack_matches_size
+STACK_MATCHES_SIZE = 128 * 2048  # StackMatches::kSize
 
 
 @pytest.fixture
@@ -51,9 +54,9 @@ def daemon(native_build, tmp_path):
 
 
 @contextlib.contextmanager
-def connected(socket_path: pathlib.Path, hello: bytes):
+def connected(socket_path: pathlib.Path, hello: bytes, reply_size: int = 56):
     """Sends `hello` with this process's own maps and mem fds; yields the socket (open), the
-    reply's first 56 bytes (a version 3 reply's) and the fds that came with it."""
+    reply's first `reply_size` bytes (56: a version 3 reply's) and the fds that came with it."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(socket_path))
@@ -63,9 +66,9 @@ def connected(socket_path: pathlib.Path, hello: bytes):
         finally:
             for fd in fds:
                 os.close(fd)
-        data, received, _, _ = socket.recv_fds(s, 56, 4)
+        data, received, _, _ = socket.recv_fds(s, reply_size, 4)
         try:
-            assert len(data) == 56, data
+            assert len(data) == reply_size, data
             yield s, data, received
         finally:
             for fd in received:
@@ -176,6 +179,23 @@ def test_a_client_gets_the_buffer_its_protocol_writes(daemon, version):
         write_record(fds[0], RECORD_RECORDING)
         sock.send(b"w")
         assert logged(log, f"recording pid={os.getpid()}")
+
+
+@pytest.mark.parametrize("version", [9, 10])
+def test_a_client_of_protocol_10_gets_the_stack_matches(daemon, version):
+    """From protocol 10 the reply's last fd is the stack matches (stack_matches.h), sized by
+    DaemonReply::stack_matches_size and sealed; an older client is sent none."""
+    socket_path, _ = daemon
+    with connected(socket_path, hello_v2(ABI_X86_64, version=version),
+                   STACK_MATCHES_SIZE_OFFSET + 8) as (_, data, fds):
+        size = struct.unpack_from("<Q", data, STACK_MATCHES_SIZE_OFFSET)[0]
+        if version < 10:
+            assert size == 0 and len(fds) == 2  # the buffer and the totals
+            return
+        assert size == STACK_MATCHES_SIZE and len(fds) == 3
+        assert os.fstat(fds[2]).st_size == size
+        seals = fcntl.fcntl(fds[2], fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
 
 
 def test_a_client_records_from_its_recording_record_on(daemon):

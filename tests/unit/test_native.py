@@ -15,7 +15,7 @@ NATIVE_TESTS = ["ring_buffer_test", "heap_tracker_test", "live_allocations_test"
                 "process_maps_test", "sampler_test", "dwarf_cfi_test", "dwarf_cfi_own_binary_test",
                 "dwarf_expression_test", "dwarf_unwinder_test", "wire_layout_test",
                 "heap_totals_test", "heaps_header_test", "handshake_test", "mapped_file_test",
-                "arm_exidx_test", "unwinding_worker_test"]
+                "arm_exidx_test", "unwinding_worker_test", "stack_matches_test"]
 BUILDS = {"host": "native_build", "x86": "native_build_i386"}
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REGISTER_CAPTURE = ROOT / "ndk_client" / "client" / "register_capture.cc"

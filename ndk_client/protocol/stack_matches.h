@@ -1,0 +1,142 @@
+// Call paths the daemon has unwound before, published back to the client so that a sample whose
+// stack repeats one travels as a reference to it (MatchedAllocRecord) instead of a stack copy
+// (protocol 10, the reply's third fd).
+//
+// Most samples of most programs repeat a few call paths. The daemon already keeps what each unwind
+// used (daemon/unwound_stack_cache.h: pc, sp, the stack top, the registers it read and the stack
+// words its return addresses and frame addresses came from): a sample with the same values there
+// unwinds to the same frames. When the daemon's cache finds such a repeat it publishes the entry
+// here; the client, before copying a sample's stack (kilobytes: sqlite3 copies 10 KiB a sample),
+// compares the live registers and those few stack words with the slot that (sp, stack top) hash
+// to, and on a match writes a record of 48 bytes naming the entry. The daemon books it to the
+// entry's call stack without reading a stack or unwinding. Exact for the same reason the daemon's
+// cache is; on any difference the client copies the stack as before.
+//
+// Written by the daemon alone (one unwinding worker per client), read by every thread of the
+// client from the hook path. Each slot is a seqlock: `sequence` odd while the daemon rewrites it
+// (or after it took the slot back, when the maps it was unwound with changed), and a reader that
+// saw it change, or odd, does not match. Every field is an atomic word read relaxed: a torn read
+// of a slot is possible and harmless, because the reader checks each stack word's address against
+// its own stack bounds before reading it and trusts nothing it read unless the sequence held.
+//
+// The client maps the table read-only; the daemon never reads it back (it keeps its own copy of
+// what each id stands for), so a client that rewrites it can only spoil its own matches. Shared
+// between a 32-bit client and a 64-bit daemon: 64-bit words throughout, one layout.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace droidheap {
+
+struct alignas(64) StackMatchSlot {
+  static constexpr size_t kMaxRegisters = 10;
+  static constexpr size_t kMaxWords = 118;
+  std::atomic<uint64_t> sequence;  // even and not 0: a published entry (see the top of the file)
+  std::atomic<uint64_t> id;        // what a MatchedAllocRecord names
+  std::atomic<uint64_t> stack_top;  // as the daemon unwinds with it: UnwindStackTop
+  std::atomic<uint64_t> counts;     // registers (low byte), stack words (next 16 bits)
+  // The registers to compare: by their place in the client's capture (RegisterLayout::captured),
+  // one byte each, and their values.
+  std::atomic<uint64_t> register_slots[2];
+  std::atomic<uint64_t> register_values[kMaxRegisters];
+  // The stack words to compare: their addresses and values (zero-extended words of the process).
+  std::atomic<uint64_t> word_addresses[kMaxWords];
+  std::atomic<uint64_t> word_values[kMaxWords];
+};
+static_assert(sizeof(StackMatchSlot) == 2048, "shared layout");
+
+class StackMatches {
+ public:
+  static constexpr size_t kSlots = 128;
+  static constexpr size_t kSize = kSlots * sizeof(StackMatchSlot);
+  static constexpr uint64_t kNoMatch = UINT64_MAX;
+
+  // Daemon side: a new sealed memfd of kSize, every slot empty.
+  static StackMatches* Create();
+  // Client side: maps `fd` read-only; checks its size and seals. nullptr on error (fd stays the
+  // caller's).
+  static StackMatches* Attach(int fd, uint64_t size);
+  static void Destroy(StackMatches* matches);
+  struct Deleter {
+    void operator()(StackMatches* matches) const { Destroy(matches); }
+  };
+  StackMatches(const StackMatches&) = delete;
+  StackMatches& operator=(const StackMatches&) = delete;
+
+  int fd() const { return fd_; }
+  static size_t SlotOf(uint64_t sp, uint64_t stack_top) {
+    const uint64_t mixed = (sp * 0x9e3779b97f4a7c15ull) ^ (stack_top * 0xc2b2ae3d27d4eb4full);
+    return static_cast<size_t>(mixed >> 57) % kSlots;
+  }
+
+  // Client side, any thread, inline in the sampled path: the id of the entry that registers
+  // `captured` (this build's capture, RegisterLayout::captured) and the stack words in
+  // [sp, sp + stack_size) repeat, unwound with `stack_top` (UnwindStackTop); kNoMatch when none.
+  uint64_t Match(const uint64_t* captured, size_t captured_count, uint64_t sp, uint64_t stack_size,
+                 uint64_t stack_top) const {
+    const StackMatchSlot& slot = slots_[SlotOf(sp, stack_top)];
+    const uint64_t sequence = slot.sequence.load(std::memory_order_acquire);
+    if (sequence == 0 || (sequence & 1) != 0 ||
+        slot.stack_top.load(std::memory_order_relaxed) != stack_top) {
+      return kNoMatch;
+    }
+    const uint64_t counts = slot.counts.load(std::memory_order_relaxed);
+    const size_t registers = counts & 0xff;
+    const size_t words = (counts >> 8) & 0xffff;
+    if (registers > StackMatchSlot::kMaxRegisters || words > StackMatchSlot::kMaxWords) {
+      return kNoMatch;
+    }
+    for (size_t i = 0; i < registers; ++i) {
+      const size_t at = static_cast<size_t>(
+          slot.register_slots[i / 8].load(std::memory_order_relaxed) >> (8 * (i % 8)) & 0xff);
+      if (at >= captured_count ||
+          captured[at] != slot.register_values[i].load(std::memory_order_relaxed)) {
+        return kNoMatch;
+      }
+    }
+    for (size_t i = 0; i < words; ++i) {
+      const uint64_t address = slot.word_addresses[i].load(std::memory_order_relaxed);
+      // Within what the client would have copied, whatever a torn read of the slot says.
+      if (address < sp || address - sp > stack_size || stack_size - (address - sp) < sizeof(void*)) {
+        return kNoMatch;
+      }
+      uintptr_t word;
+      __builtin_memcpy(&word, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)),
+                       sizeof(word));
+      if (word != slot.word_values[i].load(std::memory_order_relaxed)) return kNoMatch;
+    }
+    const uint64_t id = slot.id.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return slot.sequence.load(std::memory_order_relaxed) == sequence ? id : kNoMatch;
+  }
+
+  // Daemon side, its one worker thread: publishes an entry in slot SlotOf(sp, stack_top), in
+  // place of what it held. `register_slots` and `register_values` have `register_count` entries,
+  // `word_addresses` and `word_values` `word_count` (within the limits of StackMatchSlot).
+  void Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t register_count,
+               const uint8_t* register_slots, const uint64_t* register_values, size_t word_count,
+               const uint64_t* word_addresses, const uint64_t* word_values);
+  // Daemon side: takes every published entry back (the maps they were unwound with changed).
+  void Withdraw();
+  // Daemon side: whether entry `id` is what slot SlotOf(sp, stack_top) holds now.
+  bool Holds(uint64_t sp, uint64_t stack_top, uint64_t id) const {
+    return id != kNoMatch && published_[SlotOf(sp, stack_top)] == id + 1;
+  }
+
+ private:
+  StackMatches(int fd, StackMatchSlot* slots) : fd_(fd), slots_(slots) {}
+  static StackMatches* Map(int fd, int protection);
+  // Makes the slot's sequence odd (being written) and returns the value to end the write with.
+  uint64_t BeginWrite(size_t index);
+
+  int fd_;
+  StackMatchSlot* slots_;
+  // The daemon's own count of each slot's sequence, never read back from the shared table.
+  uint64_t sequences_[kSlots] = {};
+  uint64_t published_[kSlots] = {};  // the id each slot holds, plus one; 0: none
+};
+
+}  // namespace droidheap
