@@ -152,14 +152,23 @@ void UnwindingWorker::Run() {
   while (!stopping_) {
     fds.clear();
     fds.push_back({wake_pipe_[0], POLLIN, 0});
+    bool written = false;
     for (auto& client : clients_) {
       // Ask for a wake-up byte before sleeping; records written after this are signalled.
       if (client->buffer->bytes_pending() == 0) {
         client->buffer->metadata()->reader_sleeping.store(1, std::memory_order_release);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
       }
+      // Records written since the last drain found none, before the writer could see the request:
+      // no wake-up byte comes for them, and a sleep of kPollTimeoutMs let a fast writer fill its
+      // buffer and wait (a single thread at -i 1 waited 40 ms a run). A short sleep lets them
+      // gather into a batch: read at once, right behind the writer, the lines it writes next kept
+      // moving to the reader's core (the program's CPU +17%).
+      written |= !client->socket_closed && client->buffer->bytes_pending() != 0;
       fds.push_back({client->socket_closed ? -1 : client->sock, POLLIN, 0});
     }
-    poll(fds.data(), fds.size(), behind_ ? 0 : awaiting_commit_ ? kCommitWaitMs : kPollTimeoutMs);
+    poll(fds.data(), fds.size(),
+         behind_ ? 0 : awaiting_commit_ || written ? kCommitWaitMs : kPollTimeoutMs);
     behind_ = false;
     awaiting_commit_ = false;
     if (fds[0].revents & POLLIN) {
