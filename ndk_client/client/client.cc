@@ -105,7 +105,7 @@ bool ReceiveReply(int sock, DaemonReply* reply, ReceivedFds* fds) {
   if (ok) {
     fds->shmem = received[next++];
     if (reply->totals_size != 0) fds->totals = received[next++];
-    if (reply->stack_matches_size != 0 && next < 3) fds->stack_matches = received[next++];
+    if (reply->stack_matches_size != 0) fds->stack_matches = received[next++];
   }
   for (; next < 3; ++next) {
     if (received[next] >= 0) close(received[next]);
