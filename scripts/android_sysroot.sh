@@ -29,6 +29,7 @@
 #   armeabi-v7a's softfp; the functions are the processor's, not the C library's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt_packages.sh
 script=$PWD/scripts/android_sysroot.sh
 stub_maker=$PWD/scripts/android_stubs.py
 usage="usage: scripts/android_sysroot.sh ANDROID_DIR SYSROOT [ABI...]"
@@ -47,7 +48,7 @@ api=29
 mkdir -p "$(dirname "$sysroot")"
 exec 9>"$sysroot.lock"
 flock 9
-# LLVM 14's own directory: its clang finds its ld.lld for -fuse-ld=lld (packages clang, lld-14).
+# LLVM 14's own directory: its clang finds its ld.lld for -fuse-ld=lld.
 llvm=/usr/lib/llvm-14/bin
 abis=("$@")
 [ ${#abis[@]} -gt 0 ] || abis=(arm64-v8a armeabi-v7a x86_64 x86)
@@ -61,6 +62,10 @@ libgcc_of() {
     x86) echo /usr/lib/gcc/x86_64-linux-gnu/12/32/libgcc.a lib32gcc-12-dev ;;
   esac
 }
+
+# xz: the archives are .tar.xz; python3: android_stubs.py.
+install_missing xz-utils clang-14 lld-14 python3 \
+  $(for abi in "${abis[@]}"; do libgcc_of "$abi" | cut -d' ' -f2; done)
 
 up_to_date() {
   [ -f "$sysroot/$1.done" ] && [ "$sysroot/$1.done" -nt "$headers" ] &&

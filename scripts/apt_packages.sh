@@ -1,14 +1,24 @@
-# Sourced by scripts/install and scripts/install_test_tools: install_missing PACKAGE... installs
-# the Debian packages not installed yet (as root, or through sudo; `apt-get update` once).
-# $apt_options, when set, goes to apt-get install.
+# Sourced by every script that uses Debian packages, which names them where it uses them:
+# install_missing PACKAGE... installs those not installed yet (as root, or through sudo;
+# `apt-get update` once). $apt_options, when set, goes to apt-get install.
+# For scripts/check_packages, which compares the packages named with the files used:
+# - $DROIDHEAP_PACKAGES_LOG, when set, is a file the names are added to, one a line;
+# - DROIDHEAP_PACKAGES_INSTALL=no installs nothing: a package not installed is an error (the
+#   checks run where everything is installed; scripts/test runs the tests so).
 apt_updated=
 apt_options=
 install_missing() {
   local missing=() p
+  [ -z "${DROIDHEAP_PACKAGES_LOG:-}" ] || printf '%s\n' "$@" >> "$DROIDHEAP_PACKAGES_LOG"
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -gt 0 ] || return 0
+  if [ "${DROIDHEAP_PACKAGES_INSTALL:-}" = no ]; then
+    echo "install_missing: Debian packages not installed: ${missing[*]} (scripts/install and" \
+         "scripts/install_test_tools install what droidheap and its tests use)" >&2
+    return 1
+  fi
   local sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   [ -n "$apt_updated" ] || "${sudo_cmd[@]}" apt-get update -qq

@@ -60,10 +60,8 @@ for abi in "${abis[@]}"; do
   [[ " ${all_abis[*]} " == *" $abi "* ]] || die "unknown ABI $abi (known: ${all_abis[*]})"
 done
 [ -d "$android" ] || die "no $android (bionic's headers and Android 10's rootfs, see its README)"
-for tool in /usr/lib/llvm-14/bin/clang /usr/lib/llvm-14/bin/ld.lld \
-            /usr/lib/llvm-14/include/c++/v1/vector; do
-  [ -e "$tool" ] || die "no $tool (Debian packages clang-14, lld-14, libc++-14-dev)"
-done
+# LLVM 14's clang, lld and llvm-ar (ndk_client/cmake/android-sysroot.cmake), libc++ 14's headers.
+install_missing clang-14 lld-14 llvm-14 libc++-14-dev
 if [ -z "$dest" ]; then
   python=.venv/bin/python
   [ -x "$python" ] || python=python3

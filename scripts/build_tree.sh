@@ -3,9 +3,12 @@
 #   build_tree TOOLCHAIN_FILE BUILD_DIR INSTALLED DEST [CMAKE ARGS...]
 # INSTALLED is what `cmake --install` puts the ABI's binaries in (droidheap/bin/<abi> for Android,
 # droidheap/bin/linux/<abi> for Linux), copied into DEST. Run from the source tree's root.
+. scripts/apt_packages.sh
 build_tree() {
   local toolchain=$1 build=$2 installed=$3 dest=$4
   shift 4
+  # CMake's default generator runs make (a package cmake only recommends).
+  install_missing cmake make
   # CMake keeps the toolchain file a tree was configured with: one configured with another (another
   # NDK, or the other Android route) starts afresh.
   if [ -f "$build/CMakeCache.txt" ] &&

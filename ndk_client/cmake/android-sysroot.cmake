@@ -41,6 +41,10 @@ endif()
 set(CMAKE_C_COMPILER /usr/lib/llvm-14/bin/clang)
 set(CMAKE_CXX_COMPILER /usr/lib/llvm-14/bin/clang++)
 set(CMAKE_ASM_COMPILER /usr/lib/llvm-14/bin/clang)
+# LLVM's archiver (llvm-14), which indexes every target's objects; binutils' ar, which CMake would
+# take without it, knows only this machine's.
+set(CMAKE_AR /usr/lib/llvm-14/bin/llvm-ar CACHE FILEPATH "")
+set(CMAKE_RANLIB /usr/lib/llvm-14/bin/llvm-ranlib CACHE FILEPATH "")
 foreach(lang C CXX ASM)
   set(CMAKE_${lang}_COMPILER_TARGET "${_droidheap_triple}${ANDROID_PLATFORM_LEVEL}")
 endforeach()

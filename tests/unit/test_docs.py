@@ -34,6 +34,9 @@ USAGE = DOCS / "usage.md"
 # to hold it) or, for a program outside this repository, None.
 OTHER_PROGRAMS_FLAGS = {
     "--editable": "scripts/install",
+    "--venv": "scripts/install",
+    "--access-times": "scripts/check_packages",
+    "--variant": None,  # mmdebstrap's
     "--dest": "scripts/build_ndk.sh",
     "--build": "scripts/build_ndk.sh",
     "--out": "scripts/build_wheel",

@@ -1,8 +1,10 @@
 """What droidheap reads of ELF and DWARF by itself, for speed (headers.py, the aranges and the
 abbreviation tables), agrees with pyelftools on this machine's files of every ABI it has: 64- and
 32-bit x86, arm64."""
+import fnmatch
 import glob
 import mmap
+import os
 import pathlib
 
 import pytest
@@ -15,22 +17,33 @@ from droidheap.elf.elf_file import ElfFile
 from droidheap.elf.headers import NotElf, read_headers
 
 
-def _files(pattern: str, count: int):
+def _files(packages, pattern: str, count: int):
+    """The first `count` ELF files of `packages` (installed by scripts/install or
+    scripts/install_test_tools, which a fresh machine has too, not whatever else this one has)
+    whose real paths match `pattern`."""
+    paths = set()
+    for package in packages:
+        for listing in glob.glob(f"/var/lib/dpkg/info/{package}.list") + \
+                glob.glob(f"/var/lib/dpkg/info/{package}:*.list"):
+            paths.update(os.path.realpath(line) for line in pathlib.Path(listing).read_text()
+                         .splitlines() if os.path.isfile(line))
     found = []
-    for path in sorted(glob.glob(pattern)):
-        try:
-            with open(path, "rb") as f:
-                if f.read(4) == b"\x7fELF":
-                    found.append(path)
-        except OSError:
-            continue
-    return found[:count]
+    for path in sorted(p for p in paths if fnmatch.fnmatch(p, pattern)):
+        with open(path, "rb") as f:
+            if f.read(4) == b"\x7fELF":
+                found.append(path)
+                if len(found) == count:
+                    break
+    return found
 
 
-ELF_FILES = (_files("/usr/lib/x86_64-linux-gnu/lib*.so*", 40) + _files("/usr/bin/*", 20)
-             + _files("/usr/lib32/lib*.so*", 10) + _files("/usr/i686-linux-gnu/lib/lib*.so*", 10)
-             + _files("/usr/aarch64-linux-gnu/lib/lib*.so*", 10))
-DEBUG_FILES = _files("/usr/lib/debug/.build-id/*/*.debug", 12)
+ELF_FILES = (_files(["libc6", "libstdc++6", "libelf1", "libdw1", "libllvm14"],
+                    "/usr/lib/x86_64-linux-gnu/lib*.so*", 40)
+             + _files(["coreutils"], "/usr/bin/*", 20)
+             + _files(["libc6-i386", "lib32stdc++6", "lib32gcc-s1"], "/usr/lib32/lib*.so*", 10)
+             + _files(["libc6-arm64-cross", "libstdc++6-arm64-cross"],
+                      "/usr/aarch64-linux-gnu/lib/lib*.so*", 10))
+DEBUG_FILES = _files(["libc6-dbg"], "/usr/lib/debug/.build-id/*/*.debug", 12)
 
 
 def test_the_files_cover_every_class_and_machine():
@@ -40,6 +53,7 @@ def test_the_files_cover_every_class_and_machine():
             machines.add(ELFFile(f)["e_machine"])
     assert {"EM_X86_64", "EM_386", "EM_AARCH64"} <= machines, machines
     assert DEBUG_FILES, "no debug files (scripts/install_test_tools installs libc6-dbg)"
+    assert len(ELF_FILES) >= 50, ELF_FILES
 
 
 @pytest.mark.parametrize("path", ELF_FILES)

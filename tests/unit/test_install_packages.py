@@ -1,0 +1,65 @@
+"""Every build route installs the Debian packages it uses (scripts/check_packages: the route run
+under strace, each file it opened named by its package, compared with what the route named to
+install_missing and with what a fresh Debian has), on each route this machine can take: the bare
+one (no Android binaries), the one from ../shared/android, and the arm64-v8a emulator binaries of
+scripts/install_test_tools. The NDK route needs an NDK, absent here. What the tests themselves use,
+scripts/test checks in CI through the files' access times."""
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from tests.android import ROOT
+from tests.requirements import require
+
+CHECK = ROOT / "scripts" / "check_packages"
+
+
+def check(*command, timeout=1800) -> subprocess.CompletedProcess:
+    require(None if shutil.which("strace") else "no strace (Debian package strace)")
+    return subprocess.run([str(CHECK), "--", *map(str, command)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("route", ["none", "shared"])
+def test_scripts_install_names_every_package_it_uses(route, tmp_path):
+    if route == "shared":
+        android = ROOT.parent / "shared" / "android"
+        require(None if android.is_dir() else f"no {android}: the route without an NDK")
+    # Fresh build trees: a route whose trees are up to date compiles nothing and opens nothing.
+    result = check(ROOT / "scripts" / "install", "--venv", tmp_path / "venv",
+                   "--build", tmp_path / "build", "--android", route)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "system files of" in result.stderr
+
+
+def test_the_emulators_arm64_build_names_every_package_it_uses(tmp_path):
+    result = check(ROOT / "scripts" / "build_arm64.sh", tmp_path / "bin", tmp_path / "build")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert (tmp_path / "bin" / "arm64-v8a" / "droidheapd").is_file()
+
+
+def test_a_package_used_but_not_named_is_found(tmp_path):
+    """xz (xz-utils, in no fresh Debian) used without being named: found, with the program;
+    named through install_missing: accepted. tar, in every Debian, needs no naming."""
+    archive = tmp_path / "a.tar.xz"
+    subprocess.run(["tar", "-cJf", str(archive), "-C", str(ROOT), "README.md"], check=True)
+    unpack = f"tar -xJf {archive} -C {tmp_path}"
+    unnamed = check("bash", "-c", unpack)
+    assert unnamed.returncode == 1, unnamed.stderr
+    assert "  xz-utils: /usr/bin/xz (by xz)" in unnamed.stderr, unnamed.stderr
+    assert "tar" not in unnamed.stderr.split("does not have:")[1], unnamed.stderr
+
+    named = check("bash", "-c", f". {ROOT}/scripts/apt_packages.sh && install_missing xz-utils && "
+                  + unpack)
+    assert named.returncode == 0, named.stderr
+    assert "1 named" in named.stderr, named.stderr
+
+
+def test_a_package_named_but_not_installed_is_an_error_not_an_install(tmp_path):
+    missing = "droidheap-no-such-package"
+    result = check("bash", "-c", f". {ROOT}/scripts/apt_packages.sh && install_missing {missing}")
+    assert result.returncode == 1, result.stderr
+    assert f"Debian packages not installed: {missing}" in result.stderr, result.stderr
+    assert "failed (exit 1)" in result.stderr, result.stderr
