@@ -16,9 +16,11 @@ EMULATED_LIBC = "libdroidheap_libc.so"
 
 ANDROID = "android"
 LINUX = "linux"
-# The Linux emulator's ABIs, and what builds each.
-LINUX_BUILD_COMMANDS = {"x86_64": "pip install . (on an x86_64 machine)",
-                        "arm64-v8a": "scripts/build_arm64.sh"}
+# The Linux emulator's ABIs, and what builds each: the host's comes with droidheap's Linux wheel
+# or a source install, arm64-v8a (under qemu-user) with a script after a source install. The wheel
+# for any host OS has none.
+LINUX_BUILD_COMMANDS = {"x86_64": "scripts/install", "arm64-v8a": "scripts/build_arm64.sh"}
+EMULATOR_NEEDS = "--local needs Linux and droidheap's Linux wheel or a source install"
 
 
 def _candidate_dirs(abi: str, target: str):
@@ -40,8 +42,8 @@ def binary_dir(abi: str, required=(DAEMON, CLIENT), target: str = ANDROID) -> pa
         if all((directory / name).is_file() for name in required):
             return directory
     if target == LINUX:
-        raise DroidheapError(f"no droidheap binaries for {abi} (the Linux emulator): build them "
-                             f"with {build_command(abi, target)}")
+        raise DroidheapError(f"no droidheap binaries for {abi} (the Linux emulator) in this "
+                             f"install: {EMULATOR_NEEDS} ({build_command(abi, target)})")
     raise DroidheapError(f"no droidheap binaries for {abi} (Android) in this install: "
                          f"{ANDROID_BINARIES_HINT}")
 

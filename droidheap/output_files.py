@@ -19,7 +19,10 @@ import secrets
 import shutil
 from typing import IO, Deque, Iterator, Tuple, Union
 
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Windows has neither O_NOFOLLOW nor O_CLOEXEC (Python's descriptors are not inherited there
+# either, PEP 446) and writes bytes unchanged only with O_BINARY.
+_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+           | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 _NAME_ROOM = 200  # of a final name kept in the temporary one, which must fit NAME_MAX
 
 

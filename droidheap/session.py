@@ -3,11 +3,11 @@ stop it, pull and convert the trace. Device-agnostic: everything goes through a 
 import dataclasses
 import pathlib
 import re
-import signal
 import time
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from droidheap.device.base import TRACE_PREFIX, TRACE_SUFFIX, DaemonProcess, Device
+from droidheap.device.base import (SIGKILL, SIGTERM, SIGUSR1, TRACE_PREFIX, TRACE_SUFFIX,
+                                   DaemonProcess, Device)
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_output
 
@@ -114,7 +114,7 @@ class Session:
         deadline = time.monotonic() + _STARTUP_TIMEOUT_S
         while "droidheapd: listening" not in self.daemon.log():
             if self.daemon.poll() is not None or time.monotonic() > deadline:
-                self.daemon.signal(signal.SIGKILL)
+                self.daemon.signal(SIGKILL)
                 raise DroidheapError(f"droidheapd did not start: {self._last_log_line()}")
             time.sleep(0.02)
 
@@ -155,7 +155,7 @@ class Session:
         return self.daemon is not None and self.daemon.poll() is None
 
     def dump(self) -> None:
-        self.daemon.signal(signal.SIGUSR1)
+        self.daemon.signal(SIGUSR1)
 
     def stop(self) -> None:
         """Asks the daemon for its final dump and waits until it has written it. A daemon that
@@ -163,10 +163,10 @@ class Session:
         if self.daemon is None or self.stopped:
             return
         self.stopped = True
-        self.daemon.signal(signal.SIGTERM)
+        self.daemon.signal(SIGTERM)
         code = self.daemon.wait(_STOP_TIMEOUT_S)
         if code is None:
-            self.daemon.signal(signal.SIGKILL)
+            self.daemon.signal(SIGKILL)
             raise DroidheapError("droidheapd did not stop in time; the dumps it wrote are kept")
         if code < 0:
             self.failure = f"droidheapd was killed by signal {-code}"
@@ -180,9 +180,9 @@ class Session:
         if self.daemon is None:
             return
         if self.daemon.poll() is None:
-            self.daemon.signal(signal.SIGTERM)
+            self.daemon.signal(SIGTERM)
             if self.daemon.wait(_ABANDON_TIMEOUT_S) is None:
-                self.daemon.signal(signal.SIGKILL)
+                self.daemon.signal(SIGKILL)
                 self.daemon.wait(_ABANDON_TIMEOUT_S)
         try:
             write_output(out_dir / DAEMON_LOG, self.daemon.log())

@@ -9,7 +9,7 @@ import subprocess
 import time
 from typing import List
 
-from droidheap.device.local import program_name
+from droidheap.device.names import program_name
 from droidheap.errors import DroidheapError
 
 _CONNECT_TIMEOUT_S = 5.0

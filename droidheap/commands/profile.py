@@ -8,8 +8,7 @@ import click
 
 from droidheap.commands.device_choice import open_device
 from droidheap.commands.output import convert_pulled, prepare_output, symbols_option
-from droidheap.device.local import program_name
-from droidheap.device.names import check_start_name
+from droidheap.device.names import check_start_name, program_name
 from droidheap.errors import DroidheapError
 from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
                                Session, target_args)

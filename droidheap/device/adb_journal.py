@@ -74,7 +74,9 @@ class DeviceJournal:
         if len(holder) != 3 or not holder[1].isdigit() or not holder[2].isdigit():
             return True  # unreadable: not a live session's
         host, pid, taken = holder[0], int(holder[1]), int(holder[2])
-        if host == socket.gethostname():
+        # Windows' os.kill would not probe the pid (signal 0 is its Ctrl-C event): there the
+        # lock's age alone tells.
+        if host == socket.gethostname() and os.name == "posix":
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:

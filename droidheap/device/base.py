@@ -22,6 +22,10 @@ class DeviceLayout:
 TRACE_PREFIX, TRACE_SUFFIX = "droidheap-", ".trace"
 TRACE_GLOB = f"{TRACE_PREFIX}*{TRACE_SUFFIX}"
 
+# Signals as the device numbers them (Linux's, for Android and the emulator alike), not as the
+# host's signal module does: macOS's SIGUSR1 is 30, and Windows has no SIGUSR1 or SIGKILL.
+SIGKILL, SIGUSR1, SIGTERM = 9, 10, 15
+
 
 class DaemonProcess(abc.ABC):
     """A running droidheapd. Its log is read through `log()`."""

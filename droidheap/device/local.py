@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
-from droidheap.device.names import START_PROPERTY, start_properties
+from droidheap.device.names import START_PROPERTY, program_name, start_properties
 from droidheap.errors import DroidheapError
 from droidheap.output_files import copy_output
 
@@ -60,11 +60,6 @@ def program_arguments(pid: int) -> List[str]:
             i += 2 if args[i] in _QEMU_VALUE_OPTIONS else 1
         args = args[i:]
     return args
-
-
-def program_name(args: Sequence[str]) -> str:
-    """The name bionic matches: basename of argv[0], cut at '@'."""
-    return os.path.basename(args[0]).split("@")[0] if args else ""
 
 
 def read_properties(root: pathlib.Path) -> Dict[str, str]:

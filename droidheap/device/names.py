@@ -5,15 +5,23 @@ not empty, no '.' at either end, no "..", only letters, digits and `. _ - @ :`),
 command is built from it -- the commands quote it too, but a name init would refuse can only
 fail, so it is refused at once, in one line that names it.
 
-Pure functions, used from any thread.
+A program's own name (program_name) is what those properties name. Pure functions, used from any
+thread.
 """
+import posixpath
 import re
-from typing import List
+from typing import List, Sequence
 
 from droidheap.errors import DroidheapError
 
 START_PROPERTY = "heapprofd.enable"
 _PROPERTY_WORDS = re.compile(r"[A-Za-z0-9_@:-]+(\.[A-Za-z0-9_@:-]+)*")
+
+
+def program_name(args: Sequence[str]) -> str:
+    """The name bionic matches a program by: basename of argv[0] (a device path, whatever the
+    host's), cut at '@'."""
+    return posixpath.basename(args[0]).split("@")[0] if args else ""
 
 
 def check_property_name(key: str) -> str:

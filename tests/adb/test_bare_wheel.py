@@ -1,7 +1,10 @@
-"""What a phone owner without a compiler installs: the wheel scripts/build_wheel makes, carrying
-the Android binaries of every ABI built here beside the Linux emulator's, installed with pip alone
-into a virtual environment of its own (no source tree on its path, no $DROIDHEAP_BIN_DIR), then
-profiling a program on the Android 11 test device in root mode from another directory."""
+"""What a phone owner without a compiler installs: the wheels scripts/build_wheel makes, each
+carrying the Android binaries of every ABI built here, installed with pip alone into a virtual
+environment of its own (no source tree on its path, no $DROIDHEAP_BIN_DIR), then profiling a
+program on the Android 11 test device in root mode from another directory. The Linux wheel adds
+the Linux emulator's binaries; the wheel for any host OS (py3-none-any) has Android's alone, and
+its phone session runs here with what only Linux has taken away: fcntl, termios, pty, resource
+and tty unimportable, this machine's /proc empty."""
 import os
 import pathlib
 import subprocess
@@ -12,10 +15,15 @@ import pytest
 from tests.android import compile_android_program
 from tests.e2e.test_profile import assert_sites, single_process
 from tests.e2e.trace_check import totals_by_leaf_function
+from tests.unit.test_any_os import LINUX_ONLY_MODULES, WITHOUT_LINUX_MODULES
 
 from .conftest import DEVICE_PROGRAM, ROOT, serve_adb
 
 ANDROID_ABIS = ("arm64-v8a", "armeabi-v7a", "x86_64")  # what ../shared/android builds
+# Runs the rest of its command line with an empty tmpfs over /proc, in a mount namespace of its
+# own: this machine's processes out of sight (the adb server, reached over TCP, is unaffected).
+WITHOUT_PROC = ["unshare", "--mount", "--", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"',
+                "sh"]
 
 
 @pytest.fixture(scope="module")
@@ -23,24 +31,24 @@ def adb_server(tmp_path_factory):
     yield from serve_adb("adb36", tmp_path_factory, android=True)
 
 
-@pytest.mark.parametrize("android_release", ["android11"], indirect=True)  # native: seconds
-def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android_release,
-                                        tmp_path):
-    built = subprocess.run([str(ROOT / "scripts" / "build_wheel"), "--out", str(tmp_path / "dist")],
+@pytest.fixture(scope="module")
+def alloc_sites(android_release, tmp_path_factory):
+    return compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
+                                   tmp_path_factory.mktemp("program") / "alloc_sites",
+                                   android_release.abi)
+
+
+def build_wheel(out: pathlib.Path, *kind: str) -> pathlib.Path:
+    built = subprocess.run([str(ROOT / "scripts" / "build_wheel"), "--out", str(out), *kind],
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stderr
-    wheel = pathlib.Path(built.stdout.strip().splitlines()[-1])
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        for abi in ANDROID_ABIS:
-            assert archive.read(f"droidheap/bin/{abi}/droidheapd").startswith(b"\x7fELF")
-            # The custom heaps' header, beside the client that reads what it writes.
-            assert f"droidheap/bin/{abi}/include/droidheap/heaps.h" in names
-        assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")
+    return pathlib.Path(built.stdout.strip().splitlines()[-1])
 
-    env_dir = tmp_path / "env"
+
+def install_alone(wheel: pathlib.Path, env_dir: pathlib.Path, adb_server) -> dict:
+    """A fresh virtual environment at `env_dir` holding only the wheel and what it depends on
+    (click, adbutils, protobuf, perfetto, pyelftools); the environment its programs run in."""
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(env_dir)], check=True, timeout=120)
-    # Only the wheel and what it depends on (click, adbutils, protobuf, perfetto, pyelftools).
     installed = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)],
                                capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
@@ -48,18 +56,102 @@ def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android
            if key not in ("ANDROID_SERIAL", "DROIDHEAP_BIN_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(adb_server.env, PATH=f"{env_dir / 'bin'}{os.pathsep}/usr/bin:/bin")
     where = subprocess.run([str(env_dir / "bin" / "python"), "-c",
-                            "import droidheap; print(droidheap.__file__)"], cwd=tmp_path,
+                            "import droidheap; print(droidheap.__file__)"], cwd=env_dir.parent,
                            env=env, capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(env_dir)), where.stdout
+    return env
 
-    program = compile_android_program(ROOT / "tests" / "programs" / "alloc_sites.c",
-                                      tmp_path / "alloc_sites", android_release.abi)
-    adb_server.adb("-s", android_root_device.serial, "push", str(program), DEVICE_PROGRAM)
+
+def assert_android_binaries(names, archive: zipfile.ZipFile) -> None:
+    for abi in ANDROID_ABIS:
+        assert archive.read(f"droidheap/bin/{abi}/droidheapd").startswith(b"\x7fELF")
+        assert archive.read(f"droidheap/bin/{abi}/heapprofd_client.so").startswith(b"\x7fELF")
+        # The custom heaps' header, beside the client that reads what it writes.
+        assert f"droidheap/bin/{abi}/include/droidheap/heaps.h" in names
+
+
+@pytest.mark.parametrize("android_release", ["android11"], indirect=True)  # native: seconds
+def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android_release,
+                                        alloc_sites, tmp_path):
+    wheel = build_wheel(tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as archive:
+        assert_android_binaries(set(archive.namelist()), archive)
+        assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")
+
+    env = install_alone(wheel, tmp_path / "env", adb_server)
+    adb_server.adb("-s", android_root_device.serial, "push", str(alloc_sites), DEVICE_PROGRAM)
     out = tmp_path / "out"
-    result = subprocess.run([str(env_dir / "bin" / "droidheap"), "-s", android_root_device.serial,
-                             "-o", str(out), "-i", "1", "--", DEVICE_PROGRAM], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([str(tmp_path / "env" / "bin" / "droidheap"),
+                             "-s", android_root_device.serial, "-o", str(out), "-i", "1", "--",
+                             DEVICE_PROGRAM], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert f"{android_release.banner}, root mode" in result.stderr
-    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_sites)), 1)
     assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("android_release", ["android11"], indirect=True)
+def test_the_any_os_wheel_profiles_a_phone_without_what_only_linux_has(
+        adb_server, android_root_device, android_release, alloc_sites, tmp_path):
+    wheel = build_wheel(tmp_path / "dist here", "any")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert_android_binaries(names, archive)
+        assert not [name for name in names if name.startswith("droidheap/bin/linux/")]
+        wheel_file = next(name for name in names if name.endswith(".dist-info/WHEEL"))
+        assert "Tag: py3-none-any\n" in archive.read(wheel_file).decode()
+
+    env_dir = tmp_path / "any os env"
+    env = install_alone(wheel, env_dir, adb_server)
+    without_modules = tmp_path / "without linux modules"
+    without_modules.mkdir()
+    (without_modules / "sitecustomize.py").write_text(WITHOUT_LINUX_MODULES)
+    # droidheap's caches (symbols, an emulated device's root) in the test's own directory.
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache dir")
+    bare_env = dict(env, PYTHONPATH=str(without_modules))
+    work = tmp_path / "work dir"
+    work.mkdir()
+
+    def droidheap(*args, expected=0, linux=False):
+        """droidheap's result, run without what only Linux has (but with `linux`)."""
+        command = [str(env_dir / "bin" / "droidheap"), *args]
+        result = subprocess.run(command if linux else [*WITHOUT_PROC, *command], cwd=work,
+                                env=env if linux else bare_env, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == expected, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        return result
+
+    # What droidheap's commands run in is what the test means it to be.
+    absent = subprocess.run([*WITHOUT_PROC, str(env_dir / "bin" / "python"), "-c",
+                             "import os; print(os.listdir('/proc')); import " +
+                             ", ".join(LINUX_ONLY_MODULES)],
+                            cwd=work, env=bare_env, capture_output=True, text=True, timeout=60)
+    assert absent.stdout == "[]\n" and "taken away by the test" in absent.stderr, absent
+
+    adb_server.adb("-s", android_root_device.serial, "push", str(alloc_sites), DEVICE_PROGRAM)
+    out = work / "out one"
+    profiled = droidheap("-s", android_root_device.serial, "-o", str(out), "-i", "1", "--",
+                         DEVICE_PROGRAM)
+    assert f"{android_release.banner}, root mode" in profiled.stderr
+    assert "site_leak_malloc (alloc_sites.c:" in profiled.stdout, profiled.stdout
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_sites)), 1)
+
+    assert "site_leak_malloc" in droidheap("report", str(out)).stdout
+    again = work / "out again"
+    droidheap("symbolize", str(out / "raw-trace"), "-o", str(again))
+    assert (again / "report.html").is_file()
+    assert "site_leak_malloc" in droidheap("diff", str(out)).stdout
+    droidheap("diff", str(out), str(again))
+    assert droidheap("check", str(out), "--max-growth", "1GiB").stdout.startswith("ok: ")
+    failed = droidheap("check", str(out), "--max-growth", "1", "--site", "site_leak_malloc",
+                       expected=1)
+    assert failed.stdout.startswith("FAIL: site_leak_malloc"), failed.stdout
+
+    # The emulated device is not in this wheel, even on Linux: one line says what has it.
+    local = droidheap("--local", "--", "/bin/true", expected=1, linux=True)
+    lines = local.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("droidheap: "), local.stderr
+    assert "--local needs Linux and droidheap's Linux wheel or a source install" in lines[0]
