@@ -37,6 +37,8 @@ OTHER_PROGRAMS_FLAGS = {
     "--venv": "scripts/install",
     "--access-times": "scripts/check_packages",
     "--variant": None,  # mmdebstrap's
+    "--include": None,  # mmdebstrap's
+    "--mount": None,  # unshare's
     "--dest": "scripts/build_ndk.sh",
     "--build": "scripts/build_ndk.sh",
     "--out": "scripts/build_wheel",
