@@ -25,7 +25,7 @@ from droidheap.apk_library import read_library, split_library_path
 from droidheap.device.base import Device
 from droidheap.elf.headers import file_build_id, read_headers
 from droidheap.errors import DroidheapError
-from droidheap.output_files import link_output, write_output
+from droidheap.output_files import link_output, make_private_dirs, write_output
 from droidheap.safe_paths import UnsafePath, hex_build_id, mirror_path, plain_name
 from droidheap.symbol_cache import cache_root
 
@@ -34,7 +34,7 @@ def _place(source: pathlib.Path, target: pathlib.Path) -> bool:
     """`target` (checked: safe_paths) becomes `source`'s twin; a link already at its name is
     replaced, never followed."""
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(target.parent)
         link_output(source, target)
         return True
     except OSError:
@@ -62,7 +62,7 @@ def _extract_library(device: Device, device_path: str, build_id: str, target: pa
     try:
         data = read_library(lambda offset, size: device.read_range(apk, offset, size),
                             device.file_size(apk), library, _memory_build_id, build_id)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(target.parent)
         write_output(target, data)
         return True
     except DroidheapError as e:

@@ -14,6 +14,7 @@ import os
 import pathlib
 from typing import Iterable
 
+from droidheap.output_files import make_private_dirs
 from droidheap.symbol_cache import cache_root
 
 MAX_REMEMBERED = 10_000
@@ -32,7 +33,7 @@ def remember(traces: Iterable[bytes]) -> None:
     traces are then symbolized as any other's, later)."""
     directory = _directory()
     try:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(directory)
         for data in traces:
             fd = os.open(directory / _digest(data),
                          os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

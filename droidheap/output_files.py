@@ -4,7 +4,7 @@ caches): a new file at a random name beside the final one, created without follo
 file under the real name, and a symlink planted at that name (in a directory someone sent) is
 replaced itself: os.replace renames over the link, never through it to what it points to. Each is
 readable by its owner alone (0600), whatever the umask; the output directories droidheap makes,
-and the local device's root, likewise (0700).
+its caches' (make_private_dirs) and the local device's root, likewise (0700).
 
 The directory itself is trusted: the caller named it, or checked it (safe_paths). A failure is an
 OSError, the temporary file removed.
@@ -123,3 +123,23 @@ def link_output(source: pathlib.Path, path: pathlib.Path) -> None:
             copy_output(source, path)
             return
     _replace(tmp, path)
+
+
+def make_private_dirs(path: pathlib.Path) -> None:
+    """`path` made a directory with every missing parent, as mkdir -p, each made its owner's
+    alone (0700) whatever the umask (XDG asks as much of the cache directory it names); one that
+    exists is left as it is."""
+    path = pathlib.Path(path)
+    missing = []
+    for directory in (path, *path.parents):
+        if os.path.lexists(directory):
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # made meanwhile, by another droidheap
+        directory.chmod(0o700)  # the umask may have taken bits off mkdir's mode
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.device.adb_journal import PLATFORM_TRACE_DIR, PLATFORM_TRACES, PROFILER_DIR
+from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions
 from droidheap.session_runs import cpu_ticks, malloc_only_reason
@@ -191,7 +192,7 @@ def check_profileable(device: "AdbDevice", package: str) -> Eligibility:
     if facts.build_type != "user":
         return Eligibility(f"a {facts.build_type} build lets heapprofd profile any app", True)
 
-    dump = device.run(["dumpsys", "package", package])
+    dump = device.run(["dumpsys", "package", package], max_output=LISTING_MAX_BYTES)
     if dump.exit_code != 0:
         raise DroidheapError(f"dumpsys package failed on {device.serial}: "
                              f"{_first_line(dump.stderr or dump.stdout)}")
@@ -248,7 +249,8 @@ class ProcessNamer:
         if now >= self._next_poll:
             self._next_poll = now + _POLL_S
             pid = None
-            for line in self.device.run_script(self._script).stdout.splitlines():
+            listing = self.device.run_script(self._script, max_output=LISTING_MAX_BYTES)
+            for line in listing.stdout.splitlines():
                 if line.startswith("@") and line[1:].isdigit():
                     pid = int(line[1:])
                     self.argvs[pid] = []  # this poll's, for a pid that exec'd or was reused

@@ -12,7 +12,7 @@ import os
 import pathlib
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from droidheap.output_files import write_output
+from droidheap.output_files import make_private_dirs, write_output
 from droidheap.safe_paths import UnsafePath, hex_build_id
 
 # 2: names of bionic's linker (__dl_) demangled and marked [linker]; entries of 1 are looked up again.
@@ -63,7 +63,7 @@ class SymbolCache:
     def store(self, build_id: str, sources: List[list], frames: Dict[int, Frames]) -> None:
         try:
             path = self._path(build_id)
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             write_output(path, json.dumps({"version": _VERSION, "sources": sources,
                                            "frames": {str(pc): f for pc, f in frames.items()}}))
         except (OSError, UnsafePath):

@@ -1,5 +1,6 @@
 """A phone (or any Android device) over adb: the Device interface through the adb server, with
-adbutils for the server protocol and shell v2 (exit codes), and our own sync client.
+adbutils for the server protocol, and our own shell v2 reader (exit codes; bounded: adb_shell.py)
+and sync client.
 
 What a session needs to know about the device is read once, when it is opened (DeviceFacts). How
 our client gets into processes there -- as root through bionic's own routes, or through
@@ -26,19 +27,24 @@ from droidheap.device.adb_journal import (PLATFORM_TRACE_DIR, PLATFORM_TRACES, P
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
 from droidheap.device.adb_root_dir import RootDirectory
 from droidheap.device.adb_routes import PreloadRoute, RootRoute
-from droidheap.device.adb_sync import SyncClient
+from droidheap.device.adb_shell import ANSWER_MAX_BYTES, LISTING_MAX_BYTES, run_command
+from droidheap.device.adb_sync import MIN_PULL_RATE_BYTES_S, SyncClient
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
 from droidheap.device.names import check_property_name
 from droidheap.errors import DroidheapError
+from droidheap.output_files import make_private_dirs
 from droidheap.progress import progress_bar, watched
 from droidheap.safe_paths import mirror_path
 
-_SHELL_TIMEOUT_S = 30.0
+_SHELL_TIMEOUT_S = 30.0  # for the whole command, as every deadline here
 _SU_TIMEOUT_S = 10.0
+# A phone's whole getprop is some tens of KiB (one or two thousand properties).
+_PROPERTIES_MAX_BYTES = 4 << 20
 # A file smaller than this arrives before a bar would be worth drawing.
 _PROGRESS_MIN_BYTES = 1 << 20
 _RANGE_BLOCK = 4096
-_RANGE_TIMEOUT_S = 300.0  # a large library over a slow cable
+# Beside the blocks dd reads: room for the shell's message when it cannot run dd at all.
+_RANGE_MESSAGE_MAX_BYTES = 64 * 1024
 # The processes apps are forked from, by argv[0] (zygote's unspecialised app processes, USAPs, are
 # its children too).
 _ZYGOTES = ("zygote", "zygote64", "webview_zygote")
@@ -114,15 +120,19 @@ class AdbDevice(Device):
         return PreloadRoute(self)
 
     # Shell ------------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], timeout_s: float = _SHELL_TIMEOUT_S) -> ShellResult:
+    def run(self, argv: Sequence[str], timeout_s: float = _SHELL_TIMEOUT_S,
+            max_output: int = ANSWER_MAX_BYTES) -> ShellResult:
         """Runs argv (each word quoted for the device's sh) and returns its exit code and output."""
-        return self.run_script(shlex.join(argv), timeout_s)
+        return self.run_script(shlex.join(argv), timeout_s, max_output)
 
-    def run_script(self, script: str, timeout_s: float = _SHELL_TIMEOUT_S) -> ShellResult:
-        """Runs a command line in the device's sh."""
-        with adb_errors(f"adb shell on {self.serial} failed ({script[:60]})"):
-            result = self.adb.shell2(script, timeout=timeout_s, v2=True)
-        return ShellResult(result.returncode, result.stdout, result.stderr)
+    def run_script(self, script: str, timeout_s: float = _SHELL_TIMEOUT_S,
+                   max_output: int = ANSWER_MAX_BYTES) -> ShellResult:
+        """Runs a command line in the device's sh: a DroidheapError when it prints more than
+        `max_output` bytes (what it can honestly print: adb_shell) or runs past `timeout_s`."""
+        output = run_command(self.adb, script, f"adb shell on {self.serial} failed ({script[:60]})",
+                             max_output, timeout_s)
+        return ShellResult(output.exit_code, output.stdout.decode(errors="replace"),
+                           output.stderr.decode(errors="replace"))
 
     def shell(self, argv: Sequence[str]) -> int:
         """`adb shell` itself, so the terminal, Ctrl-C and the exit code behave as users know;
@@ -143,7 +153,7 @@ class AdbDevice(Device):
 
     # Facts ------------------------------------------------------------------------------------
     def properties(self) -> Dict[str, str]:
-        result = self.run(["getprop"])
+        result = self.run(["getprop"], max_output=_PROPERTIES_MAX_BYTES)
         if result.exit_code != 0:
             raise DroidheapError(f"getprop failed on {self.serial}: {result.stderr.strip()}")
         props = {}
@@ -177,8 +187,8 @@ class AdbDevice(Device):
             return f"{self.facts.su_command} {shlex.quote(script)}"
         return script
 
-    def run_privileged(self, script: str) -> ShellResult:
-        return self.run_script(self.privileged_script(script))
+    def run_privileged(self, script: str, max_output: int = ANSWER_MAX_BYTES) -> ShellResult:
+        return self.run_script(self.privileged_script(script), max_output=max_output)
 
     def _read_facts(self) -> DeviceFacts:
         props = self.properties()
@@ -297,12 +307,15 @@ class AdbDevice(Device):
         count = -(-(offset + size) // _RANGE_BLOCK) - first
         script = (f"dd if={shlex.quote(remote)} bs={_RANGE_BLOCK} skip={first} count={count} "
                   "2>/dev/null")
-        with adb_errors(f"cannot read {remote} on {self.serial}"):
-            result = self.adb.shell2(script, timeout=_RANGE_TIMEOUT_S, encoding=None, v2=True)
-        if result.returncode != 0:
+        blocks = count * _RANGE_BLOCK
+        # No slower than a pull may be (adb_sync): the same bytes pulled would get that long.
+        timeout_s = _SHELL_TIMEOUT_S + blocks / MIN_PULL_RATE_BYTES_S
+        result = run_command(self.adb, script, f"cannot read {remote} on {self.serial}",
+                             blocks + _RANGE_MESSAGE_MAX_BYTES, timeout_s)
+        if result.exit_code != 0:
             raise DroidheapError(f"cannot read {remote} on {self.serial}")
         skip = offset - first * _RANGE_BLOCK
-        return result.stdout[skip:skip + size]
+        return bytes(memoryview(result.stdout)[skip:skip + size])  # one copy, not two
 
     def fetch_files(self, remotes: Sequence[str], local_dir: pathlib.Path) \
             -> Optional[pathlib.Path]:
@@ -311,7 +324,7 @@ class AdbDevice(Device):
                 continue  # not a plain file (a library inside an APK is found by its APK path)
             try:
                 local = mirror_path(local_dir, remote)
-                local.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(local.parent)
                 self.pull(remote, local)
             except (DroidheapError, OSError):
                 # Unreadable to the shell user, or a path that is no plain path or leads out of
@@ -349,7 +362,8 @@ class AdbDevice(Device):
         listed = self.run_script(
             f"ls {TRACE_DIR}/{TRACE_GLOB} 2>/dev/null; pidof perfetto >/dev/null || "
             f"{{ for f in $(cat {named} 2>/dev/null); do [ -e \"$f\" ] && echo \"$f\"; done "
-            f"> {named}.new && mv {named}.new {named} && cat {named}; }} 2>/dev/null")
+            f"> {named}.new && mv {named}.new {named} && cat {named}; }} 2>/dev/null",
+            max_output=LISTING_MAX_BYTES)
         return sorted(set(listed.stdout.split()))  # Android 10's one name, listed again
 
     def check_profiler_binaries(self) -> List[str]:

@@ -6,8 +6,9 @@ stream, and adbd then ends the program (SIGHUP, and its stdin reaches end-of-fil
 on either, with a final dump). The device pid comes first on stderr, written by the wrapper script
 (`exec` keeps it the program's pid), and is not passed on.
 
-A ShellStream's reader thread delivers output to a callback and the exit code when the program
-ends; everything else runs on the thread that owns the stream.
+A ShellStream's reader thread delivers output to a callback, in chunks as it comes (adb_shell's
+PacketReader: never a packet's claimed length at once), and the exit code when the program ends;
+everything else runs on the thread that owns the stream.
 """
 import shlex
 import struct
@@ -19,14 +20,19 @@ from typing import Callable, Optional
 import adbutils
 
 from droidheap.device.adb_connection import adb_errors
+from droidheap.device.adb_shell import (CLOSE_STDIN, EXIT, HEADER, STDERR, STDIN, STDOUT,
+                                        PacketReader)
 from droidheap.device.base import DaemonProcess
 from droidheap.errors import DroidheapError
 from droidheap.terminal import unescaped
 
-_STDIN, _STDOUT, _STDERR, _EXIT, _CLOSE_STDIN = 0, 1, 2, 3, 4
-_HEADER = struct.Struct("<BI")
 _PID_TIMEOUT_S = 15.0
 _PID_PREFIX = b"droidheap-pid:"
+# Stderr held while the pid line is awaited: that line is some 25 bytes, and comes first.
+_PID_WAIT_MAX_BYTES = 64 * 1024
+# droidheapd writes a line per client and per warning: a long session's log is some hundreds of
+# KiB. Past this, its stream is closed (it stops, with a final dump) rather than kept growing.
+DAEMON_LOG_MAX_BYTES = 64 << 20
 
 
 def pid_announcing(script: str) -> str:
@@ -41,11 +47,15 @@ class ShellStream:
 
     def __init__(self, device: adbutils.AdbDevice, script: str,
                  on_stdout: Callable[[bytes], None], on_stderr: Callable[[bytes], None],
-                 keep_stdin_open: bool = False):
+                 keep_stdin_open: bool = False, max_output: Optional[int] = None):
+        """`max_output`: the bytes of output the program may send (None: any, each passed on);
+        past them, the stream is closed (`overflowed`), and the program with it."""
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
+        self._output_left = max_output
         self.exit_code: Optional[int] = None
         self.link_lost = False  # the stream broke before the program's exit code came
+        self.overflowed = False  # it was closed for sending more than max_output
         self.pid: Optional[int] = None
         self._pending_stderr = b""
         self._ended = threading.Event()
@@ -55,21 +65,28 @@ class ShellStream:
             self._connection.check_okay()
             if not keep_stdin_open:
                 # Nothing is fed to the program: its stdin reads end-of-file, not a hang.
-                self._connection.send(_HEADER.pack(_CLOSE_STDIN, 0))
+                self._connection.send(HEADER.pack(CLOSE_STDIN, 0))
         threading.Thread(target=self._read, name="adb-shell-stream", daemon=True).start()
 
     def _read(self) -> None:
+        reader = PacketReader(self._connection.conn)
         try:
             while True:
-                packet_id, length = _HEADER.unpack(self._connection.read_exact(_HEADER.size))
-                data = self._connection.read_exact(length) if length else b""
-                if packet_id == _STDOUT:
-                    self._on_stdout(data)
-                elif packet_id == _STDERR:
-                    self._stderr(data)
-                elif packet_id == _EXIT:
-                    self.exit_code = data[0] if data else 255
+                packet_id, length = reader.header()
+                if packet_id == EXIT:
+                    self.exit_code = reader.exact(1)[0] if length else 255
                     return
+                if self._output_left is not None:
+                    self._output_left -= length
+                    if self._output_left < 0:
+                        self.overflowed = True
+                        self.exit_code = 255
+                        return
+                for piece in reader.pieces(length):
+                    if packet_id == STDOUT:
+                        self._on_stdout(piece)
+                    elif packet_id == STDERR:
+                        self._stderr(piece)
         except (adbutils.AdbError, OSError, EOFError, struct.error):
             if self.exit_code is None:
                 self.link_lost = True
@@ -93,8 +110,9 @@ class ShellStream:
                 self.pid = int(number)
             else:
                 passed.append(line + b"\n")
-        if self.pid is not None and self._pending_stderr:
-            passed.append(self._pending_stderr)
+        if self._pending_stderr and (self.pid is not None
+                                     or len(self._pending_stderr) > _PID_WAIT_MAX_BYTES):
+            passed.append(self._pending_stderr)  # no pid line is that long
             self._pending_stderr = b""
         if passed:
             self._on_stderr(b"".join(passed))
@@ -103,7 +121,7 @@ class ShellStream:
         """Lets a program started with held_script go on: its shell reads the line it waits for,
         and the program then finds its stdin at end-of-file, as one never held does."""
         with adb_errors("cannot start a program over adb"):
-            self._connection.send(_HEADER.pack(_STDIN, 1) + b"\n" + _HEADER.pack(_CLOSE_STDIN, 0))
+            self._connection.send(HEADER.pack(STDIN, 1) + b"\n" + HEADER.pack(CLOSE_STDIN, 0))
 
     def wait(self, timeout_s: Optional[float] = None) -> Optional[int]:
         self._ended.wait(timeout_s)
@@ -164,7 +182,7 @@ class AdbDaemon(DaemonProcess):
         self._lock = threading.Lock()
         # Its stdin stays open as long as this process holds the stream: its lifeline.
         self._stream = ShellStream(device.adb, script, self._append, self._append,
-                                   keep_stdin_open=True)
+                                   keep_stdin_open=True, max_output=DAEMON_LOG_MAX_BYTES)
 
     def _append(self, data: bytes) -> None:
         with self._lock:
@@ -183,7 +201,11 @@ class AdbDaemon(DaemonProcess):
     def log(self) -> str:
         with self._lock:
             text = self._log.decode(errors="replace")
-        if self._stream.link_lost:  # the last line, which a failure is reported with
+        # The last line, which a failure is reported with.
+        if self._stream.overflowed:
+            text += (f"\ndroidheapd's output on {self._device.serial} passed "
+                     f"{DAEMON_LOG_MAX_BYTES} bytes: droidheap closed its stream\n")
+        elif self._stream.link_lost:
             text += f"\nthe adb link to {self._device.serial} was lost\n"
         return text
 

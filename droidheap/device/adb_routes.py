@@ -24,6 +24,7 @@ from typing import List, Optional
 from droidheap import native
 from droidheap.device.adb_journal import PROFILER_DIR
 from droidheap.device.adb_root_dir import ROOT_DIR
+from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
 
@@ -100,7 +101,7 @@ class Route:
                   f"echo \"$p $(grep '^SigCgt:' $d/status 2>/dev/null)\"; done; true")
         if privileged:
             script = self.device.privileged_script(script)
-        result = self.device.run_script(script)
+        result = self.device.run_script(script, max_output=LISTING_MAX_BYTES)
         _check(result, "cannot list the device's processes")
         pids = []
         for line in result.stdout.splitlines():

@@ -64,6 +64,9 @@ class SyncClient:
 
     @staticmethod
     def _failure(connection, length: int) -> str:
+        # adbd's reasons are an errno's text; a longer "reason" is not read, let alone kept.
+        if length > _DATA_MAX:
+            return f"failed, with a reason of {length} bytes"
         return connection.read_exact(length).decode(errors="replace") if length else "failed"
 
     @staticmethod

@@ -3,6 +3,7 @@ shell exit codes, properties, processes, root and non-root devices."""
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 
@@ -53,6 +54,25 @@ def test_shell_reports_exit_code_stdout_and_stderr(device):
 def test_a_command_that_outlives_its_timeout_is_one_error(device):
     with pytest.raises(DroidheapError, match="did not answer in time"):
         device.run(["sleep", "10"], timeout_s=0.5)
+
+
+def test_output_past_what_a_command_can_print_ends_it(device):
+    """A command that prints a line or a few (an id, a property) may print 1 MiB at most."""
+    with pytest.raises(DroidheapError, match=r"\(head -c 8388608 /dev/zero\): the device sent "
+                                             r"more than the 1048576 bytes this command can "
+                                             r"print$"):
+        device.run(["head", "-c", "8388608", "/dev/zero"])
+    assert device.run(["echo", "still here"]).stdout == "still here\n"
+
+
+def test_a_command_that_trickles_output_ends_at_its_deadline(device):
+    """The deadline is the whole command's: output every tenth of a second keeps no read
+    waiting long, and still the command ends at its timeout."""
+    started = time.monotonic()
+    with pytest.raises(DroidheapError, match=r"did not answer in time \(the command took more "
+                                             r"than 0.8 s\)"):
+        device.run_script("for i in $(seq 30); do echo $i; sleep 0.1; done", timeout_s=0.8)
+    assert time.monotonic() - started < 2.0
 
 
 def test_host_files_seen_through_the_device_are_the_same(device, tmp_path):

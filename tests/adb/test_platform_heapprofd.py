@@ -16,6 +16,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.convert import convert_trace
 from droidheap.device.adb import AdbDevice
+from droidheap.device.adb_shell import ANSWER_MAX_BYTES
 from droidheap.errors import DroidheapError
 from droidheap.platform_heapprofd import check_profileable, run_platform_session
 from droidheap.session import ProfileOptions
@@ -36,9 +37,9 @@ class RecordingAdbDevice(AdbDevice):
         super().__init__(serial=serial)
         self.commands.clear()  # what reading the device's facts ran
 
-    def run_script(self, script, timeout_s=30.0):
+    def run_script(self, script, timeout_s=30.0, max_output=ANSWER_MAX_BYTES):
         self.commands.append(script)
-        return super().run_script(script, timeout_s)
+        return super().run_script(script, timeout_s, max_output)
 
     def pull(self, remote, local):
         self.commands.append(f"pull {remote}")

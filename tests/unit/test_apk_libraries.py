@@ -140,6 +140,46 @@ def test_an_entry_that_claims_bytes_past_the_end_is_refused(tmp_path):
             .stored_entry(ENTRY)
 
 
+class HugeDirectoryApk:
+    """A device's APK of `size` bytes (zeros) whose end record gives a central directory of
+    `directory` bytes: one no host should read. Notes the largest read asked for."""
+
+    def __init__(self, size: int, directory: int, directory_offset: int = 0):
+        self.size = size
+        self.largest_read = 0
+        self.tail = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, 1, 1, directory,
+                                directory_offset or size - directory - 22, 0)
+
+    def file_size(self, remote):
+        return self.size
+
+    def read_range(self, remote, offset, size):
+        self.largest_read = max(self.largest_read, size)
+        assert size <= 16 << 20, f"the host asked the phone for {size} bytes at once"
+        data = bytearray(max(0, min(size, self.size - offset)))
+        tail_at = self.size - len(self.tail)
+        for i in range(max(offset, tail_at), min(offset + len(data), self.size)):
+            data[i - offset] = self.tail[i - tail_at]
+        return bytes(data)
+
+
+def test_a_zip_directory_larger_than_droidheapd_reads_is_refused_unread(tmp_path):
+    """As droidheapd refuses it (zip_entry.cc): 64 MiB holds the directory of any real APK."""
+    device = HugeDirectoryApk(size=300 << 20, directory=256 << 20)
+    warnings = []
+    assert fetch_device_files(device, [(LIBRARY, "ab" * 20)], tmp_path / "out",
+                              tmp_path / "cache", warnings) is None
+    assert warnings == [f"cannot read {ENTRY} from {APK}: its zip directory is 268435456 bytes, "
+                        "more than the 67108864 droidheap reads; its frames stay unnamed"]
+    assert device.largest_read < 1 << 20
+
+
+def test_a_zip64_file_is_refused_as_droidheapd_refuses_it():
+    device = HugeDirectoryApk(size=8 << 20, directory=0xffffffff, directory_offset=4096)
+    with pytest.raises(DroidheapError, match=r"not a readable zip file \(a zip64 file\)"):
+        ApkReader(lambda offset, size: device.read_range(APK, offset, size), device.size)
+
+
 def gradle_tree(program, root: pathlib.Path) -> pathlib.Path:
     """An app module's build directory as the Android Gradle plugin leaves it: the unstripped
     library, and the stripped copy it packed into the APK (same build id, smaller)."""

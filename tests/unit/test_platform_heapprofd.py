@@ -141,7 +141,7 @@ class StubDevice:
     def describe(self):
         return f"adb device stub (Pixel, arm64-v8a, SDK {self.facts.sdk}, {self.facts.build_type})"
 
-    def run(self, argv, timeout_s=30.0):
+    def run(self, argv, timeout_s=30.0, max_output=None):
         self.commands.append(list(argv))
         return self.answers[argv[0]]
 
@@ -233,10 +233,10 @@ class SimulatedDevice:
     def describe(self):
         return "adb device sim"
 
-    def run(self, argv, timeout_s=30.0):
+    def run(self, argv, timeout_s=30.0, max_output=None):
         return self.run_script(shlex.join(argv), timeout_s)
 
-    def run_script(self, script, timeout_s=30.0):
+    def run_script(self, script, timeout_s=30.0, max_output=None):
         self.commands.append(script)
         if "| perfetto --background" in script:
             self.alive = self.start.exit_code == 0
@@ -386,7 +386,7 @@ class ProcessListing:
         self.records = list(records)
         self.scripts: List[str] = []
 
-    def run_script(self, script, timeout_s=30.0):
+    def run_script(self, script, timeout_s=30.0, max_output=None):
         self.scripts.append(script)
         return ShellResult(0, self.records.pop(0) if self.records else "", "")
 

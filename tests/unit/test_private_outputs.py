@@ -1,8 +1,10 @@
 """What droidheap writes on this machine is its user's alone, whatever the umask (issue 41): heap
 profiles hold command lines, paths and symbols. Output files are 0600, the directories droidheap
-makes for them 0700, and so is the local device's root (its traces, its properties); its
-session lock is never opened through a link planted at its name."""
+makes for them 0700, and so are its caches' directories (symbols, device files) and the local
+device's root (its traces, its properties); its session lock is never opened through a link
+planted at its name."""
 import os
+import pathlib
 import stat
 
 import pytest
@@ -10,8 +12,11 @@ import pytest
 from droidheap.commands.output import prepare_output
 from droidheap.convert import convert_trace
 from droidheap.device.local import LocalDevice
+from droidheap.device_files import fetch_device_files
 from droidheap.errors import DroidheapError
+from droidheap.symbol_cache import SymbolCache
 from fixtures_trace import two_process_trace
+from test_device_files import LIB, FakeDevice
 
 
 @pytest.fixture
@@ -35,6 +40,21 @@ def test_outputs_are_their_owners_alone(tmp_path, open_umask):
     assert len(files) >= 4, files
     for path in files:
         assert _mode(path) == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_the_caches_are_their_owners_alone(program, tmp_path, open_umask, monkeypatch):
+    # A fresh machine's: no cache directory yet, not even XDG's.
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.delenv("DROIDHEAP_CACHE_DIR")
+    SymbolCache().store(program.build_id, [], {0x1000: []})
+    fetch_device_files(FakeDevice({LIB: program.path}), [(LIB, program.build_id)],
+                       tmp_path / "out")
+    directories = {path.relative_to(xdg): _mode(path)
+                   for path in [xdg, *xdg.rglob("*")] if path.is_dir()}
+    assert directories == dict.fromkeys(
+        map(pathlib.Path, [".", "droidheap", "droidheap/symbols", "droidheap/device-files",
+                           f"droidheap/device-files/{program.build_id}"]), 0o700)
 
 
 def test_the_local_devices_root_is_its_owners_alone(tmp_path, open_umask):
