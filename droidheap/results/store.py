@@ -9,8 +9,8 @@ cumulative). A dump is the indexes of its samples, or, where most are those of t
 its process's heap at the same places (as a rule: the daemon keeps its stacks in order), that
 dump's index ("base"), its length, and the places that differ ("at") with their samples. So the
 file grows with the trace, never with dumps x depth nor dumps x stacks. It is read as
-input like any other: decompression is capped, every field's type checked, every index bounded;
-damage is one DroidheapError.
+input like any other: decompression is capped, every field's type checked, every index bounded,
+the samples its dumps hold bounded by its size; damage is one DroidheapError.
 """
 import itertools
 import json
@@ -32,10 +32,13 @@ _VERSION = 2
 # Its JSON compresses 5 to 12 times; parsed, each byte costs several more (as a pprof's).
 _INFLATE_RATIO = 32
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
-# A dump that changed little since the one before is stored as its changes: a few bytes may
-# name every sample again. The dumps' samples, all told, are bounded (half a GiB of references;
-# the trace they came from would have been gigabytes).
-_MAX_PLACES = 1 << 26
+# A dump that changed little since the one before is stored as its changes: its ~250 bytes may
+# name every sample of that dump again, a reference (8 bytes) each once read. So the dumps'
+# samples, all told, are bounded by the file's inflated size: droidheap's own hold under one per
+# byte while the processes allocate, about five when an idle process of 20,000 call stacks is
+# dumped a thousand times unchanged, and 13 for one of 10,000 dumped every second for an hour. At
+# most 256 bytes of references per byte read.
+_PLACES_PER_BYTE = 32
 
 
 def write_results(results: Results, path: pathlib.Path,
@@ -122,8 +125,15 @@ def _samples(flat: List[int], stacks: List[CallStack]) -> List[StackSample]:
         map(stacks.__getitem__, indexes), *(flat[i::_SAMPLE_FIELDS] for i in range(1, 5)))))
 
 
+def _fits(length: int, room: int) -> None:
+    if length > room:
+        raise ValueError("its dumps hold more samples than its size could honestly hold")
+
+
 def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
-             source: str) -> Profile:
+             source: str, room: int) -> Profile:
+    """`room`: how many samples it may hold (the file's size bounds them, see _PLACES_PER_BYTE);
+    refused before they are allocated."""
     _typed(raw, dict, "a profile")
     indexes = _list(raw["samples"], int, "a sample index")
     if indexes and not 0 <= min(indexes) <= max(indexes) < len(samples):
@@ -131,7 +141,8 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Prof
     changed = list(map(samples.__getitem__, indexes))
     base = raw["base"]
     if base is None:
-        dump_samples = changed
+        dump_samples = changed  # made already: one per index the file holds
+        _fits(len(dump_samples), room)
     else:
         if not 0 <= _typed(base, int, "a base") < len(earlier):
             raise ValueError("a profile's base is not a profile before it")
@@ -141,6 +152,7 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Prof
         if not 0 <= length <= len(earlier[base].samples) + len(at) or len(at) != len(
                 changed) or at and not 0 <= min(at) <= max(at) < length:
             raise ValueError("a profile's changes are not places in it")
+        _fits(length, room)
         dump_samples = earlier[base].samples[:length]
         dump_samples += [None] * (length - len(dump_samples))
         for i, sample in zip(at, changed):
@@ -198,12 +210,10 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
             stacks.append(CallStack(map(locations.__getitem__, row)))
         samples = _samples(_list(raw["samples"], int, "a sample's figure"), stacks)
         profiles: List[Profile] = []
-        places = 0
+        room = _PLACES_PER_BYTE * len(text)
         for p in _list(raw["profiles"], dict, "a profile"):
-            profiles.append(_profile(p, samples, profiles, str(path)))
-            places += len(profiles[-1].samples)
-            if places > _MAX_PLACES:
-                raise ValueError(f"its dumps hold more than {_MAX_PLACES} samples in all")
+            profiles.append(_profile(p, samples, profiles, str(path), room))
+            room -= len(profiles[-1].samples)
         return Results(profiles, _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
         raise DroidheapError(f"{path} is damaged: {e}") from e

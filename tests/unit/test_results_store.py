@@ -18,7 +18,9 @@ from droidheap.errors import DroidheapError
 from droidheap.results import load
 from droidheap.results.load import SYMBOLIZED_TRACE, load_results
 from droidheap.results.report import build_report, report_json
-from droidheap.results.store import RESULTS_FILE, read_results
+from droidheap.results.model import Location, Profile, Results, StackSample
+from droidheap.results.sites import CallStack
+from droidheap.results.store import RESULTS_FILE, read_results, write_results
 from droidheap.trace import reader
 from fixtures_trace import APP, COARSE_NS, LIBC, TraceBuilder, two_process_trace
 from test_damaged_input import mutate, survives
@@ -171,6 +173,42 @@ def test_a_file_of_nothing_but_lists_is_refused(converted):
     path.write_bytes(gzip.compress(f"[{lists}]".encode()))
     with pytest.raises(DroidheapError, match="more lists than its size could honestly hold"):
         read_results(path)
+
+
+def test_dumps_that_repeat_another_past_what_the_file_could_hold_are_refused(tmp_path):
+    """A dump stored as "the same as dump 0" is ~250 bytes however many samples it names again:
+    a few KB of gzip could claim 2**26 of them, half a GiB once read, whatever the file's size.
+    Here 120 repeats of 100,000 samples (97 MB) from 1 KB: 39 per byte of its JSON, past 32."""
+    path = _two_dumps_one_sample_changed(tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    first = dict(data["profiles"][0], samples=[0] * 100_000)
+    data["profiles"] = [first] + [dict(first, base=0, length=100_000, at=[], samples=[])] * 120
+    _write(path, data)
+    assert path.stat().st_size < 2_000
+    with pytest.raises(DroidheapError) as error:
+        read_results(path)
+    assert str(error.value) == (f"{path} is damaged: its dumps hold more samples than its size "
+                                "could honestly hold")
+
+
+def test_an_idle_process_dumped_many_times_unchanged_is_read(tmp_path):
+    """The most samples per byte droidheap writes: dumps nothing happened in between, each
+    stored as its base and no changes (here 3,000 dumps of 2,000 call stacks: 6.5 per byte of
+    JSON; an idle process of 10,000 stacks dumped every second for an hour makes 13)."""
+    rng = random.Random("idle")
+    frames = [Location(f"f{i}", "a.cc", i, "/system/lib64/libc.so") for i in range(500)]
+    samples = [StackSample(CallStack(rng.choices(frames, k=8)), 1, 64, 1, 64)
+               for _ in range(2000)]
+    profiles = [Profile(pid=7, cmdline="app", heap="libc.malloc", dump_index=i,
+                        timestamp_ns=i * 10**9, sampling_interval_bytes=4096, samples=samples)
+                for i in range(3000)]
+    path = tmp_path / RESULTS_FILE
+    write_results(Results(profiles, []), path)
+    assert len(gzip.decompress(path.read_bytes())) * 6 < 3000 * 2000
+    first, *rest = read_results(path).profiles
+    assert first.samples == samples and len(rest) == 2999
+    # The same StackSamples: compared by identity, in a tenth of a second.
+    assert all(map(list.__eq__, (p.samples for p in rest), [first.samples] * 2999))
 
 
 def test_a_damaged_file_is_read_or_refused_in_one_line(converted):
