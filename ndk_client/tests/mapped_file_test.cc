@@ -1,12 +1,16 @@
 // OpenMappedFile: what a profiled process may put at the path its maps name. The mapped file itself
 // opens, as a maps line identifies it (the daemon's real case: this binary's own text mapping);
-// a FIFO is refused without blocking, a symbolic link is not followed, and a file of another inode
-// or device is not the mapped one.
+// a FIFO is refused without blocking, a symbolic link is not followed at any component, a FIFO
+// reached through a directory swapped for a link is not even opened (its blocked writer sleeps on),
+// a path not canonical is refused, and a file of another inode or device is not the mapped one.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <string>
@@ -94,16 +98,111 @@ void TestAFifoIsRefusedWithoutBlocking(const std::string& dir) {
   unlink(fifo.c_str());
 }
 
+void TestALinkAsADirectoryOfThePathIsNotFollowed(const std::string& dir) {
+  const std::string real = dir + "/real", link = dir + "/link";
+  CHECK(mkdir(real.c_str(), 0700) == 0);
+  FILE* f = fopen((real + "/lib.so").c_str(), "w");
+  CHECK(f != nullptr && fclose(f) == 0);
+  CHECK(symlink("real", link.c_str()) == 0);
+  const MappedFileId id = IdOf(real + "/lib.so");
+  CHECK(Opens(real + "/lib.so", id));
+  // The same file, its identity right, but reached through a link: the link could as well have
+  // led anywhere by the time the daemon looked.
+  CHECK(!Opens(link + "/lib.so", id));
+  unlink(link.c_str());
+  unlink((real + "/lib.so").c_str());
+  rmdir(real.c_str());
+}
+
+// The state letter of process `pid` in /proc/PID/stat ('S' while it sleeps, in open() here).
+char ProcessState(pid_t pid) {
+  FILE* f = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  char state = '?';
+  if (f != nullptr) {
+    if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1) state = '?';
+    fclose(f);
+  }
+  return state;
+}
+
+void SleepMs(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&t, nullptr);
+}
+
+void TestAFifoBehindASwappedDirectoryIsNotOpened(const std::string& dir) {
+  // The process mapped DIR/lib/lib.so, then made DIR/lib a link to a directory holding a FIFO of
+  // the same name, with a writer blocked in open(): opening the FIFO, even O_NONBLOCK and at once
+  // closed, would wake it. The id is the FIFO's own, as if the process had mapped it.
+  const std::string elsewhere = dir + "/elsewhere", lib = dir + "/lib";
+  const std::string fifo = elsewhere + "/lib.so";
+  CHECK(mkdir(elsewhere.c_str(), 0700) == 0 && mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(symlink("elsewhere", lib.c_str()) == 0);
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  const pid_t writer = fork();
+  CHECK(writer >= 0);
+  if (writer == 0) {
+    close(ready[0]);
+    CHECK(write(ready[1], "o", 1) == 1);
+    open(fifo.c_str(), O_WRONLY);
+    _exit(0);  // woken
+  }
+  close(ready[1]);
+  char byte;
+  CHECK(read(ready[0], &byte, 1) == 1);
+  close(ready[0]);
+  // Past its write, the writer sleeps only in open().
+  for (int i = 0; i < 500 && ProcessState(writer) != 'S'; ++i) SleepMs(10);
+  CHECK(ProcessState(writer) == 'S');
+  SleepMs(50);
+  CHECK(!Opens(lib + "/lib.so", IdOf(fifo)));
+  SleepMs(200);
+  int status;
+  CHECK(waitpid(writer, &status, WNOHANG) == 0);  // still blocked in open()
+  kill(writer, SIGKILL);
+  CHECK(waitpid(writer, &status, 0) == writer);
+  unlink(lib.c_str());
+  unlink(fifo.c_str());
+  rmdir(elsewhere.c_str());
+}
+
+void TestAPathNotAsTheKernelPrintsItIsRefused(const std::string& dir) {
+  const std::string sub = dir + "/sub", path = dir + "/lib.so";
+  CHECK(mkdir(sub.c_str(), 0700) == 0);
+  FILE* f = fopen(path.c_str(), "w");
+  CHECK(f != nullptr && fclose(f) == 0);
+  const MappedFileId id = IdOf(path);
+  CHECK(Opens(path, id));
+  // Each names the very file, its identity right.
+  CHECK(!Opens(sub + "/../lib.so", id));
+  CHECK(!Opens(dir + "/./lib.so", id));
+  CHECK(!Opens(dir + "//lib.so", id));
+  CHECK(chdir(dir.c_str()) == 0);
+  CHECK(!Opens("lib.so", id));
+  CHECK(chdir("/") == 0);
+  unlink(path.c_str());
+  rmdir(sub.c_str());
+}
+
 }  // namespace
 
 int main() {
-  char dir[] = "/tmp/mapped_file_test.XXXXXX";
-  CHECK(mkdtemp(dir) != nullptr);
+  char temp[] = "/tmp/mapped_file_test.XXXXXX";
+  CHECK(mkdtemp(temp) != nullptr);
+  // As a maps line names it: canonical, whatever links lead to the temporary directory.
+  char* real_temp = realpath(temp, nullptr);
+  CHECK(real_temp != nullptr);
+  const std::string dir = real_temp;
+  free(real_temp);
   TestTheMappedFileOpensAsItsMapsLineNamesIt();
   TestARegularFileOfAnotherIdentityIsRefused(dir);
   TestASymbolicLinkIsNotFollowed(dir);
   TestAFifoIsRefusedWithoutBlocking(dir);
-  rmdir(dir);
+  TestALinkAsADirectoryOfThePathIsNotFollowed(dir);
+  TestAFifoBehindASwappedDirectoryIsNotOpened(dir);
+  TestAPathNotAsTheKernelPrintsItIsRefused(dir);
+  rmdir(dir.c_str());
   printf("mapped_file_test: ok\n");
   return 0;
 }
