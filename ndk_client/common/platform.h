@@ -42,6 +42,12 @@ static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64 (CMakeLists
 #define F_SEAL_GROW 0x0004
 #endif
 
+// lseek's SEEK_HOLE (Linux 3.1): bionic declares it only for _GNU_SOURCE builds, which the NDK's
+// clang is not (g++ is, for glibc).
+#ifndef SEEK_HOLE
+#define SEEK_HOLE 4
+#endif
+
 #if defined(__GLIBC__)
 extern "C" void* __libc_stack_end;  // glibc's loader: the stack pointer the program started with
 #endif

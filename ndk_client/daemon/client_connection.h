@@ -60,6 +60,8 @@ struct ClientConnection {
 
   // Worker state.
   bool socket_closed = false;
+  // Its socket held more wake-up bytes than a round reads: not polled until then (MonotonicUs).
+  uint64_t socket_quiet_until_us = 0;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // ended at the session's memory cap
   // Ended for keeping the worker from reading its buffer up to a mark within its budget: a dump's

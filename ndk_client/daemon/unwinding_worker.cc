@@ -81,6 +81,12 @@ UnwindingWorker::UnwindingWorker(const DaemonConfig& config, SnapshotSink* sink,
   }
 }
 
+uint64_t UnwindingWorker::ElfCacheBytes(const DaemonConfig& config) {
+  if (config.max_memory_bytes == 0) return ElfCache::kDefaultMaxBytes;
+  constexpr uint64_t kLeast = uint64_t{16} << 20;
+  return std::max(kLeast, config.max_memory_bytes / 4 / std::max(1, config.workers));
+}
+
 UnwindingWorker::~UnwindingWorker() {
   Join();
   if (stack_log_fd_ >= 0) close(stack_log_fd_);
@@ -152,6 +158,7 @@ void UnwindingWorker::Run() {
   while (!stopping_) {
     fds.clear();
     fds.push_back({wake_pipe_[0], POLLIN, 0});
+    const uint64_t now_us = MonotonicUs();
     bool written = false;
     for (auto& client : clients_) {
       // Ask for a wake-up byte before sleeping; records written after this are signalled.
@@ -165,7 +172,8 @@ void UnwindingWorker::Run() {
       // gather into a batch: read at once, right behind the writer, the lines it writes next kept
       // moving to the reader's core (the program's CPU +17%).
       written |= !client->socket_closed && client->buffer->bytes_pending() != 0;
-      fds.push_back({client->socket_closed ? -1 : client->sock, POLLIN, 0});
+      const bool quiet = client->socket_quiet_until_us > now_us;
+      fds.push_back({client->socket_closed || quiet ? -1 : client->sock, POLLIN, 0});
     }
     poll(fds.data(), fds.size(),
          behind_ ? 0 : awaiting_commit_ || written ? kCommitWaitMs : kPollTimeoutMs);
@@ -200,8 +208,13 @@ void UnwindingWorker::Run() {
 }
 
 void UnwindingWorker::ReadSocket(ClientConnection* client) {
+  // A client sends a byte when it finds the worker asleep, and each of its threads waiting for room
+  // in a full buffer one every 100 us: a busy process's may pile up, a hostile one's flood the
+  // socket. A round reads this much; past it, the socket is left unpolled until the worker's next
+  // timed look, when a client is drained anyway (what it sends is a wake-up, nothing more).
+  constexpr int kReadsPerRound = 4;
   char bytes[4096];
-  for (;;) {
+  for (int i = 0; i < kReadsPerRound; ++i) {
     ssize_t n = recv(client->sock, bytes, sizeof(bytes), MSG_DONTWAIT);
     if (n > 0) continue;
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -209,6 +222,7 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
     }
     return;
   }
+  client->socket_quiet_until_us = MonotonicUs() + kPollTimeoutMs * 1000;
 }
 
 bool UnwindingWorker::DrainClosing(ClientConnection* client) {
@@ -329,6 +343,9 @@ bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
                    client->stack_cache.memory_bytes() +
                    client->published_matches.capacity() * sizeof(ClientConnection::PublishedMatch);
   for (const auto& [number, custom] : client->custom_heaps) bytes += custom.tracker.memory_bytes();
+  const uint64_t cache = elf_cache_.memory_bytes();
+  session_bytes_->fetch_add(cache - elf_cache_booked_, std::memory_order_relaxed);
+  elf_cache_booked_ = cache;
   const uint64_t session = session_bytes_->fetch_add(bytes - client->booked_bytes,
                                                      std::memory_order_relaxed) +
                            bytes - client->booked_bytes;

@@ -137,7 +137,11 @@ class UnwindingWorker {
 
   // Owned by the worker thread.
   std::vector<std::unique_ptr<ClientConnection>> clients_;
-  ElfCache elf_cache_;
+  // What the worker may hold of the files its processes map: a quarter of the session's memory
+  // cap shared by the workers (ElfCache's default without a cap), counted into session_bytes_.
+  static uint64_t ElfCacheBytes(const DaemonConfig& config);
+  ElfCache elf_cache_{ElfCacheBytes(config_)};
+  uint64_t elf_cache_booked_ = 0;  // of elf_cache_'s bytes, in session_bytes_
   DwarfUnwinder unwinder_{&elf_cache_};
   RemoteMemory remote_memory_;  // each unwind's reads of its process past the stack copy
   // A drain of the last round stopped at a limit: the next poll does not wait.

@@ -112,16 +112,10 @@ std::vector<uint64_t> WriteZip(const std::string& path, const std::vector<ZipMem
   return data_offsets;
 }
 
-MappedFileId IdOf(const std::string& path) {
-  struct stat st;
-  CHECK(stat(path.c_str(), &st) == 0);
-  return {major(st.st_dev), minor(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-}
-
 // The maps lines a linker writes for `elf`'s PT_LOADs when it maps the ELF file found at
 // `elf_offset` of the file at `path`.
 std::string MapsOf(const std::string& path, const ElfInfo& elf, uint64_t elf_offset) {
-  const MappedFileId id = IdOf(path);
+  const MappedFileId id = FileIdOf(path);
   std::string text;
   for (const ElfInfo::Segment& s : elf.loads) {
     const uint64_t start = kBase + (s.vaddr & ~0xfffull);
@@ -137,14 +131,6 @@ std::string MapsOf(const std::string& path, const ElfInfo& elf, uint64_t elf_off
   return text;
 }
 
-uintptr_t g_load_bias = 0;
-
-// This program's load bias: its own functions' ELF addresses are their addresses less it.
-int FindLoadBias(struct dl_phdr_info* info, size_t, void*) {
-  g_load_bias = info->dlpi_addr;
-  return 1;  // the program comes first
-}
-
 struct Fixture {
   std::string self_path;
   std::string self_bytes;
@@ -155,17 +141,14 @@ struct Fixture {
 
 Fixture MakeFixture() {
   Fixture f;
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  CHECK(n > 0);
-  f.self_path.assign(path, static_cast<size_t>(n));
+  f.self_path = ProgramPath();
   f.self_bytes = ReadWholeFile(f.self_path.c_str());
   ElfCache cache;
-  f.self_elf = cache.Get(f.self_path, IdOf(f.self_path), 0);
+  f.self_elf = cache.Get(f.self_path, FileIdOf(f.self_path), 0);
   CHECK(f.self_elf.valid && !f.self_elf.build_id.empty() && f.self_elf.location.offset == 0);
-  dl_iterate_phdr(FindLoadBias, nullptr);
-  f.function_vaddr = reinterpret_cast<uintptr_t>(&MakeFixture) - g_load_bias + 4;
-  const droidheap::CfiTable* cfi = cache.Cfi(f.self_path, IdOf(f.self_path), 0);
+  f.function_vaddr = reinterpret_cast<uintptr_t>(&MakeFixture) -
+      LoadBiasOf(reinterpret_cast<uintptr_t>(&MakeFixture)) + 4;
+  const droidheap::CfiTable* cfi = cache.Cfi(f.self_path, FileIdOf(f.self_path), 0);
   CHECK(cfi != nullptr && cfi->FindRow(f.function_vaddr, &f.self_row));
   return f;
 }
@@ -252,12 +235,37 @@ void TestAnElfCutShortInItsEntryIsReadOnlyThere(const Fixture& f, const std::str
   const std::vector<uint64_t> offsets =
       WriteZip(apk, {{kLibraryEntry, head}, {"after", f.self_bytes}});
   ElfCache cache;
-  const ElfInfo& info = cache.Get(apk, IdOf(apk), offsets[0]);
+  const ElfInfo& info = cache.Get(apk, FileIdOf(apk), offsets[0]);
   CHECK(info.valid && info.location.size == head.size());
-  const droidheap::CfiTable* cfi = cache.Cfi(apk, IdOf(apk), offsets[0]);
+  const droidheap::CfiTable* cfi = cache.Cfi(apk, FileIdOf(apk), offsets[0]);
   CfiRow row;
   CHECK(cfi == nullptr || !cfi->FindRow(f.function_vaddr, &row) ||
         f.function_vaddr < head.size());
+}
+
+uint64_t BytesReadSoFar() {
+  const std::string io = ReadWholeFile("/proc/self/io");
+  const size_t at = io.find("rchar:");
+  CHECK(at != std::string::npos);
+  return strtoull(io.c_str() + at + 6, nullptr, 10);
+}
+
+// A process maps one APK with a large directory at 250 offsets, none of them a library's: the
+// directory is read once, not once per offset, and its problem is told once.
+void TestAnApkMappedAtManyOffsetsIsReadOnce(const std::string& apk) {
+  std::vector<ZipMember> members;
+  for (int i = 0; i < 20000; ++i) {
+    members.push_back({"res/" + std::string(80, 'n') + std::to_string(i), "x", 0, 1});
+  }
+  WriteZip(apk, members);
+  const uint64_t directory_size = 20000 * (46 + 85);
+  ElfCache cache;
+  const uint64_t before = BytesReadSoFar();
+  for (uint64_t page = 0; page < 250; ++page) {
+    CHECK(!cache.Get(apk, FileIdOf(apk), page * 4096).valid);
+  }
+  CHECK(BytesReadSoFar() - before < 2 * directory_size);
+  CHECK(cache.TakeProblems().size() == 1);
 }
 
 // A file that is neither ELF nor zip is nothing to tell of.
@@ -267,7 +275,7 @@ void TestOtherFilesAreNoProblem(const std::string& path) {
   fputs("just text, longer than an end-of-directory record\n", out);
   fclose(out);
   ElfCache cache;
-  CHECK(!cache.Get(path, IdOf(path), 0).valid);
+  CHECK(!cache.Get(path, FileIdOf(path), 0).valid);
   CHECK(cache.TakeProblems().empty());
 }
 
@@ -281,6 +289,7 @@ int main() {
   TestALibraryStoredInAnApkIsReadThere(fixture, apk);
   TestEntriesNoLinkerMapsAreRefused(fixture, apk);
   TestAnElfCutShortInItsEntryIsReadOnlyThere(fixture, apk);
+  TestAnApkMappedAtManyOffsetsIsReadOnce(apk);
   TestOtherFilesAreNoProblem(std::string(dir) + "/notes.txt");
   unlink(apk.c_str());
   unlink((std::string(dir) + "/notes.txt").c_str());

@@ -398,8 +398,9 @@ int CheckElfFile(const char* path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   CHECK(fd >= 0 && fstat(fd, &st) == 0);
   MappedFileId id{major(st.st_dev), minor(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  droidheap::ReadAllowance allowance(UINT64_MAX);
   std::unique_ptr<CfiFile> cfi =
-      CfiFile::Open(path, id, {0, static_cast<uint64_t>(st.st_size), ""});
+      CfiFile::Open(path, id, {0, static_cast<uint64_t>(st.st_size), ""}, &allowance);
   CHECK(cfi != nullptr && cfi->exidx() != nullptr);
   const ArmExidxTable& table = *cfi->exidx();
   void* mapped = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -126,29 +126,6 @@ bool LoadSelf(SelfElf* self) {
   return true;
 }
 
-// The load bias of the object whose loadable segment holds `address`: this binary's, for one of its
-// functions. Not simply the first object listed: glibc lists the executable first, bionic its
-// linker.
-uint64_t LoadBiasOf(uintptr_t address) {
-  struct Search {
-    uintptr_t address;
-    uint64_t bias;
-  } search{address, 0};
-  dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
-    auto* s = static_cast<Search*>(out);
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-      const auto& ph = info->dlpi_phdr[i];
-      const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
-      if (ph.p_type == PT_LOAD && s->address >= start && s->address - start < ph.p_memsz) {
-        s->bias = info->dlpi_addr;
-        return 1;
-      }
-    }
-    return 0;
-  }, &search);
-  return search.bias;
-}
-
 bool SameRow(const CfiRow& a, const CfiRow& b) {
   if (a.cfa.is_expression != b.cfa.is_expression || a.cfa.reg != b.cfa.reg ||
       a.cfa.offset != b.cfa.offset || a.cfa.expression != b.cfa.expression ||

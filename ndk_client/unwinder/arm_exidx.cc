@@ -14,14 +14,15 @@ constexpr uint32_t kCompactBit = 0x80000000u;
 
 ArmExidxTable::ArmExidxTable(const uint8_t* data, size_t size, uint64_t exidx_offset,
                              uint64_t exidx_size, uint64_t exidx_vaddr,
-                             std::vector<Segment> loads)
-    : data_(data), size_(size), loads_(std::move(loads)) {
+                             std::vector<Segment> loads, uint64_t data_offset)
+    : data_(data), size_(size), data_offset_(data_offset), loads_(std::move(loads)) {
   // EHABI exists for 32-bit files only: a table beyond 4 GiB of address space is not one.
-  if (exidx_offset > size || exidx_size > size - exidx_offset || exidx_vaddr > 0xffffffffu ||
+  if (exidx_offset < data_offset || exidx_offset - data_offset > size ||
+      exidx_size > size - (exidx_offset - data_offset) || exidx_vaddr > 0xffffffffu ||
       exidx_vaddr + exidx_size > 0x100000000ull) {
     return;
   }
-  exidx_offset_ = exidx_offset;
+  exidx_offset_ = exidx_offset - data_offset;
   exidx_vaddr_ = static_cast<uint32_t>(exidx_vaddr);
   count_ = static_cast<size_t>(exidx_size / 8);
 }
@@ -42,7 +43,9 @@ bool ArmExidxTable::OffsetOf(uint64_t vaddr, uint64_t length, uint64_t* offset) 
   for (const Segment& s : loads_) {
     if (vaddr >= s.vaddr && vaddr - s.vaddr <= s.file_size &&
         length <= s.file_size - (vaddr - s.vaddr)) {
-      *offset = s.offset + (vaddr - s.vaddr);
+      const uint64_t file_offset = s.offset + (vaddr - s.vaddr);
+      if (file_offset < data_offset_) return false;
+      *offset = file_offset - data_offset_;
       return *offset <= size_ && length <= size_ - *offset;
     }
   }

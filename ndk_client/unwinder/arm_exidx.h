@@ -4,7 +4,7 @@
 // compact entry (personality 0) or a prel31 reference to an .ARM.extab entry. Finding a pc's entry
 // yields the unwind instruction bytes that arm_unwind_program.h executes.
 //
-// A read-only view over the bytes of a file mapped by its CfiFile (which owns both); built once per
+// A read-only view over bytes of a file that its CfiFile read (and owns with it); built once per
 // file and used by the unwinding worker that owns that file's ElfCache (not thread-safe, no state
 // changes after construction). The file belongs to the profiled app: every offset is checked to lie
 // in the file and in a loadable segment, and a malformed entry yields kMalformed, never a read out
@@ -56,22 +56,24 @@ class ArmExidxTable {
     bool executable;
   };
 
-  // `data`/`size`: the whole file. `exidx_offset`/`exidx_size`/`exidx_vaddr`: PT_ARM_EXIDX's.
-  // An empty table when the segment does not lie inside the file.
+  // `data`/`size`: the file's bytes from its offset `data_offset` (the table and the .ARM.extab
+  // entries it names; an entry outside them is kMalformed). `exidx_offset`/`exidx_size`/
+  // `exidx_vaddr`: PT_ARM_EXIDX's. An empty table when the segment does not lie inside `data`.
   ArmExidxTable(const uint8_t* data, size_t size, uint64_t exidx_offset, uint64_t exidx_size,
-                uint64_t exidx_vaddr, std::vector<Segment> loads);
+                uint64_t exidx_vaddr, std::vector<Segment> loads, uint64_t data_offset = 0);
 
   // The entry covering `elf_pc`, an address in the ELF's address space (Thumb bit clear; for a
   // return address the caller passes return address - 1).
   ArmExidxEntry Find(uint64_t elf_pc) const;
 
   size_t entry_count() const { return count_; }
+  size_t memory_bytes() const { return loads_.capacity() * sizeof(Segment); }
   // The function start of entry `i` (< entry_count()), Thumb bit clear.
   uint32_t FunctionStart(size_t i) const;
 
  private:
-  // The file offset of `length` bytes at ELF address `vaddr`, inside one loadable segment; false
-  // when no segment holds them all.
+  // Where `length` bytes at ELF address `vaddr` lie in data_, inside one loadable segment; false
+  // when no segment holds them all, or data_ does not.
   bool OffsetOf(uint64_t vaddr, uint64_t length, uint64_t* offset) const;
   uint32_t Word(uint64_t offset) const;  // a checked offset's little-endian word
   ArmExidxEntry ReadExtab(uint32_t extab_vaddr) const;
@@ -80,7 +82,8 @@ class ArmExidxTable {
 
   const uint8_t* data_;
   size_t size_;
-  uint64_t exidx_offset_ = 0;
+  uint64_t data_offset_;   // the file offset of data_[0]
+  uint64_t exidx_offset_ = 0;  // in data_
   uint32_t exidx_vaddr_ = 0;
   size_t count_ = 0;
   std::vector<Segment> loads_;

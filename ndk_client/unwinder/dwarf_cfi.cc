@@ -81,8 +81,13 @@ std::vector<CfiTable::FdeIndexEntry> CfiTable::IndexSection(bool debug_frame) co
     if (!cfi::ReadEntryHeader(section, debug_frame, offset, &header)) break;
     offset = header.end;
     if (header.zero_terminator) {
-      // .eh_frame ends at its terminator (LSB); in .debug_frame a zero length is only padding.
+      // .eh_frame ends at its terminator (LSB); in .debug_frame a zero length is only padding,
+      // passed over here a word at a time without parsing it as an entry.
       if (!debug_frame) break;
+      static constexpr uint8_t kZeroWord[4] = {};
+      while (offset + 4 <= section.size && memcmp(section.data + offset, kZeroWord, 4) == 0) {
+        offset += 4;
+      }
       continue;
     }
     if (header.is_cie) continue;

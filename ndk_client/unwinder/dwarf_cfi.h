@@ -75,6 +75,10 @@ class CfiTable {
   bool FindRow(uint64_t elf_pc, CfiRow* row) const;
 
   bool empty() const;
+  // What its indexes hold (the sections' bytes are the caller's).
+  size_t memory_bytes() const {
+    return (index_.capacity() + debug_index_.capacity()) * sizeof(FdeIndexEntry);
+  }
 
  private:
   struct FdeIndexEntry {

@@ -45,9 +45,7 @@ const DwarfUnwinder::CachedRow& DwarfUnwinder::FindRow(const CfiTable* table, ui
   }
   ++stats_.row_cache_misses;
   if (row_cache_.size() >= kMaxCachedRows) {
-    row_cache_.clear();
-    rule_pool_.clear();
-    std::fill(frame_hits_.begin(), frame_hits_.end(), FrameHit{});
+    ForgetRows();
   }
   CachedRow cached;
   CfiRow row;
@@ -369,6 +367,12 @@ void DwarfUnwinder::NoteStep(const RegisterLayout& layout, const CachedRow* row,
   }
 }
 
+void DwarfUnwinder::ForgetRows() {
+  row_cache_.clear();
+  rule_pool_.clear();
+  std::fill(frame_hits_.begin(), frame_hits_.end(), FrameHit{});
+}
+
 void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial_regs,
                            uint64_t stack_top, const StackMemory& memory, ProcessMaps* maps,
                            int maps_fd, size_t max_frames, UnwindResult* result,
@@ -377,6 +381,21 @@ void DwarfUnwinder::Unwind(const RegisterLayout& layout, const uint64_t* initial
   result->maps.clear();
   result->error = UnwindError::kNone;
   result->maps_reloaded = false;
+  // The rows and frame hits point into the ElfCache's tables, which it may drop here.
+  elf_cache_->BeginUnwind();
+  if (elf_cache_->generation() != elf_generation_) {
+    elf_generation_ = elf_cache_->generation();
+    ForgetRows();
+  }
+  UnwindFrames(layout, initial_regs, stack_top, memory, maps, maps_fd, max_frames, result, inputs);
+  // A stack unwound without tables that were put off unwinds otherwise once they are read.
+  if (inputs != nullptr && elf_cache_->deferred()) inputs->complete = false;
+}
+
+void DwarfUnwinder::UnwindFrames(const RegisterLayout& layout, const uint64_t* initial_regs,
+                                 uint64_t stack_top, const StackMemory& memory,
+                                 ProcessMaps* maps, int maps_fd, size_t max_frames,
+                                 UnwindResult* result, UnwindInputs* inputs) {
   uint64_t regs[kMaxRegisters];
   // A 32-bit process's registers are 32 bits wide, whatever a record's upper halves say.
   if (layout.word_size == 8) {

@@ -143,6 +143,12 @@ class DwarfUnwinder {
     }
   };
   enum class Step { kNext, kEnd, kFailed };
+  // Unwind's frames, once the caches are known to hold.
+  void UnwindFrames(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
+                    const StackMemory& memory, ProcessMaps* maps, int maps_fd, size_t max_frames,
+                    UnwindResult* result, UnwindInputs* inputs);
+  // Empties the row cache and the frame hits that point into it.
+  void ForgetRows();
   // Notes in `inputs` what the step about to be taken uses and where the registers it sets come
   // from. Follows StepInPlace and StepWithFramePointer; any other step leaves the inputs
   // incomplete.
@@ -180,6 +186,7 @@ class DwarfUnwinder {
                             const StackMemory& memory, uint64_t* regs, UnwindError* error);
 
   ElfCache* elf_cache_;
+  uint64_t elf_generation_ = 0;  // of the tables the rows were found in
   Stats stats_;
   std::unordered_map<RowKey, CachedRow, RowKeyHash> row_cache_;
   std::vector<PooledRule> rule_pool_;  // cleared with row_cache_

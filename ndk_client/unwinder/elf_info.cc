@@ -5,9 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/platform.h"
 #include "unwinder/registers.h"
-#include "unwinder/zip_entry.h"
 
 namespace droidheap {
 namespace {
@@ -20,17 +21,6 @@ struct Elf32 {
 struct Elf64 {
   using Ehdr = Elf64_Ehdr;
   using Phdr = Elf64_Phdr;
-};
-
-// The bytes of an ELF file inside the mapped file: every read checked to stay inside it.
-struct ElfBytes {
-  int fd;
-  ElfLocation location;
-
-  bool Read(uint64_t offset, void* out, uint64_t size) const {
-    return offset <= location.size && size <= location.size - offset &&
-           ReadFileAt(fd, location.offset + offset, out, static_cast<size_t>(size));
-  }
 };
 
 std::string FindBuildId(const ElfBytes& file, uint64_t offset, uint64_t size) {
@@ -86,21 +76,27 @@ bool HasKnownElfAt(int fd, uint64_t offset) {
          IsKnownElf(start.e_ident, start.e_machine);
 }
 
-// Where the ELF file that a mapping at `mapping_offset` maps lies: the whole file when it is one,
-// else an APK's stored entry holding that offset.
-bool LocateElf(int fd, uint64_t file_size, uint64_t mapping_offset, ElfInfo* info) {
-  if (HasKnownElfAt(fd, 0)) {
-    info->location = {0, file_size, ""};
-    return true;
+// The headers of the ELF file at `location` of the file read through `fd`.
+ElfInfo ReadHeadersAt(int fd, const ElfLocation& location) {
+  ElfInfo info;
+  info.location = location;
+  const ElfBytes file{fd, location};
+  Elf32_Ehdr start;
+  if (!file.Read(0, &start, sizeof(start))) return info;
+  if (start.e_ident[EI_CLASS] == ELFCLASS64) {
+    ReadHeaders<Elf64>(file, &info);
+  } else {
+    ReadHeaders<Elf32>(file, &info);
   }
-  ZipEntry entry;
-  if (!FindStoredEntry(fd, file_size, mapping_offset, &entry, &info->problem)) return false;
-  if (!HasKnownElfAt(fd, entry.data_offset)) {
-    info->problem = "a zip entry that holds no ELF file of a known ABI";
-    return false;
-  }
-  info->location = {entry.data_offset, entry.size, entry.name};
-  return true;
+  return info;
+}
+
+// What a File's map nodes and an Elf's strings hold, roughly: enough to bound a process that maps
+// one file at a million offsets.
+constexpr uint64_t kNodeBytes = 64;
+
+uint64_t BytesOf(const ElfInfo& info) {
+  return kNodeBytes + sizeof(ElfInfo) + info.build_id.capacity() + info.location.entry.capacity() + info.loads.capacity() * sizeof(ElfInfo::Segment);
 }
 
 }  // namespace
@@ -143,45 +139,111 @@ bool IsKnownElf(const unsigned char* ident, uint16_t machine) {
   return false;
 }
 
-ElfInfo ReadElfInfo(const std::string& path, const MappedFileId& id, uint64_t mapping_offset) {
-  ElfInfo info;
-  uint64_t file_size = 0;
-  int fd = OpenMappedFile(path, id, &file_size);
-  if (fd < 0) return info;
-  if (LocateElf(fd, file_size, mapping_offset, &info)) {
-    const ElfBytes file{fd, info.location};
-    Elf32_Ehdr start;
-    file.Read(0, &start, sizeof(start));
-    if (start.e_ident[EI_CLASS] == ELFCLASS64) {
-      ReadHeaders<Elf64>(file, &info);
-    } else {
-      ReadHeaders<Elf32>(file, &info);
-    }
+ElfCache::Elf& ElfCache::Lookup(const std::string& path, const MappedFileId& id,
+                                uint64_t mapping_offset) {
+  Key key(path, id);
+  auto found = files_.find(key);
+  if (found == files_.end()) {
+    found = files_.emplace(key, File()).first;
+    Count(&found->second, static_cast<int64_t>(sizeof(File) + kNodeBytes + path.capacity()));
   }
-  close(fd);
-  return info;
+  File* file = &found->second;
+  file->last_used = ++uses_;
+  auto known = file->by_mapping.find(mapping_offset);
+  if (known != file->by_mapping.end()) return *known->second;
+  Elf& elf = Locate(found->first, file, mapping_offset);
+  if (&elf == &put_off_) return elf;
+  file->by_mapping.emplace(mapping_offset, &elf);
+  Count(file, kNodeBytes);
+  return elf;
 }
 
-ElfCache::Entry& ElfCache::Lookup(const std::string& path, const MappedFileId& id,
-                                  uint64_t mapping_offset) {
-  Key mapping_key = std::make_tuple(path, id, mapping_offset);
-  auto known = by_mapping_.find(mapping_key);
-  if (known != by_mapping_.end()) return *known->second;
-  ElfInfo info = ReadElfInfo(path, id, mapping_offset);
-  // An ELF file once per location, whichever of its mappings came first; what is no ELF file
-  // once per mapping.
-  const uint64_t offset = info.valid ? info.location.offset : mapping_offset;
-  if (!info.problem.empty()) {
-    char where[32];
-    snprintf(where, sizeof(where), "%#llx", static_cast<unsigned long long>(mapping_offset));
-    problems_.push_back(path + " at offset " + where + ": " + info.problem +
-                        ", which no linker maps: its frames are named for the file");
+ElfCache::Elf& ElfCache::Locate(const Key& key, File* file, uint64_t mapping_offset) {
+  // A file that is one ELF file has it at offset 0 (the least key) for every mapping.
+  if (file->kind == Kind::kElf) return file->elves.begin()->second;
+  ElfInfo info;
+  uint64_t file_size = 0;
+  const int fd = OpenMappedFile(key.first, key.second, &file_size);
+  if (fd >= 0) {
+    if (file->kind == Kind::kUnknown) Classify(key, file, fd, file_size, mapping_offset);
+    if (file->kind == Kind::kUnknown) {
+      close(fd);
+      return put_off_;
+    }
+    ZipEntry entry;
+    std::string why;
+    if (file->kind == Kind::kElf) {
+      info = ReadHeadersAt(fd, {0, file_size, ""});
+    } else if (file->kind != Kind::kZip) {
+      // Neither: no ELF file.
+    } else if (!file->zip.FindStoredEntry(fd, file_size, mapping_offset, &entry, &why)) {
+      Tell(key, file, mapping_offset, why);
+    } else if (!HasKnownElfAt(fd, entry.data_offset)) {
+      Tell(key, file, mapping_offset, "a zip entry that holds no ELF file of a known ABI");
+    } else {
+      auto known = file->elves.find(entry.data_offset);
+      if (known != file->elves.end() && known->second.info.valid) {
+        close(fd);
+        return known->second;
+      }
+      info = ReadHeadersAt(fd, {entry.data_offset, entry.size, std::move(entry.name)});
+    }
+    close(fd);
   }
-  auto inserted = entries_.emplace(std::make_tuple(path, id, offset), Entry());
-  if (inserted.second) inserted.first->second.info = std::move(info);
-  Entry* entry = &inserted.first->second;
-  by_mapping_.emplace(std::move(mapping_key), entry);
-  return *entry;
+  // An ELF file once per location; what is no ELF file once per mapping.
+  const uint64_t offset = info.valid ? info.location.offset : mapping_offset;
+  Elf& elf = file->elves[offset];
+  Count(file, -static_cast<int64_t>(BytesOf(elf.info)));
+  elf.info = std::move(info);
+  Count(file, static_cast<int64_t>(BytesOf(elf.info)));
+  if (file->kind == Kind::kElf && !elf.info.valid) file->kind = Kind::kNeither;
+  return elf;
+}
+
+void ElfCache::Classify(const Key& key, File* file, int fd, uint64_t file_size,
+                        uint64_t mapping_offset) {
+  if (HasKnownElfAt(fd, 0)) {
+    file->kind = Kind::kElf;
+    return;
+  }
+  ReadAllowance allowance = FileAllowance();
+  std::string why;
+  const bool is_zip = file->zip.Read(fd, file_size, &allowance, &why);
+  if (Settle(allowance)) return;  // read by a later unwind, one allowed to
+  file->kind = is_zip ? Kind::kZip : Kind::kNeither;
+  Count(file, static_cast<int64_t>(file->zip.memory_bytes()));
+  if (!why.empty()) Tell(key, file, mapping_offset, why);
+}
+
+void ElfCache::Tell(const Key& key, File* file, uint64_t mapping_offset,
+                    const std::string& problem) {
+  if (file->problem_told) return;
+  file->problem_told = true;
+  if (problems_told_ > kMaxProblems) return;
+  if (++problems_told_ > kMaxProblems) {
+    problems_.push_back("more mapped files that no linker maps as they are mapped: not told");
+    return;
+  }
+  char where[32];
+  snprintf(where, sizeof(where), "%#llx", static_cast<unsigned long long>(mapping_offset));
+  problems_.push_back(key.first + " at offset " + where + ": " + problem +
+                      ", which no linker maps: its frames are named for the file");
+}
+
+ReadAllowance ElfCache::FileAllowance() const {
+  return ReadAllowance(std::min(unwind_reads_left_, max_bytes_ / 2), max_bytes_ / 2);
+}
+
+bool ElfCache::Settle(const ReadAllowance& allowance) {
+  unwind_reads_left_ -= std::min(unwind_reads_left_, max_bytes_ / 2) - allowance.remaining();
+  // Refused for what this unwind had left, not for what any file may take: tried again later.
+  if (allowance.put_off()) deferred_ = true;
+  return allowance.put_off();
+}
+
+void ElfCache::Count(File* file, int64_t bytes) {
+  file->bytes += static_cast<uint64_t>(bytes);
+  bytes_ += static_cast<uint64_t>(bytes);
 }
 
 const ElfInfo& ElfCache::Get(const std::string& path, const MappedFileId& id,
@@ -191,12 +253,35 @@ const ElfInfo& ElfCache::Get(const std::string& path, const MappedFileId& id,
 
 const CfiFile* ElfCache::LoadCfi(const std::string& path, const MappedFileId& id,
                                  uint64_t mapping_offset) {
-  Entry& entry = Lookup(path, id, mapping_offset);
-  if (!entry.cfi_loaded) {
-    entry.cfi_loaded = true;
-    if (entry.info.valid) entry.cfi = CfiFile::Open(path, id, entry.info.location);
+  Elf& elf = Lookup(path, id, mapping_offset);
+  if (!elf.cfi_loaded && elf.info.valid) {
+    ReadAllowance allowance = FileAllowance();
+    std::unique_ptr<CfiFile> cfi = CfiFile::Open(path, id, elf.info.location, &allowance);
+    if (!Settle(allowance)) {
+      elf.cfi_loaded = true;
+      elf.cfi = std::move(cfi);
+      if (elf.cfi) Count(&files_.find(Key(path, id))->second, elf.cfi->memory_bytes());
+    }
   }
-  return entry.cfi.get();
+  return elf.cfi.get();
+}
+
+void ElfCache::BeginUnwind() {
+  unwind_reads_left_ = kUnwindReadBytes;
+  if (deferred_) ++generation_;  // what was put off is tried again
+  deferred_ = false;
+  if (bytes_ <= max_bytes_) return;
+  // Down to three quarters, so that a cache at its bound does not drop a file every unwind.
+  std::vector<std::pair<uint64_t, std::map<Key, File>::iterator>> by_use;
+  for (auto it = files_.begin(); it != files_.end(); ++it) by_use.emplace_back(it->second.last_used, it);
+  std::sort(by_use.begin(), by_use.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [used, it] : by_use) {
+    if (bytes_ <= max_bytes_ / 4 * 3) break;
+    bytes_ -= it->second.bytes;
+    files_.erase(it);
+  }
+  ++generation_;
 }
 
 const CfiTable* ElfCache::Cfi(const std::string& path, const MappedFileId& id,

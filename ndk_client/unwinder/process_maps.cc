@@ -101,13 +101,24 @@ bool ProcessMaps::Reload(int fd) {
   return true;
 }
 
+void ProcessMaps::TakeTables(MapEntry* entry, ElfCache* elf_cache) {
+  if (!entry->has_tables || entry->tables_generation == elf_cache->generation()) return;
+  entry->tables_generation = elf_cache->generation();
+  entry->cfi = elf_cache->Cfi(entry->path, entry->file, entry->offset);
+  entry->exidx = elf_cache->Exidx(entry->path, entry->file, entry->offset);
+}
+
 const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
   const uint64_t page = pc >> 12;
   PageHit& hit = page_hits_[static_cast<size_t>((page * 0x9e3779b97f4a7c15ull) >>
                                                 (64 - kPageHitsLog2))];
   if (hit.page == page) {
     const MapEntry& e = entries_[hit.index];
-    if (pc >= e.start && pc < e.end) return &e;  // else a mapping not page-aligned
+    if (pc >= e.start && pc < e.end && e.resolved) {
+      TakeTables(&entries_[hit.index], elf_cache);
+      return &e;
+    }
+    // else a mapping not page-aligned, or one whose file is still to be read
   }
   auto it = std::upper_bound(entries_.begin(), entries_.end(), pc,
                              [](uint64_t value, const MapEntry& e) { return value < e.start; });
@@ -118,6 +129,7 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
     it->resolved = true;
     if (!it->path.empty() && it->path[0] == '/') {
       const ElfInfo& elf = elf_cache->Get(it->path, it->file, it->offset);
+      if (elf.put_off) it->resolved = false;  // resolved by a later unwind
       if (elf.valid) {
         it->build_id = elf.build_id;
         it->elf = elf.location;
@@ -129,13 +141,11 @@ const MapEntry* ProcessMaps::Find(uint64_t pc, ElfCache* elf_cache) {
         // a 32-bit guest's library whose read-only segment and code the kernel merged (qemu maps
         // code without PROT_EXEC) as one r--p mapping, in which every one of its pcs lies. On a
         // phone no pc is found in a mapping that is not executable, so nothing changes there.
-        if (it->executable || has_code) {
-          it->cfi = elf_cache->Cfi(it->path, it->file, it->offset);
-          it->exidx = elf_cache->Exidx(it->path, it->file, it->offset);
-        }
+        it->has_tables = it->executable || has_code;
       }
     }
   }
+  TakeTables(&*it, elf_cache);
   hit = {page, static_cast<uint32_t>(it - entries_.begin())};
   return &*it;
 }

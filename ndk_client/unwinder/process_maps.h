@@ -29,8 +29,12 @@ struct MapEntry {
   std::string build_id;
   uint64_t load_bias = 0;
   ElfLocation elf;  // where in the mapped file the ELF file lies (an APK's entry, or all of it)
-  const CfiTable* cfi = nullptr;  // executable file mappings; owned by the ElfCache
-  const ArmExidxTable* exidx = nullptr;  // ... of 32-bit ARM files with one; owned likewise
+  // Unwind tables, of file mappings where the file has code: owned by the ElfCache, taken from it
+  // again whenever its generation changes (it may have dropped them).
+  bool has_tables = false;
+  uint64_t tables_generation = 0;
+  const CfiTable* cfi = nullptr;
+  const ArmExidxTable* exidx = nullptr;  // ... of 32-bit ARM files with one
 
   // The ELF virtual address of `pc` in this mapping: what the host symbolizes.
   uint64_t RelPc(uint64_t pc) const { return pc - start + (offset - elf.offset) + load_bias; }
@@ -70,6 +74,8 @@ class ProcessMaps {
   static constexpr int kPageHitsLog2 = 9;
 
   static std::vector<MapEntry> ParseLines(const std::string& text);
+  // Points the entry at its file's tables as the cache holds them now.
+  static void TakeTables(MapEntry* entry, ElfCache* elf_cache);
 
   std::vector<MapEntry> entries_;  // sorted by start
   int host_view_pid_ = -1;

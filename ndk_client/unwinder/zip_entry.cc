@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "unwinder/mapped_file.h"
@@ -63,33 +64,50 @@ bool FindDirectory(int fd, uint64_t file_size, uint64_t* offset, uint64_t* size,
 
 }  // namespace
 
-bool FindStoredEntry(int fd, uint64_t file_size, uint64_t offset, ZipEntry* entry,
-                     std::string* why) {
-  uint64_t directory_offset = 0, directory_size = 0;
-  if (!FindDirectory(fd, file_size, &directory_offset, &directory_size, why)) return false;
-  std::vector<uint8_t> directory(static_cast<size_t>(directory_size));
-  if (!ReadFileAt(fd, directory_offset, directory.data(), directory.size())) {
-    return Fail(why, "unreadable");
+bool ZipDirectory::Read(int fd, uint64_t file_size, ReadAllowance* allowance, std::string* why) {
+  entries_.clear();
+  if (!FindDirectory(fd, file_size, &directory_offset_, &directory_size_, why)) return false;
+  std::vector<uint8_t> directory;
+  const ElfBytes file{fd, {0, file_size, ""}};
+  if (!file.ReadTable(directory_offset_, directory_size_, allowance, &directory)) {
+    return Fail(why, allowance->exhausted() ? "a zip directory too large to read"
+                                            : "an unreadable zip directory");
   }
-  // The entry whose local header is the last one at or before `offset`: entries do not overlap,
-  // so only it can hold `offset`.
-  const uint8_t* best = nullptr;
-  uint64_t best_header = 0;
   for (size_t at = 0; at + kDirectoryEntrySize <= directory.size();) {
     const uint8_t* record = directory.data() + at;
     if (U32(record) != kDirectoryEntrySignature) break;
     const uint64_t record_size =
         kDirectoryEntrySize + U16(record + 28) + U16(record + 30) + U16(record + 32);
     if (record_size > directory.size() - at) break;
-    const uint64_t header = U32(record + 42);
-    if (header <= offset && (best == nullptr || header >= best_header)) {
-      best = record;
-      best_header = header;
-    }
+    entries_.push_back({U32(record + 42), static_cast<uint32_t>(at)});
     at += static_cast<size_t>(record_size);
   }
-  if (best == nullptr) return Fail(why, "no zip entry holds the mapping's offset");
+  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    return a.local_header != b.local_header ? a.local_header < b.local_header
+                                            : a.record < b.record;
+  });
+  entries_.shrink_to_fit();
+  return true;
+}
 
+bool ZipDirectory::FindStoredEntry(int fd, uint64_t file_size, uint64_t offset, ZipEntry* entry,
+                                   std::string* why) const {
+  // The entry whose local header is the last one at or before `offset` (of two at one header,
+  // the later record): entries do not overlap, so only it can hold `offset`.
+  auto after = std::upper_bound(entries_.begin(), entries_.end(), offset,
+                                [](uint64_t value, const Entry& e) {
+                                  return value < e.local_header;
+                                });
+  if (after == entries_.begin()) return Fail(why, "no zip entry holds the mapping's offset");
+  const Entry& found = *(after - 1);
+  // The file may have changed since its directory was read: what is read now is checked afresh.
+  uint8_t record[kDirectoryEntrySize];
+  const uint64_t record_offset = directory_offset_ + found.record;
+  if (!ReadFileAt(fd, record_offset, record, sizeof(record)) ||
+      U32(record) != kDirectoryEntrySignature || U32(record + 42) != found.local_header) {
+    return Fail(why, "a zip directory changed while it was read");
+  }
+  const uint64_t best_header = found.local_header;
   uint8_t local[kLocalHeaderSize];
   if (best_header > file_size || kLocalHeaderSize > file_size - best_header ||
       !ReadFileAt(fd, best_header, local, sizeof(local)) ||
@@ -97,19 +115,23 @@ bool FindStoredEntry(int fd, uint64_t file_size, uint64_t offset, ZipEntry* entr
     return Fail(why, "a zip entry without its local header");
   }
   const uint64_t data_offset = best_header + kLocalHeaderSize + U16(local + 26) + U16(local + 28);
-  const uint64_t size = U32(best + 20);
+  const uint64_t size = U32(record + 20);
   if (offset < data_offset || offset - data_offset >= size) {
     return Fail(why, "no zip entry holds the mapping's offset");
   }
-  if (U16(best + 10) != kStored) return Fail(why, "a compressed zip entry");
-  if (U32(best + 24) != size) return Fail(why, "a zip entry whose sizes disagree");
+  if (U16(record + 10) != kStored) return Fail(why, "a compressed zip entry");
+  if (U32(record + 24) != size) return Fail(why, "a zip entry whose sizes disagree");
   if (data_offset % kMinPageSize != 0) return Fail(why, "a zip entry not page-aligned");
   if (data_offset > file_size || size > file_size - data_offset) {
     return Fail(why, "a zip entry past the end of the file");
   }
-  entry->name.assign(reinterpret_cast<const char*>(best + kDirectoryEntrySize), U16(best + 28));
+  const uint16_t name_size = U16(record + 28);
+  entry->name.assign(name_size, '\0');
+  if (name_size == 0) return Fail(why, "a zip entry without a name");
+  if (!ReadFileAt(fd, record_offset + kDirectoryEntrySize, &entry->name[0], name_size)) {
+    return Fail(why, "a zip directory changed while it was read");
+  }
   // The name goes into the trace's mapping path and the daemon's log lines.
-  if (entry->name.empty()) return Fail(why, "a zip entry without a name");
   for (char c : entry->name) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       return Fail(why, "a zip entry whose name holds control characters");

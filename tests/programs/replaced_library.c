@@ -6,6 +6,10 @@
  * trap at that path too: whenever the daemon read the maps, the path it has leads to a trap. Then it
  * allocates through the mapped copy, so that the daemon unwinds through that mapping and looks for
  * its file.
+ * MODE "dirlink" traps a directory of the path instead: the copy is DIR/lib/libcopy.so, and once it
+ * is mapped, the file and DIR/lib are removed and DIR/lib becomes a symbolic link to DIR/fifos,
+ * where the caller has made FIFOs named "libcopy.so" and "libcopy.so (deleted)", each with a writer
+ * blocked in open() that opening the FIFO would wake (the caller checks it sleeps on).
  *   replaced_library MODE DIR
  * Prints "replaced" once the traps are set and "done" at the end. */
 #define _GNU_SOURCE
@@ -17,6 +21,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "copy_file.h"
 
 #define NOINLINE __attribute__((noinline))
 enum { BEFORE = 100, BEFORE_SIZE = 128, THROUGH = 1000, THROUGH_SIZE = 4096 };
@@ -56,19 +62,6 @@ static int find_mapping(uintptr_t address, const char* name, struct mapping* out
   return found;
 }
 
-static int copy_file(const char* from, const char* to) {
-  int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0755);
-  char buf[65536];
-  ssize_t n = 0;
-  while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0) {
-    if (write(out, buf, (size_t)n) != n) n = -1;
-  }
-  int ok = in >= 0 && out >= 0 && n == 0;
-  if (in >= 0) close(in);
-  if (out >= 0) close(out);
-  return ok;
-}
-
 static int set_trap(const char* mode, const char* libc, const char* path) {
   if (strcmp(mode, "fifo") == 0) return mkfifo(path, 0644) == 0;
   if (strcmp(mode, "symlink") == 0) return symlink(libc, path) == 0;
@@ -77,18 +70,21 @@ static int set_trap(const char* mode, const char* libc, const char* path) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: replaced_library fifo|symlink|other DIR\n");
+    fprintf(stderr, "usage: replaced_library fifo|symlink|other|dirlink DIR\n");
     return 2;
   }
   const char* mode = argv[1];
+  const int dirlink = strcmp(mode, "dirlink") == 0;
   site_before_replacing();
 
   struct mapping code, libc;
-  char copy[1024], deleted[1100], trap[1100];
-  snprintf(copy, sizeof(copy), "%s/libcopy.so", argv[2]);
+  char copy[1024], deleted[1100], trap[1100], lib_dir[1024];
+  snprintf(lib_dir, sizeof(lib_dir), "%s/lib", argv[2]);
+  snprintf(copy, sizeof(copy), dirlink ? "%s/lib/libcopy.so" : "%s/libcopy.so", argv[2]);
   snprintf(deleted, sizeof(deleted), "%s (deleted)", copy);
   snprintf(trap, sizeof(trap), "%s/trap", argv[2]);
-  if (!find_mapping((uintptr_t)through_copy, NULL, &code) ||
+  if ((dirlink && mkdir(lib_dir, 0755) != 0) ||
+      !find_mapping((uintptr_t)through_copy, NULL, &code) ||
       !find_mapping(0, "/libc.so", &libc) || !copy_file(code.path, copy)) {
     fprintf(stderr, "cannot find or copy this program's code or libc\n");
     return 2;
@@ -101,8 +97,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   close(fd);
-  if (!set_trap(mode, libc.path, deleted) || !set_trap(mode, libc.path, trap) ||
-      rename(trap, copy) != 0) {
+  /* dirlink: the maps name the mapping "DIR/lib/libcopy.so (deleted)" once the file is gone (its
+   * removed directory keeps its name there), and either path now leads through the link. */
+  if (dirlink ? unlink(copy) != 0 || rmdir(lib_dir) != 0 || symlink("fifos", lib_dir) != 0
+              : !set_trap(mode, libc.path, deleted) || !set_trap(mode, libc.path, trap) ||
+                    rename(trap, copy) != 0) {
     perror("setting the traps");
     return 2;
   }

@@ -15,7 +15,7 @@ from droidheap import native
 from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_headers
 from tests.android import ANDROID11, ROOT, ROOTFS, android_sysroot, require_android
 from tests.requirements import require
-from tests.unit.test_native import NATIVE_TESTS
+from tests.unit.test_native import NATIVE_TESTS, ONLY_ON_THE_HOST
 PRELOAD = "libdroidheap_preload.so"
 IN_APP = (native.CLIENT, PRELOAD)  # loaded into apps
 # What every app's linker namespace sees of these (public.libraries.txt): never libc++.so.
@@ -28,6 +28,7 @@ SYSTEM_LIB = {"arm64-v8a": "system/lib64", "armeabi-v7a": "system/lib",
               "x86_64": "system/lib64", "x86": "system/lib"}
 # What scripts/install builds (x86_64 with Android 11's userland beside the project).
 INSTALLED_ABIS = ("arm64-v8a", "armeabi-v7a", *(("x86_64",) if ANDROID11.rootfs.is_file() else ()))
+ANDROID_TESTS = [name for name in NATIVE_TESTS if name not in ONLY_ON_THE_HOST]
 QEMU = {"arm64-v8a": "qemu-aarch64", "armeabi-v7a": "qemu-arm"}  # the ABIs run under qemu
 # The ABI whose Android userland runs natively here (Android 11's x86_64), when it does.
 NATIVE_ANDROID_ABIS = ("x86_64",) if ANDROID11.native else ()
@@ -86,7 +87,7 @@ def rootfs11(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture(scope="module", params=[*QEMU, *NATIVE_ANDROID_ABIS])
 def native_tests(request) -> tuple:
-    """(ABI, directory of its NATIVE_TESTS) built for Android, in the tree scripts/build_android.sh
+    """(ABI, directory of its ANDROID_TESTS) built for Android, in the tree scripts/build_android.sh
     (run by scripts/install) builds that ABI's binaries in, build/android-<abi>, configured the
     same way: only the tests' own sources compile here (half the time in CI). The tree's next
     build for install configures them away again (scripts/build_tree.sh)."""
@@ -100,7 +101,7 @@ def native_tests(request) -> tuple:
              f"-DANDROID_ABI={abi}", "-DANDROID_PLATFORM=android-29",
              f"-DDROIDHEAP_ANDROID_SYSROOT={sysroot}", "-DDROIDHEAP_BUILD_TESTS=ON"],
             ["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2), "--target",
-             *NATIVE_TESTS]):
+             *ANDROID_TESTS]):
         result = subprocess.run(list(map(str, command)), capture_output=True, text=True,
                                 timeout=1800)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -206,7 +207,7 @@ def test_native_unit_tests_pass_on_bionic(native_tests, request):
     directory = root / "data" / "local" / "tmp" / abi
     directory.mkdir(exist_ok=True)
     failed, outputs = {}, {}
-    for name in NATIVE_TESTS:
+    for name in ANDROID_TESTS:
         program = directory / name
         shutil.copy(tests_dir / name, program)
         device_path = program if abi in QEMU else f"/data/local/tmp/{abi}/{name}"
