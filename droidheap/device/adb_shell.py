@@ -36,8 +36,8 @@ ANSWER_MAX_BYTES = 1 << 20
 LISTING_MAX_BYTES = 16 << 20
 
 
-class _DeadlinePassed(Exception):
-    pass
+class DeadlinePassed(Exception):
+    """A stream's deadline passed before what was read from it (or sent on it) came through."""
 
 
 class PacketReader:
@@ -68,14 +68,14 @@ class PacketReader:
         if self._deadline is not None:
             left = self._deadline - time.monotonic()
             if left <= 0:
-                raise _DeadlinePassed()
+                raise DeadlinePassed()
             self._sock.settimeout(left)
         try:
             data = self._sock.recv(size)
         except socket.timeout:
             if self._deadline is None:
                 raise
-            raise _DeadlinePassed() from None
+            raise DeadlinePassed() from None
         if not data:
             raise EOFError("the device closed the stream")
         return data
@@ -104,7 +104,7 @@ def run_command(device: adbutils.AdbDevice, script: str, what: str, max_output: 
             with contextlib.suppress(OSError):
                 connection.conn.sendall(HEADER.pack(CLOSE_STDIN, 0))
             return _read_output(PacketReader(connection.conn, deadline), what, max_output)
-        except _DeadlinePassed:
+        except DeadlinePassed:
             raise DroidheapError(f"{what}: the device did not answer in time (the command took "
                                  f"more than {timeout_s:g} s)") from None
         finally:

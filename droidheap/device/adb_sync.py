@@ -15,6 +15,7 @@ from typing import Callable, Optional
 import adbutils
 
 from droidheap.device.adb_connection import adb_errors
+from droidheap.device.adb_shell import DeadlinePassed, PacketReader
 from droidheap.errors import DroidheapError
 from droidheap.output_files import open_output
 
@@ -27,6 +28,28 @@ MIN_PULL_RATE_BYTES_S = 64 * 1024
 PULL_RATE_GRACE_S = 60.0
 _WORD = struct.Struct("<4sI")
 _STAT = struct.Struct("<III")
+
+
+@contextlib.contextmanager
+def _deadline(what: str, timeout_s: float):
+    """Turns a passed deadline into one error line."""
+    try:
+        yield
+    except DeadlinePassed:
+        raise DroidheapError(f"{what}: the device did not answer in time (the call took more "
+                             f"than {timeout_s:.0f} s)") from None
+
+
+def _send_by(sock, data: bytes, deadline: float) -> None:
+    """sendall, done by `deadline` (time.monotonic()) or DeadlinePassed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlinePassed()
+    sock.settimeout(left)
+    try:
+        sock.sendall(data)
+    except TimeoutError:
+        raise DeadlinePassed() from None
 
 
 @dataclasses.dataclass
@@ -63,11 +86,11 @@ class SyncClient:
         return _WORD.unpack(connection.read_exact(_WORD.size))
 
     @staticmethod
-    def _failure(connection, length: int) -> str:
+    def _failure(read_exact: Callable[[int], bytes], length: int) -> str:
         # adbd's reasons are an errno's text; a longer "reason" is not read, let alone kept.
         if length > _DATA_MAX:
             return f"failed, with a reason of {length} bytes"
-        return connection.read_exact(length).decode(errors="replace") if length else "failed"
+        return read_exact(length).decode(errors="replace") if length else "failed"
 
     @staticmethod
     def _quit(connection) -> None:
@@ -77,28 +100,39 @@ class SyncClient:
         connection.close()
 
     def stat(self, path: str) -> Optional[RemoteStat]:
-        """lstat of a device path; None when it does not exist (or cannot be seen)."""
-        with adb_errors(f"cannot stat {path} on the device"):
+        """lstat of a device path; None when it does not exist (or cannot be seen). Answered
+        within _TIMEOUT_S, however the device paces its bytes."""
+        what = f"cannot stat {path} on the device"
+        with adb_errors(what), _deadline(what, _TIMEOUT_S):
             connection = self._open(b"STAT", path)
             try:
-                answer = connection.read_exact(4)
+                reader = PacketReader(connection.conn, time.monotonic() + _TIMEOUT_S)
+                answer = reader.exact(4)
                 if answer != b"STAT":
                     raise DroidheapError(f"cannot stat {path}: unexpected answer {answer!r}")
-                mode, size, mtime = _STAT.unpack(connection.read_exact(_STAT.size))
+                mode, size, mtime = _STAT.unpack(reader.exact(_STAT.size))
             finally:
                 self._quit(connection)
         return RemoteStat(mode, size, mtime) if mode else None
 
     def push(self, local: pathlib.Path, remote: str, mode: int = 0o755) -> None:
-        with adb_errors(f"cannot push {local} to {remote}"), open(local, "rb") as source:
+        """Sends `local`, done and answered at MIN_PULL_RATE_BYTES_S or faster after
+        PULL_RATE_GRACE_S (as a pull must be): a device that takes it in a byte at a time is
+        given up."""
+        what = f"cannot push {local} to {remote}"
+        timeout_s = PULL_RATE_GRACE_S + local.stat().st_size / MIN_PULL_RATE_BYTES_S
+        deadline = time.monotonic() + timeout_s
+        with adb_errors(what), _deadline(what, timeout_s), open(local, "rb") as source:
             connection = self._open(b"SEND", f"{remote},{stat.S_IFREG | mode}")
             try:
                 while chunk := source.read(_DATA_MAX):
-                    connection.conn.sendall(_WORD.pack(b"DATA", len(chunk)) + chunk)
-                connection.conn.sendall(_WORD.pack(b"DONE", int(time.time())))
-                answer, length = self._read_word(connection)
+                    _send_by(connection.conn, _WORD.pack(b"DATA", len(chunk)) + chunk, deadline)
+                _send_by(connection.conn, _WORD.pack(b"DONE", int(time.time())), deadline)
+                reader = PacketReader(connection.conn, deadline)
+                answer, length = _WORD.unpack(reader.exact(_WORD.size))
                 if answer == b"FAIL":
-                    raise DroidheapError(f"cannot push to {remote}: {self._failure(connection, length)}")
+                    raise DroidheapError(f"cannot push to {remote}: "
+                                         f"{self._failure(reader.exact, length)}")
                 if answer != b"OKAY":
                     raise DroidheapError(f"cannot push to {remote}: unexpected answer {answer!r}")
             finally:
@@ -120,7 +154,7 @@ class SyncClient:
                         break
                     if answer == b"FAIL":
                         raise DroidheapError(f"cannot pull {remote}: "
-                                             f"{self._failure(connection, length)}")
+                                             f"{self._failure(connection.read_exact, length)}")
                     if answer != b"DATA" or length > _DATA_MAX:
                         raise DroidheapError(f"cannot pull {remote}: unexpected answer "
                                              f"{answer!r} of {length} bytes")

@@ -154,6 +154,30 @@ void TestManyFilesStayWithinTheCachesBound(const Self& self, const std::string& 
   for (const std::string& copy : copies) unlink(copy.c_str());
 }
 
+// An unwind through two files when it may read one file's tables and a half: the second file's
+// are put off (the unwind says so) and read by the next unwind, whole.
+void TestTablesPastAnUnwindsReadsArePutOff(const Self& self, const std::string& dir) {
+  droidheap::ReadAllowance unbounded(UINT64_MAX);
+  CHECK(droidheap::CfiFile::Open(self.path, FileIdOf(self.path),
+                                 {0, self.bytes.size(), ""}, &unbounded) != nullptr);
+  const uint64_t one_file = UINT64_MAX - unbounded.remaining();  // what its tables read
+  ElfCache cache(ElfCache::kDefaultMaxBytes, one_file * 3 / 2);
+  const std::string first = dir + "/first.so", second = dir + "/second.so";
+  WriteFile(first, self.bytes);
+  WriteFile(second, self.bytes);
+  cache.BeginUnwind();
+  CHECK(cache.Cfi(first, FileIdOf(first), 0) != nullptr && !cache.deferred());
+  CHECK(cache.Cfi(second, FileIdOf(second), 0) == nullptr && cache.deferred());
+  const uint64_t generation = cache.generation();
+  cache.BeginUnwind();
+  CHECK(cache.generation() != generation && !cache.deferred());
+  const CfiTable* cfi = cache.Cfi(second, FileIdOf(second), 0);
+  CfiRow row;
+  CHECK(cfi != nullptr && cfi->FindRow(self.function_vaddr, &row));
+  unlink(first.c_str());
+  unlink(second.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -163,6 +187,7 @@ int main() {
   TestAFileTruncatedAfterItWasReadCrashesNothing(self, dir);
   TestASparseSectionCostsNothing(self, dir);
   TestManyFilesStayWithinTheCachesBound(self, dir);
+  TestTablesPastAnUnwindsReadsArePutOff(self, dir);
   rmdir(dir);
   printf("hostile_tables_test: ok\n");
   return 0;

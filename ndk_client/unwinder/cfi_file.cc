@@ -184,10 +184,11 @@ std::unique_ptr<ArmExidxTable> ReadArmExidx(const ElfBytes& file, ReadAllowance*
   }
   uint64_t data_offset = exidx.p_offset;
   if (begin < exidx.p_offset || end > exidx.p_offset + exidx.p_filesz) {
+    // Charged for what it adds to the table already read, which it replaces.
     std::vector<uint8_t> both;
-    ReadAllowance both_allowance(allowance->remaining());
+    ReadAllowance both_allowance(allowance->remaining() + exidx.p_filesz);
     if (file.ReadTable(begin, end - begin, &both_allowance, &both)) {
-      allowance->Take(end - begin);
+      allowance->Take(end - begin - exidx.p_filesz);
       bytes->swap(both);
       data_offset = begin;
     }

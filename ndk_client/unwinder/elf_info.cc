@@ -267,7 +267,7 @@ const CfiFile* ElfCache::LoadCfi(const std::string& path, const MappedFileId& id
 }
 
 void ElfCache::BeginUnwind() {
-  unwind_reads_left_ = kUnwindReadBytes;
+  unwind_reads_left_ = unwind_reads_;
   if (deferred_) ++generation_;  // what was put off is tried again
   deferred_ = false;
   if (bytes_ <= max_bytes_) return;

@@ -66,7 +66,10 @@ class ElfCache {
   static constexpr uint64_t kUnwindReadBytes = uint64_t{64} << 20;
   static constexpr size_t kMaxProblems = 16;
 
-  explicit ElfCache(uint64_t max_bytes = kDefaultMaxBytes) : max_bytes_(max_bytes) {
+  // `unwind_reads`: what one unwind may read (tests make it small).
+  explicit ElfCache(uint64_t max_bytes = kDefaultMaxBytes,
+                    uint64_t unwind_reads = kUnwindReadBytes)
+      : max_bytes_(max_bytes), unwind_reads_(unwind_reads), unwind_reads_left_(unwind_reads) {
     put_off_.info.put_off = true;
   }
 
@@ -133,7 +136,8 @@ class ElfCache {
   uint64_t bytes_ = 0;
   uint64_t uses_ = 0;
   uint64_t generation_ = 1;
-  uint64_t unwind_reads_left_ = kUnwindReadBytes;
+  const uint64_t unwind_reads_;
+  uint64_t unwind_reads_left_;
   bool deferred_ = false;
   size_t problems_told_ = 0;
   std::vector<std::string> problems_;

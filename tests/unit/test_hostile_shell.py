@@ -12,9 +12,10 @@ import types
 import adbutils
 import pytest
 
-from droidheap.device import adb_processes
+from droidheap.device import adb_processes, adb_sync
 from droidheap.device.adb import AdbDevice
 from droidheap.device.adb_processes import AdbDaemon
+from droidheap.device.adb_sync import SyncClient
 from droidheap.errors import DroidheapError
 
 _HEADER = struct.Struct("<BI")
@@ -177,3 +178,36 @@ def test_a_daemon_that_outgrows_its_log_is_cut_off(monkeypatch):
     assert len(log) < 2 * MiB
     assert log.endswith(f"droidheapd's output on hostile passed {MiB} bytes: droidheap closed "
                         "its stream\n")
+
+
+def test_a_stat_trickled_a_byte_at_a_time_ends_at_its_deadline(monkeypatch):
+    """A sync call has a deadline for the whole call too: a phone that answers a stat a byte at
+    a time, each well within a read's timeout, is given up."""
+    monkeypatch.setattr(adb_sync, "_TIMEOUT_S", 1.0)
+
+    def serve(sock, phone):
+        sock.recv(4096)  # the request
+        for byte in b"STAT" + bytes(12):
+            phone.send(sock, bytes([byte]))
+            time.sleep(0.2)
+
+    began = time.monotonic()
+    with pytest.raises(DroidheapError, match="did not answer in time"):
+        SyncClient(FakePhone(serve)).stat("/data/local/tmp/x")
+    assert time.monotonic() - began < 2
+
+
+def test_a_push_the_phone_never_takes_in_ends_at_its_deadline(monkeypatch, tmp_path):
+    """A push must go at a pull's least pace: a phone that reads nothing of it is given up."""
+    monkeypatch.setattr(adb_sync, "PULL_RATE_GRACE_S", 1.0)
+    monkeypatch.setattr(adb_sync, "MIN_PULL_RATE_BYTES_S", 1 << 30)  # 4 MiB: 1 s in all
+    local = tmp_path / "library.so"
+    local.write_bytes(bytes(4 * MiB))
+
+    def serve(sock, phone):
+        time.sleep(5)  # never reads: the host's sends fill the socket and wait
+
+    began = time.monotonic()
+    with pytest.raises(DroidheapError, match="did not answer in time"):
+        SyncClient(FakePhone(serve)).push(local, "/data/local/tmp/library.so")
+    assert time.monotonic() - began < 3
