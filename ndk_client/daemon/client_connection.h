@@ -62,6 +62,10 @@ struct ClientConnection {
   bool socket_closed = false;
   // Its socket held more wake-up bytes than a round reads: not polled until then (MonotonicUs).
   uint64_t socket_quiet_until_us = 0;
+  // The record at consumed_bytes was put off this many times, its unwind short of files' tables
+  // that the worker's share of time did not cover (UnwindingWorker::HandleAlloc).
+  uint64_t put_off_at = UINT64_MAX;
+  int put_off_times = 0;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // ended at the session's memory cap
   // Ended for keeping the worker from reading its buffer up to a mark within its budget: a dump's

@@ -253,6 +253,8 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   if (client->buffer_corrupted || client->hit_guardrail || client->stalled) return true;
   // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
   const uint64_t begin_us = MonotonicUs();
+  // Files' tables an unwind needs count against the same time (ElfCache, HandleAlloc).
+  elf_cache_.SetLoadDeadline(limits.deadline_us);
   bool done = DrainRecords(client, limits);
   if (OverMemoryCap(client)) done = true;  // cut off: nothing more is read
   const uint64_t end_us = MonotonicUs();
@@ -290,16 +292,16 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
         break;
     }
     if (record.type == kRecordAlloc) {
-      HandleAlloc(client, &client->malloc_heap, record.body, record.body_size);
+      if (!HandleAlloc(client, &client->malloc_heap, record.body, record.body_size)) return false;
     } else if (record.type == kRecordAllocMatched) {
       HandleMatchedAlloc(client, &client->malloc_heap, record.body, record.body_size);
     } else if (record.type == kRecordFree) {
       HandleFree(&client->malloc_heap, record.body, record.body_size);
     } else if (record.type == kRecordHeapAlloc) {
       HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
-      if (heap != nullptr) {
-        HandleAlloc(client, heap, record.body + sizeof(HeapTag),
-                    record.body_size - sizeof(HeapTag));
+      if (heap != nullptr && !HandleAlloc(client, heap, record.body + sizeof(HeapTag),
+                                          record.body_size - sizeof(HeapTag))) {
+        return false;
       }
     } else if (record.type == kRecordHeapAllocMatched) {
       HeapTracker* heap = CustomHeapOf(client, record.body, record.body_size);
@@ -391,9 +393,9 @@ void UnwindingWorker::HandleFree(HeapTracker* heap, const uint8_t* body, size_t 
   heap->RecordFree(record.address, record.sequence);
 }
 
-void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
+bool UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
                                   const uint8_t* body, size_t size) {
-  if (size < sizeof(AllocRecord)) return;
+  if (size < sizeof(AllocRecord)) return true;
   // The record was just written on another core, so nearly every line of it misses the cache, and
   // the unwinder's reads depend on each other (each frame's CFA on the last one's registers): read
   // as they come, the misses would be paid one after the other. Asked for up front, they overlap.
@@ -406,7 +408,7 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
   if (size < sizeof(AllocRecord) + register_bytes ||
       record.stack_size > size - sizeof(AllocRecord) - register_bytes || record.alloc_size == 0 ||
       record.sample_size == 0) {
-    return;
+    return true;
   }
   uint64_t regs[kMaxRegisters];
   if (client->version >= 7) {
@@ -432,11 +434,14 @@ void UnwindingWorker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
     // Repeated: the client can tell the next repeat itself.
     PublishMatch(client, seen);
   } else {
-    callstack = UnwindAndIntern(client, record.sequence, regs, stack_top, &memory);
+    if (!UnwindAndIntern(client, record.sequence, regs, stack_top, &memory, &callstack)) {
+      return false;
+    }
     WithdrawStaleMatches(client);
   }
   BookSample(client, heap, record.address, record.sequence, callstack, record.sample_size,
              record.alloc_size);
+  return true;
 }
 
 void UnwindingWorker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap,
@@ -517,9 +522,9 @@ void UnwindingWorker::WithdrawStaleMatches(ClientConnection* client) {
 
 // Unwinds a sample's stack, books its frames as a call stack and keeps the result for the samples
 // whose stacks repeat it (UnwoundStackCache).
-uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t sequence,
-                                          const uint64_t* regs, uint64_t stack_top,
-                                          StackMemory* memory) {
+bool UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t sequence,
+                                      const uint64_t* regs, uint64_t stack_top,
+                                      StackMemory* memory, uint32_t* callstack) {
   UnwindResult& unwound = unwound_;  // reused: its pcs keep their capacity
   const uint64_t maps_generation = client->maps.generation();
   UnwindInputs& inputs = unwind_inputs_;
@@ -528,6 +533,14 @@ uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t seq
                    client->maps_fd, kMaxFrames, &unwound, &inputs);
   memory->RecordReads(nullptr);
   if (unwound.maps_reloaded) ++client->map_reparses;
+  // Read again once the tables it went without are read, unless that keeps failing (a stack
+  // through more files than the cache holds): then booked as unwound, not kept.
+  constexpr int kMaxPutOffs = 64;  // each reads one file at least
+  if (elf_cache_.deferred()) {
+    if (client->put_off_at != client->consumed_bytes) client->put_off_times = 0;
+    client->put_off_at = client->consumed_bytes;
+    if (++client->put_off_times <= kMaxPutOffs) return false;
+  }
 
   std::vector<FrameInfo>& frames = frames_;  // innermost first while building
   frames.clear();
@@ -567,15 +580,15 @@ uint32_t UnwindingWorker::UnwindAndIntern(ClientConnection* client, uint64_t seq
     Log("warning: pid=%d: %s", client->pid, problem.c_str());
   }
   std::reverse(frames.begin(), frames.end());
-  const uint32_t callstack = client->callstacks.InternCallstack(frames);
+  *callstack = client->callstacks.InternCallstack(frames);
   UnwoundStackCache::Entry* kept = client->stack_cache.Keep(
       *client->layout, regs, stack_top, *memory, maps_generation, inputs);
   if (kept != nullptr) {
-    kept->callstack = callstack;
+    kept->callstack = *callstack;
     kept->error = unwound.error;
     kept->logged_pcs = booked_pcs;
   }
-  return callstack;
+  return true;
 }
 
 // Frames of one mapping are booked by the thousand: the mapping's identity is worked out (strings

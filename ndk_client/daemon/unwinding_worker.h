@@ -97,7 +97,9 @@ class UnwindingWorker {
   bool OverMemoryCap(ClientConnection* client);
   // Ends a client's profile: it sees its socket close and stops recording.
   void CutOff(ClientConnection* client);
-  void HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
+  // False when the sample is put off, to be read again: its unwind went without files' tables that
+  // the drain's time did not cover (ElfCache::SetLoadDeadline); the next round reads them.
+  bool HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
   // A sample whose stack repeats a published entry (kRecordAllocMatched): booked to its call
   // stack.
   void HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body,
@@ -112,8 +114,9 @@ class UnwindingWorker {
   // Takes the published entries back once the maps they were unwound with changed.
   void WithdrawStaleMatches(ClientConnection* client);
   // `regs` indexed by register number; `sequence` the sample's, for the stack log.
-  uint32_t UnwindAndIntern(ClientConnection* client, uint64_t sequence, const uint64_t* regs,
-                           uint64_t stack_top, StackMemory* memory);
+  // False, interning nothing, when the sample is put off (HandleAlloc).
+  bool UnwindAndIntern(ClientConnection* client, uint64_t sequence, const uint64_t* regs,
+                       uint64_t stack_top, StackMemory* memory, uint32_t* callstack);
   // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
   // client never named it.
   HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);

@@ -155,7 +155,8 @@ void TestManyFilesStayWithinTheCachesBound(const Self& self, const std::string& 
 }
 
 // An unwind through two files when it may read one file's tables and a half: the second file's
-// are put off (the unwind says so) and read by the next unwind, whole.
+// are put off (the unwind says so) and read by the next unwind, whole. Likewise past the load
+// deadline (the worker's share of time): the first file of each unwind is read, the rest put off.
 void TestTablesPastAnUnwindsReadsArePutOff(const Self& self, const std::string& dir) {
   droidheap::ReadAllowance unbounded(UINT64_MAX);
   CHECK(droidheap::CfiFile::Open(self.path, FileIdOf(self.path),
@@ -174,8 +175,17 @@ void TestTablesPastAnUnwindsReadsArePutOff(const Self& self, const std::string& 
   const CfiTable* cfi = cache.Cfi(second, FileIdOf(second), 0);
   CfiRow row;
   CHECK(cfi != nullptr && cfi->FindRow(self.function_vaddr, &row));
-  unlink(first.c_str());
-  unlink(second.c_str());
+  // After its first file, an unwind past the load deadline puts the rest off.
+  const std::string third = dir + "/third.so", fourth = dir + "/fourth.so";
+  WriteFile(third, self.bytes);
+  WriteFile(fourth, self.bytes);
+  cache.SetLoadDeadline(0);
+  cache.BeginUnwind();
+  CHECK(cache.Cfi(third, FileIdOf(third), 0) != nullptr && !cache.deferred());
+  CHECK(cache.Cfi(fourth, FileIdOf(fourth), 0) == nullptr && cache.deferred());
+  cache.BeginUnwind();
+  CHECK(cache.Cfi(fourth, FileIdOf(fourth), 0) != nullptr);
+  for (const std::string& path : {first, second, third, fourth}) unlink(path.c_str());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -230,12 +231,24 @@ void ElfCache::Tell(const Key& key, File* file, uint64_t mapping_offset,
                       ", which no linker maps: its frames are named for the file");
 }
 
-ReadAllowance ElfCache::FileAllowance() const {
-  return ReadAllowance(std::min(unwind_reads_left_, max_bytes_ / 2), max_bytes_ / 2);
+ReadAllowance ElfCache::FileAllowance() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t now_us =
+      static_cast<uint64_t>(now.tv_sec) * 1000000u + static_cast<uint64_t>(now.tv_nsec) / 1000u;
+  // An unwind's first file is read whatever it takes (up to half the cache): each unwind that is
+  // put off and tried again reads one file more at least.
+  const uint64_t file_cap = max_bytes_ / 2;
+  granted_ = !loaded_ ? file_cap
+             : now_us >= load_deadline_us_ ? 0 : std::min(unwind_reads_left_, file_cap);
+  return ReadAllowance(granted_, max_bytes_ / 2);
 }
 
 bool ElfCache::Settle(const ReadAllowance& allowance) {
-  unwind_reads_left_ -= std::min(unwind_reads_left_, max_bytes_ / 2) - allowance.remaining();
+  if (allowance.remaining() < granted_) {
+    unwind_reads_left_ -= std::min(unwind_reads_left_, granted_ - allowance.remaining());
+    loaded_ = true;
+  }
   // Refused for what this unwind had left, not for what any file may take: tried again later.
   if (allowance.put_off()) deferred_ = true;
   return allowance.put_off();
@@ -268,6 +281,7 @@ const CfiFile* ElfCache::LoadCfi(const std::string& path, const MappedFileId& id
 
 void ElfCache::BeginUnwind() {
   unwind_reads_left_ = unwind_reads_;
+  loaded_ = false;
   if (deferred_) ++generation_;  // what was put off is tried again
   deferred_ = false;
   if (bytes_ <= max_bytes_) return;

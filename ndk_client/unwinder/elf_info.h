@@ -53,8 +53,9 @@ bool IsKnownElf(const unsigned char* ident, uint16_t machine);
 // so a replaced file is read again; a file that is not the one mapped is never read.
 //
 // The files are the processes' and may be made to cost anything, so what the cache does is
-// bounded: what one unwind may read (kUnwindReadBytes; a file's tables that do not fit are put off
-// to a later unwind, and that unwind says so: deferred()), what one file's tables may hold (half
+// bounded: what one unwind may read (kUnwindReadBytes, and after its first file only until the load
+// deadline; a file's tables that do not fit are put off to a later unwind, and that unwind says so:
+// deferred()), what one file's tables may hold (half
 // the cache), and what the cache holds (max_bytes: past it, BeginUnwind drops the files least
 // recently used). An APK's directory is read once however many offsets it is mapped at, and each
 // file's problems are told once, the cache's at most kMaxProblems times.
@@ -87,6 +88,9 @@ class ElfCache {
   // Before each unwind: drops what the cache holds past max_bytes, least recently used first, and
   // gives the unwind its reads.
   void BeginUnwind();
+  // From now on, an unwind reads no file's tables after its first once CLOCK_MONOTONIC passes
+  // `deadline_us`: the rest are put off (the worker's share of its time for a client).
+  void SetLoadDeadline(uint64_t deadline_us) { load_deadline_us_ = deadline_us; }
   // Changes when BeginUnwind dropped tables, or the last unwind had some put off (to be tried
   // again): every table pointer taken before then is to be taken again.
   uint64_t generation() const { return generation_; }
@@ -125,7 +129,7 @@ class ElfCache {
                          uint64_t mapping_offset);
   // A read allowance for one file's tables: what remains of the unwind's, at most the file's cap;
   // Settle charges the unwind and says whether the file is to be tried again later.
-  ReadAllowance FileAllowance() const;
+  ReadAllowance FileAllowance();
   bool Settle(const ReadAllowance& allowance);
   void Count(File* file, int64_t bytes);
   void Tell(const Key& key, File* file, uint64_t mapping_offset, const std::string& problem);
@@ -138,6 +142,9 @@ class ElfCache {
   uint64_t generation_ = 1;
   const uint64_t unwind_reads_;
   uint64_t unwind_reads_left_;
+  uint64_t load_deadline_us_ = UINT64_MAX;
+  uint64_t granted_ = 0;  // by the last FileAllowance
+  bool loaded_ = false;  // this unwind read a file's tables or directory
   bool deferred_ = false;
   size_t problems_told_ = 0;
   std::vector<std::string> problems_;
