@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <initializer_list>
 #include <new>
 
 #include "client/custom_heaps.h"
@@ -65,39 +66,35 @@ bool SendHello(int sock, uint64_t flags) {
 }
 
 // Receives the reply with its fds: the ring buffer's, then the totals' (version 4) when
-// totals_size says so, then the stack matches' (version 10) when stack_matches_size does; any
-// extra fds are closed. The reply comes in one message: what an older daemon left out reads as
-// zero.
+// totals_size says so, then the stack matches' (version 10) when stack_matches_size does, then
+// the snapshot channel (version 11) when the flags hold kFlagSnapshots; any extra fds are closed.
+// The reply comes in one message: what an older daemon left out reads as zero.
 struct ReceivedFds {
   int shmem = -1;
   int totals = -1;
   int stack_matches = -1;
+  int snapshot_channel = -1;
 };
 
 bool ReceiveReply(int sock, DaemonReply* reply, ReceivedFds* fds) {
   memset(reply, 0, sizeof(*reply));
-  iovec iov{reply, sizeof(*reply)};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  int received[3] = {-1, -1, -1};
+  constexpr size_t kMaxFds = 4;
+  int received[kMaxFds] = {-1, -1, -1, -1};
   size_t count = 0;
-  ForEachReceivedFd(&msg, n, [&received, &count](int fd) {
-    if (count < 3) {
-      received[count++] = fd;
-    } else {
-      close(fd);
-    }
-  });
+  bool truncated;
+  const ssize_t n = ReceiveWithFds(sock, reply, sizeof(*reply), 0, &truncated,
+                                   [&received, &count](int fd) {
+                                     if (count < kMaxFds) {
+                                       received[count++] = fd;
+                                     } else {
+                                       close(fd);
+                                     }
+                                   });
   if (n < static_cast<ssize_t>(sizeof(*reply))) {
     memset(reinterpret_cast<char*>(reply) + (n > 0 ? n : 0), 0,
            sizeof(*reply) - static_cast<size_t>(n > 0 ? n : 0));
   }
-  bool ok = n >= static_cast<ssize_t>(kDaemonReplyV3Size) && !(msg.msg_flags & MSG_CTRUNC) &&
+  bool ok = n >= static_cast<ssize_t>(kDaemonReplyV3Size) && !truncated &&
             reply->magic == kReplyMagic && reply->version >= 1 &&
             reply->size >= kDaemonReplyV3Size && reply->status == kReplyAccepted &&
             received[0] >= 0 && reply->sampling_interval >= 1;
@@ -106,8 +103,9 @@ bool ReceiveReply(int sock, DaemonReply* reply, ReceivedFds* fds) {
     fds->shmem = received[next++];
     if (reply->totals_size != 0) fds->totals = received[next++];
     if (reply->stack_matches_size != 0) fds->stack_matches = received[next++];
+    if (reply->flags & kFlagSnapshots) fds->snapshot_channel = received[next++];
   }
-  for (; next < 3; ++next) {
+  for (; next < kMaxFds; ++next) {
     if (received[next] >= 0) close(received[next]);
   }
   return ok;
@@ -169,9 +167,9 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   }
   SharedRingBuffer* buffer = SharedRingBuffer::Attach(fds.shmem, reply.shmem_size);
   if (buffer == nullptr) {
-    close(fds.shmem);
-    if (fds.totals >= 0) close(fds.totals);
-    if (fds.stack_matches >= 0) close(fds.stack_matches);
+    for (int fd : {fds.shmem, fds.totals, fds.stack_matches, fds.snapshot_channel}) {
+      if (fd >= 0) close(fd);
+    }
     close(sock);
     return nullptr;
   }
@@ -197,6 +195,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
     SharedTotals::Destroy(totals);
     StackMatches::Destroy(stack_matches);
     SharedRingBuffer::Destroy(buffer);
+    if (fds.snapshot_channel >= 0) close(fds.snapshot_channel);
     close(sock);
     return nullptr;
   }
@@ -210,8 +209,25 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   reply.heap_names[sizeof(reply.heap_names) - 1] = '\0';  // the last name ends, whatever came
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();
-  return new (storage)
-      Client(sock, buffer, sampled, custom_sampled, totals, stack_matches, reply, identity, previous);
+  Client* client = new (storage) Client(sock, buffer, sampled, custom_sampled, totals,
+                                        stack_matches, reply, identity, previous);
+  client->snapshot_channel_ = fds.snapshot_channel;
+  return client;
+}
+
+int Client::TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count) {
+  const int channel = snapshot_channel_;
+  snapshot_channel_ = -1;
+  size_t count = 0;
+  const auto add = [&](const void* start, size_t size) {
+    const uint64_t address = reinterpret_cast<uintptr_t>(start);
+    if (start != nullptr && count < kMaxProfilerRanges) ranges[count++] = {address, address + size};
+  };
+  add(sampled_, 2 * sizeof(SampledAddresses));  // custom_sampled_ follows it
+  add(buffer_->mapping(), buffer_->mapping_size());
+  if (stack_matches_ != nullptr) add(stack_matches_->mapping(), StackMatches::kSize);
+  *range_count = count;
+  return channel;
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {

@@ -17,6 +17,7 @@
 #include "common/malloc_dispatch.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/snapshot_channel.h"
 #include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 
@@ -91,6 +92,10 @@ class Client {
   void Shutdown(ClientStopReason reason);
   // In a forked child: the session belongs to the parent.
   void DisableInChild();
+  // The snapshot channel's end the daemon sent (kFlagSnapshots), once; -1 when none. Fills
+  // `ranges` (room for kMaxProfilerRanges) with the client's own memory, which holds sampled
+  // blocks' addresses and copies of stacks: never the program's roots.
+  int TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count);
 
  private:
   Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
@@ -136,6 +141,7 @@ class Client {
   DaemonReply config_;
   ProcessIdentity identity_;
   const MallocDispatch* previous_;
+  int snapshot_channel_ = -1;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
   // Where in the buffer the next sample looks whether a sleeping daemon has a batch to read

@@ -19,6 +19,7 @@
 #include "client/client.h"
 #include "client/custom_heaps.h"
 #include "client/sampler.h"
+#include "client/snapshot_thread.h"
 #include "client/thread_totals.h"
 #include "common/platform.h"
 
@@ -223,6 +224,11 @@ void SetSocketPath(const char* options) {
 
 // Makes `client` the one the hooks record to: a new session.
 void Install(Client* client) {
+  // Before the client is installed: what starting a thread allocates is not recorded.
+  SnapshotRange ranges[kMaxProfilerRanges];
+  size_t range_count = 0;
+  const int channel = client->TakeSnapshotChannel(ranges, &range_count);
+  if (channel >= 0) StartSnapshotThread(channel, ranges, range_count);
   g_session.fetch_add(1, std::memory_order_relaxed);
   g_sampled.store(client->sampled(), std::memory_order_release);
   g_client.store(client, std::memory_order_release);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 
 // Thread-locals of the code loaded into the profiled process. glibc allocates a dlopened library's
@@ -46,6 +47,11 @@ static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64 (CMakeLists
 // clang is not (g++ is, for glibc).
 #ifndef SEEK_HOLE
 #define SEEK_HOLE 4
+#endif
+
+// close_range (Linux 5.9), the same number on every ABI; older headers lack it.
+#ifndef SYS_close_range
+#define SYS_close_range 436
 #endif
 
 #if defined(__GLIBC__)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "protocol/wire_protocol.h"
+#include "unwinder/proc_files.h"
 #include "unwinder/registers.h"
 
 namespace droidheap {
@@ -57,17 +58,6 @@ class HelloReader {
 // Whether a peer with these credentials is served: one of the daemon's own uid, root, or, when
 // the daemon itself runs as root (standing in for the platform's heapprofd), any process.
 bool PeerIsServed(const ucred& peer);
-
-// Whether an fd a client passed is its own /proc/<pid>/maps (or /mem): the same file (device and
-// inode) as the daemon finds under that pid. Under qemu-user, which hands a guest a one-time copy
-// of its maps on a memfd instead of procfs's file, a memfd passes as the maps when the daemon's
-// own maps come the same way (it then runs under qemu too: the emulator device, never a phone).
-bool MapsAreProcessOwn(int maps_fd, int pid);
-// Whether this daemon's own /proc/self/maps is a copy rather than procfs's file: it runs under
-// qemu-user, and so do the clients it serves (the emulator's arm64 device, the Android test
-// device). Asked once.
-bool MapsAreEmulated();
-bool MemIsProcessOwn(int mem_fd, int pid);
 
 // The register layout of the client's records: the ABI its hello names (every ABI in registers.h
 // can be unwound here, whatever this daemon's own), the daemon's own for a version 1 hello;

@@ -1,6 +1,6 @@
 // Sending bytes with fds over a unix socket (SCM_RIGHTS), as both ends of the handshake do: the
 // client its hello with its maps and mem fds, the daemon its reply with the shared memory's; and
-// taking the fds a message brought. Allocates nothing: the client calls it before its hooks are
+// receiving such a message, taking the fds it brought. Allocates nothing: the client calls it before its hooks are
 // in place, but it stays hook-safe.
 #pragma once
 
@@ -34,6 +34,26 @@ void ForEachReceivedFd(msghdr* msg, ssize_t received, Take take) {
       take(fd);
     }
   }
+}
+
+// Receives up to `size` bytes into `data` with one recvmsg (`flags` | MSG_CMSG_CLOEXEC), with room
+// for more fds than any message here carries, so that a peer sending too many is seen rather than
+// cut off; calls take(fd) for each fd that came, whatever else is wrong with the read (they are
+// the caller's to close). Returns what recvmsg returned; *truncated says the kernel cut the fds
+// short (MSG_CTRUNC) all the same.
+template <typename Take>
+ssize_t ReceiveWithFds(int sock, void* data, size_t size, int flags, bool* truncated, Take take) {
+  iovec iov{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE((kMaxFdsSent + 1) * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  ForEachReceivedFd(&msg, n, take);
+  *truncated = n >= 0 && (msg.msg_flags & MSG_CTRUNC) != 0;
+  return n;
 }
 
 }  // namespace droidheap

@@ -132,6 +132,9 @@ class SharedRingBuffer {
 
   int fd() const { return fd_; }
   uint64_t total_size() const { return page_size_ + data_size_; }
+  // The whole mapping: the metadata page and the data area mapped twice.
+  const void* mapping() const { return base_; }
+  size_t mapping_size() const { return page_size_ + 2 * data_size_; }
   uint64_t data_size() const { return data_size_; }
   RingBufferMetadata* metadata() { return meta_; }
 

@@ -67,6 +67,7 @@ class StackMatches {
   StackMatches& operator=(const StackMatches&) = delete;
 
   int fd() const { return fd_; }
+  const void* mapping() const { return slots_; }
   static size_t SlotOf(uint64_t sp, uint64_t stack_top) {
     const uint64_t mixed = (sp * 0x9e3779b97f4a7c15ull) ^ (stack_top * 0xc2b2ae3d27d4eb4full);
     return static_cast<size_t>(mixed >> 57) % kSlots;

@@ -2,10 +2,11 @@
 //
 // Socket (SOCK_STREAM unix socket, path passed to the client through its options string):
 //   client -> daemon  ClientHello + SCM_RIGHTS{/proc/self/maps fd, /proc/self/mem fd}
-//   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd, stack matches fd}
-//                     (no fd when rejected; the totals fd from version 4, heap_totals.h, when
-//                     totals_size is not 0; the stack matches' from version 10, stack_matches.h,
-//                     when stack_matches_size is not 0)
+//   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd, stack matches fd,
+//                     snapshot channel fd} (no fd when rejected; the totals fd from version 4,
+//                     heap_totals.h, when totals_size is not 0; the stack matches' from version
+//                     10, stack_matches.h, when stack_matches_size is not 0; the snapshot
+//                     channel's from version 11 when flags hold kFlagSnapshots)
 //   client -> daemon  single wake-up bytes afterwards (content ignored); EOF = client gone.
 //
 // Shared memory: see ring_buffer.h. Every record in it starts with a RecordHeader; the record
@@ -39,7 +40,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // kRecordExiting; kRecordCancelled; sequence numbers are places in the buffer (not contiguous).
 // 8: ClientHello::flags (kHelloForked). 9: the shared buffer's version 3 (ring_buffer.h).
 // 10: DaemonReply::stack_matches_size and its fd; kRecordAllocMatched, kRecordHeapAllocMatched.
-constexpr uint32_t kProtocolVersion = 10;
+// 11: kFlagSnapshots and the snapshot channel's fd (snapshot_channel.h).
+constexpr uint32_t kProtocolVersion = 11;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -82,6 +84,9 @@ enum ClientFlags : uint32_t {
   // A forked child connects as a process of its own instead of only ending its copy of the
   // parent's session (version 4).
   kFlagDisableForkTeardown = 1u << 1,
+  // The session looks for unreachable memory: the reply's last fd is the process's end of the
+  // snapshot channel (version 11, snapshot_channel.h).
+  kFlagSnapshots = 1u << 2,
 };
 
 // Custom heaps (include/droidheap/heaps.h). libc's heap is heap 0, named kMallocHeapName; a

@@ -1,5 +1,6 @@
 // The layout of every struct two processes share (wire_protocol.h: the socket messages and the
-// records; ring_buffer.h: the shared metadata; heap_totals.h: the totals' slots), printed one
+// records; ring_buffer.h: the shared metadata; heap_totals.h: the totals' slots;
+// snapshot_channel.h: the snapshot channel's messages), printed one
 // field a line. A 32-bit app talks to a 64-bit daemon on a phone, so tests/unit/test_native.py
 // compares the output of a 32-bit build with a 64-bit build's: they must be identical. The static_asserts next to the structs pin the
 // same offsets at compile time; this catches what they do not list.
@@ -10,6 +11,7 @@
 
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/snapshot_channel.h"
 #include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 #include "tests/test_util.h"
@@ -128,6 +130,21 @@ int main() {
   FIELD(RingBufferMetadata, blocked_us);
   FIELD(RingBufferMetadata, read_pos);
   FIELD(RingBufferMetadata, reader_sleeping);
+
+  STRUCT(SnapshotHello);
+  FIELD(SnapshotHello, tid);
+  STRUCT(SnapshotRequest);
+  FIELD(SnapshotRequest, id);
+  STRUCT(SnapshotReady);
+  FIELD(SnapshotReady, status);
+  FIELD(SnapshotReady, id);
+  FIELD(SnapshotReady, copy_pid);
+  FIELD(SnapshotReady, error);
+  FIELD(SnapshotReady, range_count);
+  FIELD(SnapshotReady, profiler_ranges);
+  FIELD(SnapshotReady, thread_stack);
+  FIELD(SnapshotReady, probe_address);
+  FIELD(SnapshotReady, probe_value);
 
   // Both processes must use the same instructions on the shared atomics, never a lock of their own.
   std::atomic<uint64_t> wide{0};

@@ -49,6 +49,9 @@ std::vector<MapEntry> ProcessMaps::ParseLines(const std::string& text) {
       continue;
     }
     e.executable = strchr(perms, 'x') != nullptr;
+    e.readable = perms[0] == 'r';
+    e.writable = perms[0] != '\0' && perms[1] == 'w';
+    e.shared = e.writable && perms[2] != '\0' && perms[3] == 's';
     if (path_start > 0 && static_cast<size_t>(path_start) <= line.size()) {
       e.path = line.substr(static_cast<size_t>(path_start));
     }

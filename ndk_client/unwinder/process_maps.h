@@ -20,6 +20,9 @@ struct MapEntry {
   uint64_t offset = 0;
   MappedFileId file;  // the device and inode of the mapped file
   bool executable = false;
+  bool readable = false;
+  bool writable = false;
+  bool shared = false;  // MAP_SHARED
   // False for a mapping known only from the host's view under qemu-user (SetHostViewPid), whose
   // permissions are qemu's, not the guest's: the ELF file then says whether it holds code.
   bool permissions_known = true;

@@ -1,0 +1,251 @@
+// The snapshot mechanism end to end, in two processes: a program that keeps and drops blocks in
+// each way a conservative sweep must tell apart runs the client's snapshot thread
+// (client/snapshot_thread.h); this test, as the daemon, holds its threads, has it fork a copy,
+// lets it go, and sweeps the copy (process_snapshot.h, root_ranges.h, heap_sweep.h).
+//
+// Under qemu-user there is no ptrace: the copy is taken while the program runs and every stack is
+// a root from its bottom, so only "nothing reachable is called unreachable" is checked there.
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "client/snapshot_thread.h"
+#include "reachability/heap_sweep.h"
+#include "reachability/process_snapshot.h"
+#include "reachability/root_ranges.h"
+#include "tests/test_util.h"
+
+using namespace droidheap;
+
+namespace {
+
+struct Expected {
+  uint64_t address;
+  uint64_t size;
+  int reachable;
+  const char* how;
+};
+
+struct Shared {
+  std::atomic<int> ready;
+  int count;
+  Expected blocks[1024];
+};
+
+Shared* g_shared;
+
+struct Node {
+  Node* next;
+  char payload[40];
+};
+
+// The program's roots: volatile, or the compiler drops stores that nothing reads.
+Node* volatile g_list;             // a list kept whole through its head
+char* volatile g_interior;         // points 8 bytes into its block
+void** volatile g_container;       // a heap-only container of blocks
+// TLS; aligned as arm64's bionic wants an executable's TLS segment (it keeps its own slots first).
+alignas(64) thread_local void* volatile t_kept;
+volatile int g_pipe_read = -1;
+std::atomic<bool> g_holder_noted{false};
+
+void Note(void* block, size_t size, bool reachable, const char* how) {
+  Expected& e = g_shared->blocks[g_shared->count++];
+  e = {reinterpret_cast<uintptr_t>(block), size, reachable ? 1 : 0, how};
+}
+
+Node* MakeList(int count, bool reachable, const char* how) {
+  Node* head = nullptr;
+  for (int i = 0; i < count; ++i) {
+    Node* n = static_cast<Node*>(malloc(sizeof(Node)));
+    n->next = head;
+    head = n;
+    Note(n, sizeof(Node), reachable, how);
+  }
+  return head;
+}
+
+// Stale copies of dropped pointers on the stack would keep blocks: overwrite the frames below.
+__attribute__((noinline)) void ScrubStack() {
+  volatile char buffer[64 * 1024];
+  for (size_t i = 0; i < sizeof(buffer); ++i) buffer[i] = 0;
+}
+
+void* HoldOnStack(void*) {
+  void* volatile kept = malloc(100);
+  Note(kept, 100, true, "on another thread's stack");
+  g_holder_noted.store(true);
+  char byte;
+  // Blocks in read() for ever: the pointer stays on this stack only.
+  while (read(g_pipe_read, &byte, 1) != 0) {
+  }
+  return kept;
+}
+
+__attribute__((noinline)) void BuildHeap() {
+  g_list = MakeList(50, true, "a list rooted in a global");
+  MakeList(50, false, "a dropped list");
+  Node* a = static_cast<Node*>(malloc(sizeof(Node)));
+  Node* b = static_cast<Node*>(malloc(sizeof(Node)));
+  a->next = b;
+  b->next = a;
+  Note(a, sizeof(Node), false, "a dropped cycle");
+  Note(b, sizeof(Node), false, "a dropped cycle");
+  g_interior = static_cast<char*>(malloc(64)) + 8;
+  Note(g_interior - 8, 64, true, "an interior pointer");
+  g_container = static_cast<void**>(calloc(16, sizeof(void*)));
+  Note(g_container, 16 * sizeof(void*), true, "a container in a global");
+  for (int i = 0; i < 16; ++i) {
+    g_container[i] = malloc(24);
+    Note(g_container[i], 24, true, "in a heap-only container");
+  }
+  t_kept = malloc(48);
+  Note(t_kept, 48, true, "in TLS");
+  for (int i = 0; i < 20; ++i) Note(malloc(32), 32, false, "dropped at once");
+}
+
+[[noreturn]] void RunProgram(int channel) {
+  int pipe_fds[2];
+  CHECK(pipe(pipe_fds) == 0);
+  g_pipe_read = pipe_fds[0];
+  BuildHeap();
+  pthread_t holder;
+  CHECK(pthread_create(&holder, nullptr, HoldOnStack, nullptr) == 0);
+  ScrubStack();
+  const SnapshotRange shared{reinterpret_cast<uintptr_t>(g_shared),
+                             reinterpret_cast<uintptr_t>(g_shared) + sizeof(Shared)};
+  CHECK(StartSnapshotThread(channel, &shared, 1));
+  while (!g_holder_noted.load()) usleep(1000);
+  g_shared->ready.store(1);
+  for (;;) pause();
+}
+
+// qemu-user emulates no ptrace (natively, asking to interrupt a process that is no tracee of
+// ours is ESRCH).
+bool UnderQemu() {
+  return ptrace(PTRACE_INTERRUPT, getpid(), nullptr, nullptr) != 0 && errno == ENOSYS;
+}
+
+}  // namespace
+
+int main() {
+  g_shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  CHECK(g_shared != MAP_FAILED);
+  int channel[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) == 0);
+  const pid_t program = fork();
+  CHECK(program >= 0);
+  if (program == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed check leaves no program behind
+    close(channel[0]);
+    RunProgram(channel[1]);
+  }
+  close(channel[1]);
+  for (int i = 0; i < 10000 && g_shared->ready.load() == 0; ++i) usleep(1000);
+  CHECK(g_shared->ready.load() == 1);
+
+  size_t threads_before_snapshot = 0;
+  if (DIR* tasks = opendir(("/proc/" + std::to_string(program) + "/task").c_str())) {
+    while (dirent* entry = readdir(tasks)) threads_before_snapshot += entry->d_name[0] != '.';
+    closedir(tasks);
+  }
+  SnapshotChannel snapshots(channel[0]);
+  std::string error;
+  bool called = false;
+  std::unique_ptr<ProcessSnapshot> snapshot =
+      snapshots.Take(program, kNativeLayout, [&called] { called = true; }, &error);
+  if (snapshot == nullptr && UnderQemu() &&
+      error.find("at its own addresses") != std::string::npos) {
+    // qemu-user runs a 32-bit guest at an offset in its own address space: the copy's mem file,
+    // the host's, does not hold the guest's words at their addresses. The daemon says so.
+    printf("no snapshot here: %s\nok\n", error.c_str());
+    kill(program, SIGKILL);
+    waitpid(program, nullptr, 0);
+    return 0;
+  }
+  if (snapshot == nullptr) fprintf(stderr, "no snapshot: %s\n", error.c_str());
+  CHECK(snapshot != nullptr && called);
+  const bool qemu = !snapshot->threads_held;
+  if (qemu) {
+    printf("threads not held: %s\n", snapshot->note.c_str());
+    CHECK(snapshot->note.find("copied while it ran") != std::string::npos);
+  } else {
+    CHECK(snapshot->note.empty());
+    // main and the holder (and a sanitizer's own), not the snapshot thread
+    CHECK(snapshot->threads.size() == threads_before_snapshot - 1);
+  }
+  CHECK(qemu == UnderQemu());
+  CHECK(snapshot->copy_pid > 0 && snapshot->copy_pid != program);
+  printf("stall %llu us for %zu threads\n", static_cast<unsigned long long>(snapshot->stall_us),
+         snapshot->threads.size());
+
+  std::vector<HeapBlock> blocks;
+  for (int i = 0; i < g_shared->count; ++i) {
+    blocks.push_back({g_shared->blocks[i].address, g_shared->blocks[i].size});
+  }
+  for (bool complete : {true, false}) {
+    SnapshotMemory memory(snapshot->mem_fd);
+    HeapSweep sweep(blocks, sizeof(void*));
+    std::string not_scanned;
+    sweep.Run(RootsOf(*snapshot, blocks, complete, &not_scanned), &memory);
+    if (!not_scanned.empty()) printf("%s\n", not_scanned.c_str());
+    int wrong = 0;
+    for (int i = 0; i < g_shared->count; ++i) {
+      const Expected& e = g_shared->blocks[i];
+      const bool reachable = sweep.reachable(static_cast<size_t>(i));
+      // Without held threads a stale copy on a stack may keep a dropped block: never the reverse.
+      if (reachable != (e.reachable != 0) && (!qemu || e.reachable)) {
+        fprintf(stderr, "%s (complete=%d): block %d (%s) %s\n", complete ? "all blocks" : "sampled",
+                complete, i, e.how, reachable ? "reachable" : "unreachable");
+        ++wrong;
+      }
+    }
+    printf("complete=%d: %llu root bytes, %llu block bytes read\n", complete,
+           static_cast<unsigned long long>(sweep.figures().root_bytes),
+           static_cast<unsigned long long>(sweep.figures().block_bytes));
+    CHECK(wrong == 0);
+  }
+
+  // The copy exits once the snapshot is let go, and the program runs on.
+  const int copy = snapshot->copy_pid;
+  snapshot.reset();
+  const std::string copy_dir = "/proc/" + std::to_string(copy);
+  bool gone = false;
+  for (int i = 0; i < 5000 && !gone; ++i) {
+    char state[256] = {};
+    FILE* f = fopen((copy_dir + "/stat").c_str(), "r");
+    if (f == nullptr) {
+      gone = true;
+      break;
+    }
+    const size_t n = fread(state, 1, sizeof(state) - 1, f);
+    fclose(f);
+    const char* close_paren = strrchr(state, ')');
+    gone = n > 0 && close_paren != nullptr && close_paren[2] == 'Z';  // a zombie, not yet reaped
+    if (!gone) usleep(1000);
+  }
+  CHECK(gone);
+  CHECK(kill(program, 0) == 0);
+  // A second snapshot of the same process works too.
+  snapshot = snapshots.Take(program, kNativeLayout, [] {}, &error);
+  CHECK(snapshot != nullptr);
+  snapshot.reset();
+  kill(program, SIGKILL);
+  int status;
+  waitpid(program, &status, 0);
+  printf("ok\n");
+  return 0;
+}
