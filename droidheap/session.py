@@ -40,6 +40,7 @@ class ProfileOptions:
     block_client_timeout_us: int = 5_000_000
     shmem_size: int = 8 * 1024 * 1024
     seed: int = 0
+    unreachable: bool = False  # every dump also sweeps for unreachable blocks (droidheapd's own)
     # Guardrails (0: none): what droidheapd's bookkeeping of the session may take (past it, the
     # process that grew it ends its profile), and the trace's size (past it, the session stops).
     max_daemon_memory: int = DEFAULT_MAX_DAEMON_MEMORY
@@ -72,6 +73,8 @@ class ProfileOptions:
             args.append("--all-heaps")
         if self.seed:
             args += ["--seed", str(self.seed)]
+        if self.unreachable:
+            args.append("--unreachable")
         return args
 
 
@@ -142,6 +145,13 @@ class Session:
     def warnings(self) -> List[str]:
         """What droidheapd warned of (a guardrail reached), for the user."""
         return re.findall(r"droidheapd: warning: (.*)", self.daemon.log()) if self.daemon else []
+
+    def unreachable_sweeps(self) -> List[Tuple[int, str]]:
+        """(pid, what it found) of each sweep for unreachable memory (--unreachable), in order."""
+        if not self.daemon:
+            return []
+        return [(int(pid), found) for pid, found in
+                re.findall(r"droidheapd: unreachable pid=(\d+): (.*)", self.daemon.log())]
 
     def wait_until(self, condition, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -88,6 +88,11 @@ def _heap_names(ctx, param, value):
                                  "until the profiled processes exit.")
 @click.option("-c", "--continuous-dump", "dump_interval_ms", type=click.IntRange(0, _UINT32_MAX),
               default=0, metavar="MS", help="Also dump every MS milliseconds; 0 = never.")
+@click.option("--unreachable", is_flag=True,
+              help="At each dump and as a process exits, also find the sampled blocks in use "
+                   "that nothing in the process points to any more (a conservative sweep of a "
+                   "copy of it, forked while its threads are held), and say what they hold. "
+                   "Needs droidheap's own client: not in platform mode.")
 @click.option("--dump-at-max", is_flag=True,
               help="Each dump holds what was in use when the process's sampled heap was at its "
                    "largest so far, instead of what is in use at the dump.")
@@ -132,8 +137,8 @@ def _heap_names(ctx, param, value):
 @click.option("--seed", type=int, default=0, hidden=True, help="Sampler seed (tests).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
-def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, dump_at_max,
-            block_client, block_client_timeout_us, shmem_size, max_daemon_memory, max_trace_size,
+def command(obj, names, pids, every_process, interval, duration_ms, dump_interval_ms, unreachable,
+            dump_at_max, block_client, block_client_timeout_us, shmem_size, max_daemon_memory, max_trace_size,
             exact_totals, heaps, all_heaps, disable_fork_teardown, no_running, no_startup,
             print_config, output, symbol_dirs, seed, argv):
     """Profile CMD from its start, or processes by name or pid."""
@@ -150,7 +155,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
                              shmem_size=shmem_size, max_daemon_memory=max_daemon_memory,
                              max_trace_size=max_trace_size, exact_totals=exact_totals,
                              fork_teardown=not disable_fork_teardown, heaps=heaps,
-                             all_heaps=all_heaps, seed=seed)
+                             all_heaps=all_heaps, seed=seed, unreachable=unreachable)
     if print_config:
         _print_config(obj, options, targets, argv, duration_ms)
         return
@@ -187,6 +192,8 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
     if device.platform_profiler:
+        if unreachable:
+            raise DroidheapError(_PLATFORM_CANNOT_SWEEP)
         _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs)
         return
     for pid in running:
@@ -244,8 +251,14 @@ def _check_targets(targets, argv) -> None:
                                "start later have other pids")
 
 
+_PLATFORM_CANNOT_SWEEP = ("--unreachable needs droidheap's own client in the process: the "
+                          "platform's heapprofd (platform mode) cannot look for unreachable memory")
+
+
 def _print_config(obj, options, targets, argv, duration_ms):
     if obj["mode"] == "platform":
+        if options.unreachable:
+            raise DroidheapError(_PLATFORM_CANNOT_SWEEP)
         from google.protobuf import text_format
 
         from droidheap import platform_heapprofd as platform
@@ -324,6 +337,8 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
 def _collect(session, out, symbol_dirs):
     for warning in session.warnings():
         _note(f"warning: {warning}")
+    for pid, found in session.unreachable_sweeps():
+        _note(f"pid {pid}: unreachable: {found}")
     try:
         raw = session.pull_trace(out)
         convert_pulled(raw, out, session.device, symbol_dirs,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/callstack_table.h"
+#include "daemon/dump_snapshot.h"
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
 #include "daemon/unwound_stack_cache.h"
@@ -20,6 +21,7 @@
 #include "protocol/ring_buffer.h"
 #include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
+#include "reachability/process_snapshot.h"
 #include "unwinder/process_maps.h"
 #include "unwinder/registers.h"
 
@@ -110,6 +112,14 @@ struct ClientConnection {
   ProcessMemory memory_at_exit;
   // What its allocator last said it holds (its AllocatorStatsRecords).
   std::optional<AllocatorStatsRecord> allocator;
+  // --unreachable, protocol 11: the channel its snapshots come through, the snapshot taken and not
+  // yet swept (swept once its records are read up to snapshot_mark, what it had written when its
+  // threads were held), and the latest sweep's verdict.
+  std::unique_ptr<SnapshotChannel> snapshots;
+  std::unique_ptr<ProcessSnapshot> snapshot;
+  uint64_t snapshot_mark = 0;
+  uint64_t snapshot_timestamp_ns = 0;
+  UnreachableReport unreachable;
 };
 
 }  // namespace droidheap

@@ -38,6 +38,7 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   s.exited = client->socket_closed && client->exiting;
   s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
   s.allocator = client->allocator;
+  s.unreachable = client->unreachable;
   s.mappings = client->callstacks.mappings();
   s.callstacks = client->callstacks.callstacks();
   if (config.RecordsMalloc()) {

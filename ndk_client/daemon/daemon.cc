@@ -217,8 +217,9 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     client->maps.Reload(client->maps_fd);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's
-  int fds[3] = {-1, -1, -1};
+  int fds[4] = {-1, -1, -1, -1};
   size_t fd_count = 0;
+  int channel[2] = {-1, -1};  // the snapshot channel (--unreachable): the daemon's end, the client's
   if (reply.status == kReplyAccepted) {
     reply.sampling_interval = config_.sampling_interval;
     reply.max_stack_bytes = config_.max_stack_bytes;
@@ -239,8 +240,15 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
       reply.stack_matches_size = StackMatches::kSize;
       fds[fd_count++] = client->stack_matches->fd();
     }
+    if (config_.find_unreachable && hello.version >= 11 &&
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) == 0) {
+      reply.flags |= kFlagSnapshots;
+      fds[fd_count++] = channel[1];
+      client->snapshots = std::make_unique<SnapshotChannel>(channel[0]);
+    }
   }
   const bool sent = SendReply(sock, reply, fds, fd_count);
+  if (channel[1] >= 0) close(channel[1]);
   if (reply.status != kReplyAccepted || !sent) {
     Log("rejected pid=%d status=%u", client->pid, reply.status);
     return;

@@ -38,6 +38,9 @@ struct DaemonConfig {
   std::vector<std::string> heaps;
   bool all_heaps = false;
   uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
+  // Every dump also finds the live sampled blocks the process can no longer reach
+  // (daemon/unreachable_scan.h); the clients of protocol 11 fork the copies it sweeps.
+  bool find_unreachable = false;
   // Guardrails, 0 = none: what the session's bookkeeping (interned stacks, live allocations) may
   // take, and the trace's size.
   uint64_t max_memory_bytes = 0;

@@ -45,6 +45,29 @@ struct CallstackSample {
   uint64_t peak_count = 0;
 };
 
+// What the unreachable live blocks of one call stack stand for (scaled as CallstackSample's).
+struct UnreachableSample {
+  uint32_t callstack = 0;  // index into DumpSnapshot::callstacks
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+};
+
+// The sweep for unreachable memory of libc's heap (--unreachable, daemon/unreachable_scan.h), as
+// of its latest dump.
+struct UnreachableReport {
+  bool swept = false;     // a sweep ran; else `note` says why not
+  bool complete = false;  // every live block was known (-i 1 from the process's start)
+  uint64_t timestamp_ns = 0;  // when the threads were held (the dumps' clock)
+  uint64_t sampled_blocks = 0;      // live sampled blocks swept
+  uint64_t unreachable_blocks = 0;  // of them, unreachable: blocks, as they are
+  uint64_t unreachable_bytes = 0;   // ... and the bytes their program asked for
+  uint64_t stall_us = 0;  // the process held for its copy
+  uint64_t sweep_us = 0;
+  uint64_t bytes_read = 0;  // of roots and blocks
+  std::string note;  // what was not scanned, or why no sweep ran; empty when all was
+  std::vector<UnreachableSample> samples;
+};
+
 // One heap of the process: libc's (number 0, kMallocHeapName) or a custom one.
 struct HeapSnapshot {
   uint32_t number = 0;
@@ -77,6 +100,7 @@ struct DumpSnapshot {
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
   std::vector<HeapSnapshot> heaps;  // those the session records that the process has
+  UnreachableReport unreachable;  // with --unreachable
 };
 
 }  // namespace droidheap

@@ -60,7 +60,7 @@ const RegisterLayout* ClientLayout(const ClientHello& hello) {
 }
 
 bool SendReply(int sock, const DaemonReply& reply, const int* fds, size_t fd_count) {
-  return SendWithFds(sock, &reply, sizeof(reply), fds, std::min<size_t>(fd_count, 3));
+  return SendWithFds(sock, &reply, sizeof(reply), fds, std::min<size_t>(fd_count, 4));
 }
 
 }  // namespace droidheap

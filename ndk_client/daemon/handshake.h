@@ -64,7 +64,7 @@ bool PeerIsServed(const ucred& peer);
 // nullptr for an ABI this build does not know.
 const RegisterLayout* ClientLayout(const ClientHello& hello);
 
-// Sends `reply` with `fd_count` fds (0 to 3). False unless all of it went.
+// Sends `reply` with `fd_count` fds (0 to 4). False unless all of it went.
 bool SendReply(int sock, const DaemonReply& reply, const int* fds, size_t fd_count);
 
 }  // namespace droidheap

@@ -40,14 +40,14 @@ void HeapTracker::CreditFree(const LiveAllocation& live) {
 }
 
 void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack,
-                              uint64_t sample_size, uint64_t count) {
+                              uint64_t sample_size, uint64_t count, uint64_t block_size) {
   const uint32_t slot = SlotOf(callstack);
   BeforeChange(slot);
   CallstackSample& totals = totals_[slot];
   totals.self_allocated += sample_size;
   totals.alloc_count += count;
   live_bytes_ += sample_size;
-  const LiveAllocation incoming{sequence, slot, sample_size, count};
+  const LiveAllocation incoming{sequence, slot, sample_size, count, block_size};
   auto [live, inserted] = live_.Insert(address, incoming);
   if (!inserted) {
     if (live->sequence > sequence) {
@@ -66,6 +66,15 @@ void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
   if (live == nullptr || live->sequence > sequence) return;
   CreditFree(*live);
   live_.Erase(address);
+}
+
+std::vector<HeapBlock> HeapTracker::LiveBlocks() const {
+  std::vector<HeapBlock> blocks;
+  blocks.reserve(live_.size());
+  live_.ForEach([&blocks](uint64_t address, const LiveAllocation& live) {
+    blocks.push_back({address, live.block_size});
+  });
+  return blocks;
 }
 
 std::vector<CallstackSample> HeapTracker::Snapshot() const {

@@ -25,18 +25,47 @@
 
 #include "daemon/dump_snapshot.h"
 #include "daemon/live_allocations.h"
+#include "reachability/heap_sweep.h"
 
 namespace droidheap {
 
 class HeapTracker {
  public:
+  // `block_size`: the bytes the program asked for.
   void RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack, uint64_t sample_size,
-                   uint64_t count);
+                   uint64_t count, uint64_t block_size);
   void RecordFree(uint64_t address, uint64_t sequence);
 
   // The totals of every call stack this heap has seen an allocation from (cumulative, as
   // heapprofd's are).
   std::vector<CallstackSample> Snapshot() const;
+
+  // The live blocks, each at its address with the size the program asked for, in an order that
+  // UnreachableSamples takes verdicts in.
+  std::vector<HeapBlock> LiveBlocks() const;
+  // What the live blocks that `unreachable(i)` says of (i: their index in LiveBlocks()) stand for,
+  // by call stack (scaled as the samples are), and as the blocks are (*blocks, *bytes asked for).
+  template <typename Unreachable>
+  std::vector<UnreachableSample> UnreachableSamples(Unreachable unreachable, uint64_t* blocks,
+                                                    uint64_t* bytes) const {
+    std::vector<UnreachableSample> by_slot(totals_.size());
+    size_t index = 0;
+    live_.ForEach([&](uint64_t, const LiveAllocation& live) {
+      if (!unreachable(index++)) return;
+      UnreachableSample& sample = by_slot[live.callstack];  // a slot, here
+      sample.bytes += live.size;
+      sample.count += live.count;
+      ++*blocks;
+      *bytes += live.block_size;
+    });
+    std::vector<UnreachableSample> samples;
+    for (size_t slot = 0; slot < by_slot.size(); ++slot) {
+      if (by_slot[slot].count == 0) continue;
+      samples.push_back(by_slot[slot]);
+      samples.back().callstack = totals_[slot].callstack;
+    }
+    return samples;
+  }
 
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t peak_live_bytes() const { return peak_live_bytes_; }

@@ -17,8 +17,9 @@ namespace droidheap {
 struct LiveAllocation {
   uint64_t sequence;
   uint32_t callstack;
-  uint64_t size;
-  uint64_t count;
+  uint64_t size;   // the bytes the sample stands for
+  uint64_t count;  // the objects it stands for
+  uint64_t block_size;  // the bytes the program asked for: what a pointer into it may point at
 };
 
 class LiveAllocations {
@@ -46,6 +47,15 @@ class LiveAllocations {
     slots_[i] = {address, live};
     ++size_;
     return {&slots_[i].live, true};
+  }
+
+  // Calls visit(address, live) for every allocation, in the table's order (the same for two calls
+  // with no Insert or Erase between them).
+  template <typename Visit>
+  void ForEach(Visit visit) const {
+    for (const Slot& slot : slots_) {
+      if (slot.address != 0) visit(slot.address, slot.live);
+    }
   }
 
   // Removes the allocation at `address`, if any.

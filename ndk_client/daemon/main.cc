@@ -21,7 +21,7 @@ const char kUsage[] =
     "targets: --pid PID[,PID]  --spawned PID[,PID]  --name NAME[,NAME]  --all\n"
     "options: --interval BYTES (4096)  --max-stack BYTES (65536)  --shmem-size BYTES (8 MiB)\n"
     "         --dump-interval-ms MS  --dump-at-max  --no-block-client  --no-exact-totals\n"
-    "         --disable-fork-teardown  --heaps NAME[,NAME]  --all-heaps\n"
+    "         --disable-fork-teardown  --heaps NAME[,NAME]  --all-heaps  --unreachable\n"
     "         --block-timeout-us US (5000000)  --seed N  --workers N (1)\n"
     "         --exit-when-clients-gone  --stop-when-stdin-closes\n"
     "         --max-memory BYTES  --max-trace-size BYTES (0: no cap, the default)\n";
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   enum {
     kSocket = 1000, kOutput, kPid, kSpawned, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
     kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps, kBlockTimeout, kSeed,
-    kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize, kHelp
+    kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize, kUnreachable, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
       {"shmem-size", required_argument, nullptr, kShmemSize},
       {"dump-interval-ms", required_argument, nullptr, kDumpInterval},
       {"dump-at-max", no_argument, nullptr, kDumpAtMax},
+      {"unreachable", no_argument, nullptr, kUnreachable},
       {"no-block-client", no_argument, nullptr, kNoBlock},
       {"no-exact-totals", no_argument, nullptr, kNoTotals},
       {"disable-fork-teardown", no_argument, nullptr, kForkChildren},
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
         config.dump_interval_ms = static_cast<uint32_t>(n);
         break;
       case kDumpAtMax: config.dump_at_max = true; break;
+      case kUnreachable: config.find_unreachable = true; break;
       case kNoBlock: config.block_client = false; break;
       case kNoTotals: config.exact_totals = false; break;
       case kForkChildren: config.profile_forked_children = true; break;

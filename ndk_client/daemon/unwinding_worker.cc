@@ -17,6 +17,8 @@
 #include "daemon/clock.h"
 #include "daemon/log.h"
 #include "daemon/output_file.h"
+#include "daemon/unreachable_scan.h"
+#include "reachability/thread_stopper.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
@@ -191,6 +193,8 @@ void UnwindingWorker::Run() {
       if (!client->socket_closed && !Drain(client, RoundLimits(MonotonicUs()))) behind_ = true;
     }
     RunTasks();
+    // Threads a snapshot's hold could not let go in time are let go once they stop (--unreachable).
+    if (config_.find_unreachable) ThreadStopper::ReleaseLate();
     // A client whose socket closed: read up to what it had written then, final dump, forget.
     for (auto it = clients_.begin(); it != clients_.end();) {
       ClientConnection* client = it->get();
@@ -257,6 +261,7 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   elf_cache_.SetLoadDeadline(limits.deadline_us);
   bool done = DrainRecords(client, limits);
   if (OverMemoryCap(client)) done = true;  // cut off: nothing more is read
+  SweepUnreachable(config_, client);
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
   if (spent_us != nullptr) *spent_us += end_us - begin_us;
@@ -324,6 +329,12 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       // once: a hostile client's repeats cost nothing.
       client->exiting = true;
       client->memory_at_exit = ReadProcessMemory(client->pid);
+      // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
+      // dump's snapshot read up to its mark is swept first: one waits to be swept at a time.
+      SweepUnreachable(config_, client);
+      TakeUnreachableSnapshot(client, MonotonicCoarseNs(), [client] {
+        return client->consumed_bytes + PendingBytes(client);
+      });
     } else if (record.type == kRecordAllocatorStats &&
                record.body_size >= sizeof(AllocatorStatsRecord)) {
       AllocatorStatsRecord stats;
@@ -469,7 +480,7 @@ void UnwindingWorker::BookSample(ClientConnection* client, HeapTracker* heap, ui
   // same way, so that counts stay unbiased too.
   const uint64_t count =
       sample_size > alloc_size ? (sample_size + alloc_size / 2) / alloc_size : 1;
-  heap->RecordAlloc(address, sequence, callstack, sample_size, count);
+  heap->RecordAlloc(address, sequence, callstack, sample_size, count, alloc_size);
   ++client->heap_samples;
 }
 
@@ -636,7 +647,10 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   std::vector<bool> taken(count, false);
   std::vector<DumpSnapshot> snapshots(count);
   for (size_t i = 0; i < count; ++i) {
-    marks[i] = clients_[i]->consumed_bytes + PendingBytes(clients_[i].get());
+    ClientConnection* client = clients_[i].get();
+    TakeUnreachableSnapshot(client, timestamp_ns,
+                            [client] { return client->consumed_bytes + PendingBytes(client); });
+    marks[i] = client->consumed_bytes + PendingBytes(client);
   }
   for (size_t left = count; left > 0;) {
     const bool late = MonotonicUs() >= deadline_us;
@@ -651,7 +665,8 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
       limits.until_bytes = marks[i];
       if (late) {
         Stall(client, "a dump's mark", budgets_.dump_deadline_us);
-      } else if (!Drain(client, limits, &spent_us[i])) {
+      } else if (!Drain(client, limits, &spent_us[i]) || SnapshotAwaitsRecords(*client)) {
+        // (A snapshot waits for records its held threads had begun: they commit them soon.)
         if (spent_us[i] < budgets_.dump_us) continue;
         Stall(client, "a dump's mark", budgets_.dump_us);
       }

@@ -64,10 +64,11 @@ SnapshotChannel::~SnapshotChannel() {
 bool SnapshotChannel::ReadHello(int timeout_ms, std::string* error) {
   if (thread_tid_ > 0) return true;
   SnapshotHello hello{};
-  if (!WaitReadable(fd_, timeout_ms) ||
+  if (!broken_.empty() || !WaitReadable(fd_, timeout_ms) ||
       recv(fd_, &hello, sizeof(hello), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(hello)) ||
       hello.magic != kSnapshotMagic || hello.tid <= 0) {
-    *error = "its snapshot thread did not start";
+    broken_ = "its snapshot thread did not start";
+    *error = broken_;
     return false;
   }
   thread_tid_ = hello.tid;

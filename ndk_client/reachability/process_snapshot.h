@@ -79,6 +79,8 @@ class SnapshotChannel {
 
   int fd_;
   int thread_tid_ = 0;
+  // Why the thread never said hello: every later Take fails at once with it.
+  std::string broken_;
   uint64_t next_id_ = 1;
 };
 

@@ -51,9 +51,6 @@ SweepRoots RootsOf(const ProcessSnapshot& snapshot, const std::vector<HeapBlock>
     }
   }
   if (blocks_complete) {
-    for (const MapEntry& m : maps) {
-      if (m.path == "[heap]") excluded.emplace_back(m.start, m.end);
-    }
     for (const HeapBlock& b : blocks) {
       const uint64_t end = b.address + std::max<uint64_t>(b.size, 1);
       if (end < b.address) continue;  // wraps: no block

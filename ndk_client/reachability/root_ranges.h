@@ -7,10 +7,11 @@
 // bound.
 //
 // With `blocks_complete` (every block the allocator holds is among `blocks`: -i 1 from the
-// process's start, or the allocator's own list), the allocator's memory is no root either: the
-// brk heap and every page a block lies in, whose free space holds stale copies of pointers. Without
-// it the blocks not given are unknown, and every byte that is not a given block stays a root: in
-// doubt, reachable.
+// process's start, or the allocator's own list), no page a block lies in is a root either: what
+// else such a page holds is the allocator's, free space with stale copies of pointers among it.
+// The allocator's other pages stay roots (a block allocated before the profiler came, which it
+// never saw, may lie there): in doubt, reachable. Without it the blocks not given are unknown, and
+// every byte that is not a given block stays a root.
 #pragma once
 
 #include <stdint.h>

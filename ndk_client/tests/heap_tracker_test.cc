@@ -21,7 +21,7 @@ CallstackSample Totals(const HeapTracker& t, uint32_t stack) {
 void TestFreeMatchesAlloc() {
   HeapTracker t;
   uint32_t s = 0;
-  t.RecordAlloc(0x1000, 1, s, 100, 1);
+  t.RecordAlloc(0x1000, 1, s, 100, 1, 8);
   t.RecordFree(0x1000, 2);
   CHECK(Totals(t, s).self_allocated == 100 && Totals(t, s).self_freed == 100);
   CHECK(Totals(t, s).alloc_count == 1 && Totals(t, s).free_count == 1);
@@ -32,7 +32,7 @@ void TestUnknownAndOlderFreesAreIgnored() {
   HeapTracker t;
   uint32_t s = 0;
   t.RecordFree(0x2000, 1);  // never sampled
-  t.RecordAlloc(0x1000, 5, s, 64, 1);
+  t.RecordAlloc(0x1000, 5, s, 64, 1, 8);
   t.RecordFree(0x1000, 3);  // freed an older block at the same address
   CHECK(Totals(t, s).self_freed == 0 && t.live_bytes() == 64);
 }
@@ -40,10 +40,10 @@ void TestUnknownAndOlderFreesAreIgnored() {
 void TestReuseOfAnAddressCreditsTheOldBlock() {
   HeapTracker t;
   uint32_t a = 0, b = 1;
-  t.RecordAlloc(0x1000, 5, a, 10, 1);
-  t.RecordAlloc(0x1000, 9, b, 20, 1);  // the free of the first block never arrived
+  t.RecordAlloc(0x1000, 5, a, 10, 1, 8);
+  t.RecordAlloc(0x1000, 9, b, 20, 1, 8);  // the free of the first block never arrived
   CHECK(Totals(t, a).self_freed == 10 && Totals(t, b).self_freed == 0);
-  t.RecordAlloc(0x1000, 7, a, 30, 1);  // older than the live one: it is already gone
+  t.RecordAlloc(0x1000, 7, a, 30, 1, 8);  // older than the live one: it is already gone
   CHECK(Totals(t, a).self_allocated == 40 && Totals(t, a).self_freed == 40);
   CHECK(t.live_bytes() == 20);
 }
@@ -61,17 +61,17 @@ void TestCallstacksAreInterned() {
 void TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest() {
   HeapTracker t;
   uint32_t a = 0, b = 1, c = 2;
-  t.RecordAlloc(0x1000, 1, a, 100, 1);
-  t.RecordAlloc(0x2000, 2, b, 300, 3);
-  t.RecordAlloc(0x3000, 3, a, 50, 1);  // the peak: a 150 in 2, b 300 in 3
+  t.RecordAlloc(0x1000, 1, a, 100, 1, 8);
+  t.RecordAlloc(0x2000, 2, b, 300, 3, 8);
+  t.RecordAlloc(0x3000, 3, a, 50, 1, 8);  // the peak: a 150 in 2, b 300 in 3
   t.RecordFree(0x2000, 4);
   t.RecordFree(0x1000, 5);
-  t.RecordAlloc(0x4000, 6, c, 200, 1);  // 250 live: below the peak
+  t.RecordAlloc(0x4000, 6, c, 200, 1, 8);  // 250 live: below the peak
   CHECK(t.peak_live_bytes() == 450 && t.live_bytes() == 250);
   CHECK(Totals(t, a).peak_bytes == 150 && Totals(t, a).peak_count == 2);
   CHECK(Totals(t, b).peak_bytes == 300 && Totals(t, b).peak_count == 3);
   CHECK(Totals(t, c).peak_bytes == 0 && Totals(t, c).peak_count == 0);
-  t.RecordAlloc(0x5000, 7, c, 300, 1);  // 550: a new peak, where every stack stands now
+  t.RecordAlloc(0x5000, 7, c, 300, 1, 8);  // 550: a new peak, where every stack stands now
   CHECK(Totals(t, a).peak_bytes == 50 && Totals(t, b).peak_bytes == 0);
   CHECK(Totals(t, c).peak_bytes == 500 && Totals(t, c).peak_count == 2);
 }
@@ -79,8 +79,8 @@ void TestPeakKeepsWhatWasInUseWhenTheHeapWasLargest() {
 // Heaps of one process share its call stack ids; each heap reports only the stacks it saw.
 void TestHeapsBookApartOverSharedCallstacks() {
   HeapTracker malloc_heap, pool;
-  malloc_heap.RecordAlloc(0x1000, 1, 0, 100, 1);
-  pool.RecordAlloc(0x1000, 2, 5000, 40, 1);  // the same address, another heap
+  malloc_heap.RecordAlloc(0x1000, 1, 0, 100, 1, 8);
+  pool.RecordAlloc(0x1000, 2, 5000, 40, 1, 8);  // the same address, another heap
   pool.RecordFree(0x1000, 3);
   CHECK(malloc_heap.live_bytes() == 100 && pool.live_bytes() == 0);
   CHECK(malloc_heap.Snapshot().size() == 1 && pool.Snapshot().size() == 1);

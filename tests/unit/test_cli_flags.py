@@ -103,5 +103,15 @@ def test_print_config_in_platform_mode_carries_the_heaps(tmp_path):
     assert "all_heaps: true" in out and 'heaps: "' not in out
 
 
+def test_unreachable_reaches_the_daemon_and_platform_mode_refuses_it(tmp_path):
+    assert "--unreachable" in print_config(tmp_path, "--local", "--unreachable", "--", "prog").split()
+    result = run_cli(["--print-config", "--mode", "platform", "-n", "app", "--unreachable"],
+                     tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip() == ("droidheap: --unreachable needs droidheap's own "
+                                     "client in the process: the platform's heapprofd (platform "
+                                     "mode) cannot look for unreachable memory"), result.stderr
+
+
 def test_print_config_in_platform_mode_takes_all(tmp_path):
     assert "all: true" in print_config(tmp_path, "--mode", "platform", "--all")
