@@ -21,6 +21,11 @@
 #define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
 #endif
 
+// A thread-local of an executable (droidheapd, the native tests): bionic on arm64 (and arm) refuses
+// to run an executable whose TLS segment is aligned to less than 64 (32) bytes, the room it keeps
+// for its own slots first; the NDK's startup files add such a variable, a plain build does not.
+#define DROIDHEAP_EXECUTABLE_TLS alignas(64) thread_local
+
 // File offsets are 64-bit in every build: the daemon reads /proc/<pid>/mem at the target's
 // addresses, above 2 GiB in 32-bit processes too, and maps shared memory by offset. CMakeLists.txt
 // defines _FILE_OFFSET_BITS=64, which glibc honours and bionic does for every call used here from

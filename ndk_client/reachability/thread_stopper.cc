@@ -15,6 +15,8 @@
 
 #include <algorithm>
 
+#include "common/platform.h"
+
 namespace droidheap {
 namespace {
 
@@ -23,7 +25,7 @@ namespace {
 // unreaped traced thread keeps its process a zombie). Per thread because ptrace binds a tracee
 // to the thread that seized it: no other thread could release them, and the kernel releases them
 // all when this one exits.
-thread_local std::vector<int> t_late;
+DROIDHEAP_EXECUTABLE_TLS std::vector<int> t_late;
 
 // Waits between polls of threads that have not stopped yet: short first (a running thread stops
 // within microseconds of the interrupt), longer while they keep us waiting.

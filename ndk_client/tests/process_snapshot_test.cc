@@ -23,6 +23,7 @@
 #include <atomic>
 
 #include "client/snapshot_thread.h"
+#include "common/platform.h"
 #include "reachability/heap_sweep.h"
 #include "reachability/process_snapshot.h"
 #include "reachability/root_ranges.h"
@@ -56,8 +57,7 @@ struct Node {
 Node* volatile g_list;             // a list kept whole through its head
 char* volatile g_interior;         // points 8 bytes into its block
 void** volatile g_container;       // a heap-only container of blocks
-// TLS; aligned as arm64's bionic wants an executable's TLS segment (it keeps its own slots first).
-alignas(64) thread_local void* volatile t_kept;
+DROIDHEAP_EXECUTABLE_TLS void* volatile t_kept;  // TLS
 volatile int g_pipe_read = -1;
 std::atomic<bool> g_holder_noted{false};
 

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/platform.h"
 #include "reachability/thread_stopper.h"
 #include "tests/test_util.h"
 
@@ -55,8 +56,7 @@ struct Shared {
   std::atomic<int> started;
 };
 Shared* g_shared;
-// SIGUSR2 handled on this thread. Aligned as arm64's bionic wants an executable's TLS segment.
-alignas(64) thread_local uint32_t t_handled;
+DROIDHEAP_EXECUTABLE_TLS uint32_t t_handled;  // SIGUSR2 handled on this thread
 int g_pipe[2];  // the read() thread's
 
 int Gettid() { return static_cast<int>(syscall(SYS_gettid)); }
