@@ -63,3 +63,11 @@ def test_sampled_no_kept_block_is_called_unreachable(cli, programs, abi, tmp_pat
     # Only the dropped blocks, 70 of 48 bytes and 20 of 32, add up to what it found.
     assert any(48 * n + 32 * (blocks - n) == size
                for n in range(max(0, blocks - 20), min(blocks, 70) + 1)), result.stderr
+
+
+def test_the_benchmark_explains_itself():
+    """bench/unreachable.py, which prints the stall and the sweep per GiB beside LeakSanitizer's
+    exit check (too long a run for the suite)."""
+    from tests import bench_scripts
+    text = bench_scripts.help_text("unreachable.py")
+    assert "--sizes" in text and "LeakSanitizer" in text
