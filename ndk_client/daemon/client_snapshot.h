@@ -37,6 +37,8 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   s.disconnected = client->socket_closed;
   s.exited = client->socket_closed && client->exiting;
   s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
+  // Gone after its exit path, its socket not seen closed yet: known as it exited.
+  if (!s.memory.known && client->exiting) s.memory = client->memory_at_exit;
   s.allocator = client->allocator;
   s.unreachable = client->unreachable;
   s.mappings = client->callstacks.mappings();
