@@ -3,7 +3,9 @@
 The message classes come from a FileDescriptorProto built here from pprof's profile.proto
 (github.com/google/pprof, proto/profile.proto), so no protoc step is needed. Sample types use Go's
 heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; the default is
-in-use bytes, like heapprofd's.
+in-use bytes, like heapprofd's. A dump of libc's heap that droidheapd swept for unreachable memory
+(--unreachable) has two more, `unreachable_objects` and `unreachable_space`: what the sweep found
+unreachable, in samples of their own (0 in the four others) on the same stacks.
 """
 import dataclasses
 import itertools
@@ -85,6 +87,7 @@ _LOCATION_FIELD = Profile.DESCRIPTOR.fields_by_name["location"].number
 
 SAMPLE_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
                 ("inuse_objects", "count"), ("inuse_space", "bytes")]
+UNREACHABLE_SAMPLE_TYPES = [("unreachable_objects", "count"), ("unreachable_space", "bytes")]
 DEFAULT_SAMPLE_TYPE = "inuse_space"
 
 
@@ -127,11 +130,13 @@ class PprofWriter:
         self._frames: List[Frame] = []
         # By id(frames): (frames, (their location ids, those as a serialized Sample.location_id)).
         self._stacks: Dict[int, Tuple[Sequence[Frame], Tuple[List[int], bytes]]] = {}
-        # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say). A
-        # stack nothing happened at between dumps is one Sample (heap_dumps): most samples of a
-        # long run are written as the dump before wrote them. The Samples are kept alive here so
-        # that their ids stay theirs.
-        self._framed: Dict[int, bytes] = {}
+        # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say), in a
+        # file of SAMPLE_TYPES, of those and UNREACHABLE_SAMPLE_TYPES, and as an unreachable
+        # sample. A stack nothing happened at between dumps is one Sample (heap_dumps): most
+        # samples of a long run are written as the dump before wrote them. The Samples are kept
+        # alive here so that their ids stay theirs.
+        self._framed: Dict[str, Dict[int, bytes]] = {"heap": {}, "swept heap": {},
+                                                     "unreachable": {}}
         self._samples: List[Sample] = []
         # By (pid, heap): the ids of the stacks of its last dump written, and their locations.
         self._last_stacks: Dict[Tuple[int, str], Tuple[Set[int], Set[int]]] = {}
@@ -176,25 +181,39 @@ class PprofWriter:
             self._frames.append(frame)
         return ids, _MESSAGES["Sample"](location_id=ids).SerializeToString()
 
-    def _frame_samples(self, samples: List[Sample], at_peak: bool) -> List[bytes]:
-        """The samples' framed Sample fields (b"" for a sample of no figures), kept for the
-        dumps after that share them."""
+    def _framed_samples(self, samples: List[Sample], kind: str, at_peak: bool) -> List[bytes]:
+        """The samples' framed Sample fields, as `kind` (a key of _framed) in a dump at the peak
+        or not: those made for a dump before looked up by C loops (map), the others made."""
+        known = self._framed[kind]
+        framed = list(map(known.get, map(id, samples)))
+        at = list(misses(framed))
+        new = list(map(samples.__getitem__, at))
+        for i, made in zip(at, self._frame_samples(new, kind, at_peak)):
+            framed[i] = made
+        self._samples.extend(new)
+        known.update(zip(map(id, new), map(framed.__getitem__, at)))
+        return framed
+
+    def _frame_samples(self, samples: List[Sample], kind: str, at_peak: bool) -> List[bytes]:
+        """The samples' framed Sample fields (b"" for a sample of no figures)."""
         framed = []
         make = _MESSAGES["Sample"]
         stacks = made_once(list(map(_FRAMES, samples)), self._stacks, self._stack)
         for sample, stack in zip(samples, stacks):
             _, allocated, _, alloc_count, free_count = sample
-            if at_peak:  # what was in use at the peak; what was allocated is not known
+            if kind == "unreachable":  # unreachable: in use, never freed (heap_dumps)
+                values = (0, 0, 0, 0, alloc_count - free_count, sample.in_use)
+            elif at_peak:  # what was in use at the peak; what was allocated is not known
                 values = (0, 0, alloc_count - free_count, sample.in_use)
             else:
                 values = (alloc_count, allocated, alloc_count - free_count, sample.in_use)
+            if kind == "swept heap":
+                values += (0, 0)
             # Two serialized Samples, one with its location ids and one with its values, joined
             # are one with both: the ids' bytes are made once per stack.
             framed.append(encode_bytes_field(
                 _SAMPLE_FIELD, stack[1] + make(value=values).SerializeToString()
             ) if any(values) else b"")
-        self._samples.extend(samples)
-        self._framed.update(zip(map(id, samples), framed))
         return framed
 
     def _used_locations(self, dump: HeapDump) -> Set[int]:
@@ -206,6 +225,8 @@ class PprofWriter:
         for stack in (stacks - before[0]) if used else stacks:
             used.update(self._stacks[stack][1][0])
         self._last_stacks[(dump.pid, dump.heap_name)] = (stacks, used)
+        for stack in set(map(id, map(_FRAMES, dump.unreachable_samples))):
+            used.update(self._stacks[stack][1][0])
         return used
 
     def profile(self, dump: HeapDump, cmdline: str = "", time_nanos: int = 0):
@@ -220,7 +241,8 @@ class PprofWriter:
         in every dump."""
         p = Profile()
         strings = _Strings(p)
-        for kind, unit in SAMPLE_TYPES:
+        swept = dump.unreachable is not None and dump.unreachable.swept
+        for kind, unit in SAMPLE_TYPES + (UNREACHABLE_SAMPLE_TYPES if swept else []):
             p.sample_type.add(type=strings.id(kind), unit=strings.id(unit))
         p.default_sample_type = strings.id(DEFAULT_SAMPLE_TYPE)
         p.period_type.type, p.period_type.unit = strings.id("space"), strings.id("bytes")
@@ -229,12 +251,10 @@ class PprofWriter:
         if dump.start_timestamp and dump.timestamp > dump.start_timestamp:
             p.duration_nanos = dump.timestamp - dump.start_timestamp
         p.comment.extend(strings.id(c) for c in _comments(dump, cmdline))
-        # Looked up by C loops (map), framed in Python only for the samples new in this dump.
-        samples = list(map(self._framed.get, map(id, dump.samples)))
-        at = list(misses(samples))
-        for i, framed in zip(at, self._frame_samples(list(map(dump.samples.__getitem__, at)),
-                                                     dump.at_peak)):
-            samples[i] = framed
+        samples = self._framed_samples(dump.samples, "swept heap" if swept else "heap",
+                                       dump.at_peak)
+        if swept:
+            samples += self._framed_samples(dump.unreachable_samples, "unreachable", dump.at_peak)
         used = sorted(self._used_locations(dump))
         locations = b"".join(map(self._location_bytes.__getitem__, used))
         mappings = set(map(self._location_mapping.__getitem__, used))
@@ -291,6 +311,12 @@ def _comments(dump: HeapDump, cmdline: str) -> List[str]:
         a = dump.allocator
         comments.append(f"mallinfo: {a.in_use_bytes} bytes in use, {a.free_bytes} free, "
                         f"{a.system_bytes} from the system")
+    u = dump.unreachable
+    if u and u.swept:
+        comments.append(f"unreachable: {u.blocks} of {u.blocks_swept} sampled blocks "
+                        f"({u.bytes} bytes)" + (f"; {u.note}" if u.note else ""))
+    elif u:
+        comments.append(f"unreachable memory not swept: {u.note}")
     return comments
 
 

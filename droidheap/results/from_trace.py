@@ -3,10 +3,10 @@ read (model.py): each distinct frame's Locations, call stack and sample made onc
 every dump that has them."""
 import itertools
 import operator
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from droidheap.bulk import made_once, misses
-from droidheap.results.model import Location, Profile, StackSample
+from droidheap.results.model import Location, Profile, StackSample, Unreachable
 from droidheap.results.sites import CallStack, StackBudget
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import Frame, HeapDump, Sample, TraceDumps
@@ -53,27 +53,52 @@ class _Stacks:
         return CallStack(itertools.chain.from_iterable(locations))
 
 
+class _Samples:
+    """A trace's Samples as StackSamples, each made once: by the Sample's identity, since a stack
+    nothing happened at between dumps is one Sample (heap_dumps), and so one StackSample."""
+
+    def __init__(self, stacks: _Stacks):
+        self._stacks = stacks
+        self._made: Dict[int, StackSample] = {}
+        self._kept: List[Sample] = []  # the Samples `_made` knows, alive: their ids stay theirs
+
+    def of(self, dump_samples: List[Sample]) -> List[StackSample]:
+        # Looked up by C loops (map), made in Python only for the samples new in this dump.
+        samples = list(map(self._made.get, map(id, dump_samples)))
+        at = list(misses(samples))
+        new = list(map(dump_samples.__getitem__, at))
+        self._kept += new
+        for i, sample, stack in zip(at, new, self._stacks.stacks(new)):
+            _, allocated, freed, alloc_count, free_count = sample
+            samples[i] = self._made[id(sample)] = StackSample(
+                stack, alloc_count, allocated, alloc_count - free_count, allocated - freed)
+        return samples
+
+
+def _unreachable(dump: HeapDump, samples: _Samples) -> Optional[Unreachable]:
+    sweep = dump.unreachable
+    if sweep is None:
+        return None
+    return Unreachable(
+        samples=samples.of(dump.unreachable_samples), swept=sweep.swept,
+        # As droidheapd judges it: every block is known when every one was sampled from the start.
+        complete=sweep.swept and dump.sampling_interval_bytes == 1 and dump.from_startup,
+        blocks_swept=sweep.blocks_swept if sweep.swept else None,
+        blocks=sweep.blocks if sweep.swept else None,
+        bytes=sweep.bytes if sweep.swept else None,
+        held_ns=sweep.held_ns if sweep.swept else None, note=sweep.note)
+
+
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",
                         consume: bool = False) -> List[Profile]:
     """The dumps as Profiles; `consume` empties each dump's samples once its profile holds them
     (a conversion's peak memory would hold both)."""
-    stacks = _Stacks(symbols, source)
-    # By the Sample's identity: a stack nothing happened at between dumps is one Sample
-    # (heap_dumps), and so one StackSample.
-    made: Dict[int, StackSample] = {}
-    kept: List[Sample] = []  # the Samples `made` knows, alive: their ids stay theirs
+    made = _Samples(_Stacks(symbols, source))
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            # Looked up by C loops (map), made in Python only for the samples new in this dump.
-            samples = list(map(made.get, map(id, dump.samples)))
-            at = list(misses(samples))
-            new = list(map(dump.samples.__getitem__, at))
-            kept += new
-            for i, sample, stack in zip(at, new, stacks.stacks(new)):
-                _, allocated, freed, alloc_count, free_count = sample
-                samples[i] = made[id(sample)] = StackSample(
-                    stack, alloc_count, allocated, alloc_count - free_count, allocated - freed)
+            samples = made.of(dump.samples)
+            unreachable = _unreachable(dump, made)
             if consume:
                 dump.samples = []
             profiles.append(Profile(
@@ -83,6 +108,6 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
                 at_peak=dump.at_peak, totals=dump.totals,
                 unwinding_errors=dump.stats.unwinding_errors,
                 samples_lost=samples_lost(dump), disconnected=dump.disconnected,
-                ending=dump.ending,
+                ending=dump.ending, unreachable=unreachable,
                 source=source))
     return profiles

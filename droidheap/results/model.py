@@ -43,6 +43,36 @@ class StackSample(NamedTuple):
     in_use_bytes: int = 0
 
 
+@dataclasses.dataclass
+class Unreachable:
+    """What the sweep for unreachable memory found at a profile's dump (`droidheap --unreachable`,
+    libc's heap only): the live blocks nothing in the process points at, by call stack.
+
+    `samples` are scaled estimates, as a profile's are, with the unreachable blocks and bytes in
+    in_use_count and in_use_bytes (alloc_* the same figures again). The other figures are the sweep's own, of the
+    sampled blocks as they are (not scaled); None where the source does not say (a pprof file)."""
+    samples: List[StackSample]
+    # Every live block was known (every allocation sampled, from the process's start): the
+    # verdict is exact, LeakSanitizer's. Else only sampled blocks were judged; never a false
+    # positive.
+    complete: bool = False
+    swept: bool = True  # False: no sweep ran at this dump, `note` says why
+    blocks_swept: Optional[int] = None  # the live sampled blocks judged
+    blocks: Optional[int] = None  # of them, unreachable
+    bytes: Optional[int] = None   # the bytes those blocks' callers asked for
+    held_ns: Optional[int] = None  # how long the process's threads were held for its copy
+    note: str = ""  # what was not scanned, or why no sweep ran; "" when everything was
+
+    @property
+    def estimated_bytes(self) -> int:
+        """The unreachable bytes the samples stand for (scaled)."""
+        return sum(map(_IN_USE_BYTES, self.samples))
+
+    @property
+    def estimated_count(self) -> int:
+        return sum(s.in_use_count for s in self.samples)
+
+
 _ALLOC_BYTES = operator.attrgetter("alloc_bytes")
 _IN_USE_BYTES = operator.attrgetter("in_use_bytes")
 
@@ -64,6 +94,7 @@ class Profile:
     samples_lost: Tuple[str, ...] = ()  # why samples were lost ("the buffer overran", ...)
     disconnected: bool = False
     ending: str = ""  # how a disconnected process's profile ended (HeapDump.ending)
+    unreachable: Optional[Unreachable] = None  # libc's heap, with --unreachable
     source: str = ""  # the file it was read from
     # Its figures by call site (sites.profile_sites), made once, when first asked.
     sites: Optional[dict] = dataclasses.field(default=None, compare=False, repr=False)

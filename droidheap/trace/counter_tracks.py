@@ -13,16 +13,24 @@ before its profile packets. A counter that did not arrive is unknown, not 0.
 A process's last dump also says how its profile ended, as an instant event on the process track
 named "process exited", "profile ended" (a guardrail), "connection lost" or "profile cut off" (the
 process kept droidheapd from reading its buffer in time) (ENDINGS).
+
+With --unreachable, the latest sweep's figures: "unreachable: blocks swept", "unreachable: blocks",
+"unreachable: bytes", "unreachable: threads held" (ns), and an instant event "unreachable memory:
+NOTE" when it did not scan everything or did not run ("not swept: ...").
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from droidheap.trace.process_figures import ENDINGS, AllocatorStats, HeapTotals
+from droidheap.trace.process_figures import ENDINGS, AllocatorStats, HeapTotals, UnreachableSweep
 from droidheap.trace.reader import as_text
 
 _TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
 _MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
+_UNREACHABLE = ("unreachable: blocks swept", "unreachable: blocks", "unreachable: bytes",
+                "unreachable: threads held")
+_UNREACHABLE_NOTE = "unreachable memory: "
+_NOT_SWEPT = "not swept: "
 
 
 class CounterTracks:
@@ -34,6 +42,7 @@ class CounterTracks:
         self._counters: Dict[int, Tuple[int, str]] = {}  # counter track uuid -> (parent, name)
         self._values: Dict[int, Dict[str, int]] = {}  # pid -> counter name -> value
         self._endings: Dict[int, str] = {}  # pid -> one of ENDINGS
+        self._unreachable_notes: Dict[int, str] = {}  # pid -> the sweep's note
 
     def add_descriptor(self, track: pb.TrackDescriptor) -> None:
         if track.HasField("process"):
@@ -42,9 +51,12 @@ class CounterTracks:
             self._counters[track.uuid] = (track.parent_uuid, as_text(track.name))
 
     def add_event(self, event: pb.TrackEvent) -> None:
-        if event.type == pb.TrackEvent.TYPE_INSTANT and event.track_uuid in self._pids \
-                and event.name in ENDINGS:
-            self._endings[self._pids[event.track_uuid]] = event.name
+        if event.type == pb.TrackEvent.TYPE_INSTANT and event.track_uuid in self._pids:
+            pid = self._pids[event.track_uuid]
+            if event.name in ENDINGS:
+                self._endings[pid] = event.name
+            elif event.name.startswith(_UNREACHABLE_NOTE):
+                self._unreachable_notes[pid] = event.name[len(_UNREACHABLE_NOTE):]
         if event.type != pb.TrackEvent.TYPE_COUNTER or not event.HasField("counter_value"):
             return
         parent, name = self._counters.get(event.track_uuid, (0, ""))
@@ -61,6 +73,15 @@ class CounterTracks:
         figures = self._figures(pid, _MALLINFO)
         return AllocatorStats(*figures) if figures else None
 
+    def unreachable(self, pid: int) -> Optional[UnreachableSweep]:
+        """The latest sweep's figures at this dump; None when the process was not swept."""
+        figures = self._figures(pid, _UNREACHABLE)
+        note = self._unreachable_notes.get(pid, "")
+        if figures:
+            return UnreachableSweep(True, *figures, note=note)
+        return UnreachableSweep(False, note=note[len(_NOT_SWEPT):]) if note.startswith(
+            _NOT_SWEPT) else None
+
     def ending(self, pid: int) -> str:
         """How the process's profile ended, said by its last dump; "" in any other dump."""
         return self._endings.get(pid, "")
@@ -68,6 +89,7 @@ class CounterTracks:
     def dump_finished(self) -> None:
         self._values.clear()
         self._endings.clear()
+        self._unreachable_notes.clear()
 
     def _figures(self, pid: int, names: Sequence[str]) -> Optional[List[int]]:
         """The values of all `names`, or None unless every one arrived."""

@@ -8,6 +8,12 @@ over several ProfilePackets (`continued` on all but the last); a process may app
 them, its samples spread over the fragments. Before a dump's first fragment, a process_stats packet
 and counter tracks (counter_tracks.py) give figures of each process at the dump.
 
+With --unreachable, droidheapd writes what its latest sweep found unreachable in libc's heap as a
+heap of its own, UNREACHABLE_HEAP, each stack under a root frame UNREACHABLE_ROOT (the trace
+processor keeps figures by call site, not heap), its in-use bytes and blocks the unreachable ones
+(ndk_client/daemon/unreachable_heap.h). Read here, it joins libc's dump as `unreachable_samples`,
+the stacks as libc's, beside the sweep's figures from the counter tracks (`unreachable`).
+
 Names follow Perfetto's trace processor, so that symbols appended for a mapping (module_symbols,
 matched by path and build id) land on the same mapping there:
 - a mapping's path is "/" + component for each path component, with a leading "//" reduced to
@@ -25,7 +31,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from droidheap.apk_library import split_library_path
 from droidheap.bulk import misses
 from droidheap.trace.counter_tracks import CounterTracks
-from droidheap.trace.process_figures import AllocatorStats, HeapTotals
+from droidheap.trace.process_figures import AllocatorStats, HeapTotals, UnreachableSweep
 from droidheap.trace.reader import as_text
 
 PSEUDO_PREFIX = "[droidheap"
@@ -34,6 +40,8 @@ HEAPPROFD_ERROR_PATH = "/ERROR"
 # The data source of Android's heapprofd in a trace's config.
 HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
+UNREACHABLE_HEAP = "libc.malloc.unreachable"
+UNREACHABLE_ROOT = "[droidheap: unreachable]"
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
 _SERIALIZED = operator.methodcaller("SerializeToString")
 _CALLSTACK_ID = operator.attrgetter("callstack_id")
@@ -137,6 +145,11 @@ class HeapDump:
     allocator: Optional[AllocatorStats] = None  # the whole process's, the same for each heap
     stats: DumpStats = dataclasses.field(default_factory=DumpStats)
     samples: List[Sample] = dataclasses.field(default_factory=list)
+    # libc's heap, with --unreachable: the latest sweep's figures at the dump (None: no sweep was
+    # asked for), and what it found by call stack, in_use the unreachable bytes and blocks (empty
+    # when it found none, or when it did not run at this dump).
+    unreachable: Optional[UnreachableSweep] = None
+    unreachable_samples: List[Sample] = dataclasses.field(default_factory=list)
     # The ids of its samples' call stacks (their frames tuples, interned), from when it is
     # finished until the next dump of its process's heap is: what that one is compared with.
     stack_ids: Set[int] = dataclasses.field(default_factory=set, compare=False, repr=False)
@@ -200,6 +213,8 @@ class _Sequence:
         # memory, and every later step's work, saved).
         self.samples_before: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
         self.samples_now: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
+        # By id(Sample) of UNREACHABLE_HEAP: the Sample, kept alive, and it without the root frame.
+        self._unrooted: Dict[int, Tuple[Sample, Sample]] = {}
 
     def samples(self, key: Tuple[int, str], samples) -> List[Sample]:
         """The Samples of a dump fragment's ProfilePacket.HeapSample messages. Its hundreds of
@@ -217,6 +232,22 @@ class _Sequence:
 
     def dump_finished(self) -> None:
         self.samples_before, self.samples_now = self.samples_now, {}
+
+    def unrooted(self, samples: List[Sample]) -> List[Sample]:
+        """UNREACHABLE_HEAP's samples with their stacks as libc's, and what is unreachable as
+        allocated and never freed (allocated - freed in the trace: unreachable_heap.h); each made
+        once, so that a Sample the dump before had is the same one again."""
+        found = []
+        for sample in samples:
+            known = self._unrooted.get(id(sample))
+            if known is None:
+                frames = sample.frames
+                if frames and frames[0].mapping.display_path == UNREACHABLE_ROOT:
+                    frames = frames[1:]
+                known = self._unrooted[id(sample)] = (sample, Sample(
+                    frames, sample.in_use, 0, sample.alloc_count - sample.free_count, 0))
+            found.append(known[1])
+        return found
 
     def add_interned(self, data: pb.InternedData) -> None:
         t = self.interned
@@ -395,16 +426,20 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
             dump.totals = tracks.totals(src.pid, dump.heap_name)
             dump.allocator = tracks.allocator(src.pid)
             dump.ending = tracks.ending(src.pid)
+            if dump.heap_name == MALLOC_HEAP:
+                dump.unreachable = tracks.unreachable(src.pid)
             _merge_header(dump, src)
             # A dump at the peak (heapprofd's dump_at_max) gives every sample self_max: asked
             # of its first, not of each of hundreds of thousands.
             if src.samples and (src.samples[0].HasField("self_max") or
                                 src.samples[0].HasField("self_max_count")):
                 dump.at_peak = True
-                dump.samples.extend(Sample(seq.callstack(s.callstack_id), s.self_max, 0,
-                                           s.self_max_count, 0) for s in src.samples)
-                continue
-            dump.samples.extend(seq.samples(key, src.samples))
+                samples = [Sample(seq.callstack(s.callstack_id), s.self_max, 0, s.self_max_count,
+                                  0) for s in src.samples]
+            else:
+                samples = seq.samples(key, src.samples)
+            dump.samples.extend(seq.unrooted(samples) if dump.heap_name == UNREACHABLE_HEAP
+                                else samples)
         if not profile.continued:
             seq.dump_finished()
             _finish(result, pending.pop(seq_id))
@@ -458,6 +493,12 @@ def _next_index(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump], pi
 
 
 def _finish(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump]) -> None:
+    for (pid, heap), dump in list(current.items()):
+        libc = current.get((pid, MALLOC_HEAP))
+        if heap == UNREACHABLE_HEAP and libc is not None:
+            del current[(pid, heap)]
+            if libc.unreachable is not None and libc.unreachable.swept:
+                libc.unreachable_samples = dump.samples
     for dump in current.values():
         dump.stack_ids = set(map(id, map(_FRAMES, dump.samples)))  # C loops
         earlier = result.dumps.setdefault(dump.pid, [])

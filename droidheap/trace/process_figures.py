@@ -1,6 +1,6 @@
 """What the counter tracks beside a process's dumps say (counter_tracks.py reads them), as plain
 data the reports use without reading a trace: the exact totals of a heap, what the allocator
-holds, and how a profile ended."""
+holds, how a profile ended, and what the sweep for unreachable memory did."""
 import dataclasses
 
 EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
@@ -37,3 +37,15 @@ class AllocatorStats:
     in_use_bytes: int  # in allocated blocks
     free_bytes: int    # free inside the allocator
     system_bytes: int  # taken from the system
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreachableSweep:
+    """The figures of the latest sweep for unreachable memory (--unreachable) at a dump, of the
+    sampled blocks as they are (not scaled); its blocks by call stack are a heap of the dump."""
+    swept: bool  # False: no sweep ran, `note` says why
+    blocks_swept: int = 0
+    blocks: int = 0
+    bytes: int = 0  # what the unreachable blocks' callers asked for
+    held_ns: int = 0  # the process's threads held for its copy
+    note: str = ""  # what was not scanned, or why no sweep ran

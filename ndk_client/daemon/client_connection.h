@@ -16,6 +16,7 @@
 #include "daemon/dump_snapshot.h"
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
+#include "daemon/unreachable_heap.h"
 #include "daemon/unwound_stack_cache.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
@@ -114,12 +115,13 @@ struct ClientConnection {
   std::optional<AllocatorStatsRecord> allocator;
   // --unreachable, protocol 11: the channel its snapshots come through, the snapshot taken and not
   // yet swept (swept once its records are read up to snapshot_mark, what it had written when its
-  // threads were held), and the latest sweep's verdict.
+  // threads were held), and the latest sweep's verdict: its figures, and its blocks by call stack.
   std::unique_ptr<SnapshotChannel> snapshots;
   std::unique_ptr<ProcessSnapshot> snapshot;
   uint64_t snapshot_mark = 0;
   uint64_t snapshot_timestamp_ns = 0;
   UnreachableReport unreachable;
+  UnreachableHeap unreachable_heap;
 };
 
 }  // namespace droidheap

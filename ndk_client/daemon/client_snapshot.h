@@ -48,6 +48,12 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
     heap.name = kMallocHeapName;
     if (client->totals) heap.totals = client->totals->Sum();
     heap.samples = client->malloc_heap.Snapshot();
+    // Once a sweep found something (until then its absence says as much).
+    if (!client->unreachable_heap.empty()) {
+      HeapSnapshot& unreachable = s.heaps.emplace_back();
+      unreachable.name = kUnreachableHeapName;
+      unreachable.samples = client->unreachable_heap.Snapshot();
+    }
   }
   for (const auto& [number, custom] : client->custom_heaps) {
     HeapSnapshot& heap = s.heaps.emplace_back();

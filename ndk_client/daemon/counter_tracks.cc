@@ -10,10 +10,14 @@ namespace {
 // "dh" in the top bytes keeps clear of the uuids other producers pick at random, the pid in the
 // middle, the low 16 bits free for the counters of one process.
 constexpr uint64_t kUuidBase = uint64_t{0x6468} << 48;
-// Counter ids: libc's heap's totals 1-4, mallinfo's 5-7, custom heap n's from 8 + 4 (n - 1).
+// Counter ids: libc's heap's totals 1-4, mallinfo's 5-7, custom heap n's from 8 + 4 (n - 1), the
+// sweep for unreachable memory's from 0xff00.
 constexpr uint64_t kMallocTotalsId = 1;
 constexpr uint64_t kMallinfoId = 5;
 constexpr uint64_t kCustomTotalsId = 8;
+constexpr uint64_t kUnreachableId = 0xff00;
+// The instant event that says what a sweep did not scan, or why none ran, starts with this.
+constexpr char kUnreachableNotePrefix[] = "unreachable memory: ";
 
 struct Counter {
   uint64_t id;  // fixed per name: the low byte of its track's uuid
@@ -58,6 +62,17 @@ std::vector<Counter> CountersOf(const DumpSnapshot& process) {
     counters.push_back({id + 1, "mallinfo: free bytes", Unit::kUnitSizeBytes, a.free_bytes});
     counters.push_back({id + 2, "mallinfo: system bytes", Unit::kUnitSizeBytes, a.system_bytes});
   }
+  // The latest sweep's own figures, of the sampled blocks as they are (its blocks by call stack,
+  // scaled, are a heap of the dump: unreachable_heap.h).
+  const UnreachableReport& u = process.unreachable;
+  if (u.swept) {
+    const uint64_t id = kUnreachableId;
+    counters.push_back({id, "unreachable: blocks swept", Unit::kUnitCount, u.sampled_blocks});
+    counters.push_back({id + 1, "unreachable: blocks", Unit::kUnitCount, u.unreachable_blocks});
+    counters.push_back({id + 2, "unreachable: bytes", Unit::kUnitSizeBytes, u.unreachable_bytes});
+    counters.push_back(
+        {id + 3, "unreachable: threads held", Unit::kUnitTimeNs, u.stall_us * 1000});
+  }
   return counters;
 }
 
@@ -78,7 +93,8 @@ CounterPackets DumpCounters(const DumpSnapshot& process) {
   CounterPackets out;
   const std::vector<Counter> counters = CountersOf(process);
   const char* ending = EndingOf(process);
-  if (counters.empty() && ending == nullptr) return out;
+  const std::string& note = process.unreachable.note;
+  if (counters.empty() && ending == nullptr && note.empty()) return out;
   const uint64_t process_uuid = ProcessTrackUuid(process.pid);
   ProtoEncoder pid;
   pid.Int32(pb::ProcessDescriptor::kPid, process.pid);
@@ -103,11 +119,13 @@ CounterPackets DumpCounters(const DumpSnapshot& process) {
     event.Varint(pb::TrackEvent::kCounterValue, c.value);
     out.events.push_back(event);
   }
-  if (ending != nullptr) {
+  for (const std::string& name : {std::string(ending == nullptr ? "" : ending),
+                                  note.empty() ? "" : kUnreachableNotePrefix + note}) {
+    if (name.empty()) continue;
     ProtoEncoder event;
     event.Varint(pb::TrackEvent::kType, pb::TrackEvent::kTypeInstant);
     event.Varint(pb::TrackEvent::kTrackUuid, process_uuid);
-    event.Bytes(pb::TrackEvent::kName, ending);
+    event.Bytes(pb::TrackEvent::kName, name);
     out.events.push_back(event);
   }
   return out;

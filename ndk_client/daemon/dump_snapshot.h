@@ -53,7 +53,7 @@ struct UnreachableSample {
 };
 
 // The sweep for unreachable memory of libc's heap (--unreachable, daemon/unreachable_scan.h), as
-// of its latest dump.
+// of its latest dump; its blocks by call stack are a heap of the dump (unreachable_heap.h).
 struct UnreachableReport {
   bool swept = false;     // a sweep ran; else `note` says why not
   bool complete = false;  // every live block was known (-i 1 from the process's start)
@@ -65,7 +65,6 @@ struct UnreachableReport {
   uint64_t sweep_us = 0;
   uint64_t bytes_read = 0;  // of roots and blocks
   std::string note;  // what was not scanned, or why no sweep ran; empty when all was
-  std::vector<UnreachableSample> samples;
 };
 
 // One heap of the process: libc's (number 0, kMallocHeapName) or a custom one.

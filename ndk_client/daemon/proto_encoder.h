@@ -99,7 +99,7 @@ struct TrackDescriptor {
 struct ProcessDescriptor { enum : uint32_t { kPid = 1 }; };
 struct CounterDescriptor {
   enum : uint32_t { kUnit = 3 };
-  enum : uint64_t { kUnitCount = 2, kUnitSizeBytes = 3 };  // Unit
+  enum : uint64_t { kUnitTimeNs = 1, kUnitCount = 2, kUnitSizeBytes = 3 };  // Unit
 };
 struct TrackEvent {
   enum : uint32_t { kType = 9, kTrackUuid = 11, kName = 23, kCounterValue = 30 };

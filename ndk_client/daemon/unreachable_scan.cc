@@ -53,9 +53,11 @@ void SweepUnreachable(const DaemonConfig& config, ClientConnection* client) {
   sweep.Run(roots, &memory);
   report.swept = true;
   report.sampled_blocks = blocks.size();
-  report.samples = client->malloc_heap.UnreachableSamples(
-      [&sweep](size_t i) { return !sweep.reachable(i); }, &report.unreachable_blocks,
-      &report.unreachable_bytes);
+  client->unreachable_heap.Book(
+      client->malloc_heap.UnreachableSamples([&sweep](size_t i) { return !sweep.reachable(i); },
+                                             &report.unreachable_blocks,
+                                             &report.unreachable_bytes),
+      &client->callstacks);
   report.bytes_read = sweep.figures().root_bytes + sweep.figures().block_bytes;
   report.sweep_us = MonotonicUs() - start_us;
   for (const std::string& part : {snapshot->note, not_scanned}) {

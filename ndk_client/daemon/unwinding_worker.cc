@@ -353,7 +353,7 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
 bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
   if (config_.max_memory_bytes == 0) return false;
   uint64_t bytes = client->callstacks.memory_bytes() + client->malloc_heap.memory_bytes() +
-                   client->stack_cache.memory_bytes() +
+                   client->stack_cache.memory_bytes() + client->unreachable_heap.memory_bytes() +
                    client->published_matches.capacity() * sizeof(ClientConnection::PublishedMatch);
   for (const auto& [number, custom] : client->custom_heaps) bytes += custom.tracker.memory_bytes();
   const uint64_t cache = elf_cache_.memory_bytes();

@@ -1,8 +1,11 @@
 """--unreachable: as a program exits normally, the live sampled blocks nothing in it points to any
 more, found in a copy forked while its threads are held (tests/programs/reachability.c keeps and
 drops blocks in each way). At -i 1 the sweep finds what LeakSanitizer finds in the same program
-built with -fsanitize=leak; sampled, it never calls a kept block unreachable; under qemu-user,
-where no thread can be held, the line says what was not read."""
+built with -fsanitize=leak, site by site; sampled, it never calls a kept block unreachable; under
+qemu-user, where no thread can be held, the line says what was not read. The verdict is in every
+output: the results the reports read, the pprof files, the trace Perfetto's tools open."""
+import collections
+import gzip
 import re
 import shutil
 import subprocess
@@ -10,7 +13,10 @@ import subprocess
 import pytest
 
 from droidheap.native import host_abi
+from droidheap.pprof import Profile as PprofProfile
+from droidheap.results.load import load_results
 from tests.e2e.conftest import PROGRAMS
+from tests.trace_processor import LoadedTrace
 
 # 70 blocks of 48 bytes and 20 of 32 are dropped; every kept block has another size.
 DROPPED_BLOCKS, DROPPED_BYTES = 90, 4000
@@ -27,8 +33,17 @@ def exit_sweep(result):
     return int(blocks), int(size), known == "every block known", rest
 
 
-def leaksanitizer_total(tmp_path):
-    """(bytes, blocks) LeakSanitizer reports for reachability.c built as the tests build it."""
+# A leak's report: "Direct leak of 48 byte(s) in 1 object(s) allocated from:", then its frames,
+# "#0 0x... in malloc ..." (gcc's: __interceptor_malloc), "#1 0x... in site_dropped
+# /path/reachability.c:64".
+LSAN_LEAK = re.compile(r"(?:Direct|Indirect) leak of (\d+) byte\(s\) in (\d+) object\(s\) "
+                       r"allocated from:\n(?:\s+#\d+ 0x[0-9a-f]+ in \w*(?:malloc|calloc)\b.*\n)*"
+                       r"\s+#\d+ 0x[0-9a-f]+ in (\w+)")
+
+
+def leaksanitizer_leaks(tmp_path):
+    """LeakSanitizer's report of reachability.c built as the tests build it: (bytes, blocks) in
+    all, and by the function that called malloc."""
     source = PROGRAMS / "reachability.c"
     program = tmp_path / "reachability-lsan"
     if shutil.which("cc") is None or subprocess.run(
@@ -39,7 +54,33 @@ def leaksanitizer_total(tmp_path):
     found = re.search(r"SUMMARY: LeakSanitizer: (\d+) byte\(s\) leaked in (\d+) allocation",
                       result.stderr)
     assert found, result.stderr
-    return int(found.group(1)), int(found.group(2))
+    sites = collections.Counter()
+    for size, count, function in LSAN_LEAK.findall(result.stderr):
+        sites[function, "bytes"] += int(size)
+        sites[function, "blocks"] += int(count)
+    return (int(found.group(1)), int(found.group(2))), {
+        function: (sites[function, "bytes"], sites[function, "blocks"])
+        for function, _ in sites}
+
+
+def unreachable_sites(out):
+    """What the exit dump's sweep found, by call site, as the reports read it from `out`."""
+    profile = [p for p in load_results(out).profiles if p.heap == "libc.malloc"][-1]
+    sites = collections.Counter()
+    for sample in profile.unreachable.samples:
+        sites[sample.stack.site.function, "bytes"] += sample.in_use_bytes
+        sites[sample.stack.site.function, "blocks"] += sample.in_use_count
+    return profile.unreachable, {function: (sites[function, "bytes"], sites[function, "blocks"])
+                                 for function, _ in sites if sites[function, "blocks"]}
+
+
+def pprof_unreachable_bytes(out) -> int:
+    """The unreachable bytes the last pprof file of libc's heap gives."""
+    path = sorted(out.glob("heap_dump.*.libc.malloc.pb.gz"),
+                  key=lambda p: int(p.name.split(".")[1]))[-1]
+    profile = PprofProfile.FromString(gzip.decompress(path.read_bytes()))
+    types = [profile.string_table[t.type] for t in profile.sample_type]
+    return sum(s.value[types.index("unreachable_space")] for s in profile.sample)
 
 
 def test_at_interval_1_the_exit_sweep_finds_what_leaksanitizer_finds(cli, programs, abi,
@@ -50,8 +91,21 @@ def test_at_interval_1_the_exit_sweep_finds_what_leaksanitizer_finds(cli, progra
     assert (blocks, size, complete) == (DROPPED_BLOCKS, DROPPED_BYTES, True), result.stderr
     if abi != host_abi():  # qemu-user: copied as it ran, and said so
         assert "registers not read" in rest, result.stderr
+    found, sites = unreachable_sites(tmp_path / "out")
+    assert (found.complete, found.blocks, found.bytes) == (True, DROPPED_BLOCKS, DROPPED_BYTES)
+    assert ("registers not read" in found.note) == (abi != host_abi()), found.note
+    assert sites == {"site_dropped_list": (50 * 48, 50), "site_cycles": (20 * 48, 20),
+                     "site_dropped": (20 * 32, 20)}
+    assert pprof_unreachable_bytes(tmp_path / "out") == DROPPED_BYTES
+    with LoadedTrace(tmp_path / "out" / "raw-trace") as loaded:
+        assert loaded.problems() == []
+        rows = loaded.rows("select heap_name, sum(size) as size from heap_profile_allocation "
+                           "group by heap_name")
+    assert {r["heap_name"]: r["size"] for r in rows}["libc.malloc.unreachable"] == DROPPED_BYTES
     if abi == host_abi():
-        assert leaksanitizer_total(tmp_path) == (DROPPED_BYTES, DROPPED_BLOCKS)
+        total, lsan_sites = leaksanitizer_leaks(tmp_path)
+        assert total == (DROPPED_BYTES, DROPPED_BLOCKS)
+        assert lsan_sites == sites
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -63,6 +117,9 @@ def test_sampled_no_kept_block_is_called_unreachable(cli, programs, abi, tmp_pat
     # Only the dropped blocks, 70 of 48 bytes and 20 of 32, add up to what it found.
     assert any(48 * n + 32 * (blocks - n) == size
                for n in range(max(0, blocks - 20), min(blocks, 70) + 1)), result.stderr
+    found, sites = unreachable_sites(tmp_path / "out")
+    assert (found.complete, found.blocks, found.bytes) == (False, blocks, size)
+    assert set(sites) <= {"site_dropped_list", "site_cycles", "site_dropped"}, sites
 
 
 def test_the_benchmark_explains_itself():
