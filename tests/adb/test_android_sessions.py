@@ -312,3 +312,26 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
     # after the program in the trace (described again after the exec).
     assert_trace_processor_agrees(out, android_program)
     android_cli.assert_left_as_it_was()
+
+
+@ANDROID_11_ONLY
+def test_unreachable_memory_where_bionic_runs_the_program(spawning_cli, android_release,
+                                                          tmp_path):
+    """--unreachable under bionic's linker and libc, the client loaded by bionic's hooks (root) or
+    the linker's LD_PRELOAD (preload): at -i 1 the exit sweep finds the blocks and bytes that
+    LeakSanitizer finds on Linux (tests/e2e/test_unreachable.py), at the same call sites."""
+    from tests.e2e.test_unreachable import (DROPPED_BLOCKS, DROPPED_BYTES, exit_sweep,
+                                            unreachable_sites)
+    cli, _ = spawning_cli
+    program = compile_android_program(ROOT / "tests" / "programs" / "reachability.c",
+                                      tmp_path / "reachability", android_release.abi)
+    cli.adb_server.adb("-s", cli.serial, "push", str(program), "/data/local/tmp/reachability")
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--unreachable", "--", "/data/local/tmp/reachability")
+    blocks, size, complete, rest = exit_sweep(result)
+    assert (blocks, size, complete) == (DROPPED_BLOCKS, DROPPED_BYTES, True), result.stderr
+    assert "not read" not in rest, result.stderr
+    _, sites = unreachable_sites(out)
+    assert sites == {"site_dropped_list": (50 * 48, 50), "site_cycles": (20 * 48, 20),
+                     "site_dropped": (20 * 32, 20)}
+    cli.assert_left_as_it_was()
