@@ -37,7 +37,7 @@ _USAGE_FORMS = [
     "symbolize TRACE [-o DIR] [--symbols DIR]       symbolize and convert a trace again",
     "report PATH [--json] [--dump N]                top call sites, totals, leak suspects",
     "diff A [B] [--json]                            growth per call site, A to B or within A",
-    "check OUT --max-growth BYTES [--site REGEX]    exit 1 when a call site grew past BYTES",
+    "check OUT [--max-growth BYTES] [--max-unreachable BYTES]    exit 1 past a bound",
 ]
 
 

@@ -1,7 +1,9 @@
-"""`droidheap check OUT --max-growth BYTES [--site REGEX]`: a gate for CI. Exits 1, naming each
-call site whose bytes in use grew past the bound from the first dump to the last (from when
-profiling began, for a single dump)."""
+"""`droidheap check OUT [--max-growth BYTES] [--max-unreachable BYTES] [--site REGEX]`: a gate for
+CI. Exits 1, naming each call site whose bytes in use grew past the bound from the first dump to
+the last (from when profiling began, for a single dump), or each process whose last sweep found
+more unreachable bytes than the bound, with the call sites holding the most of them."""
 import re
+from typing import List, Tuple
 
 import click
 
@@ -11,6 +13,7 @@ from droidheap.gc_pause import gc_paused
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNREACHABLE_SITES = 3  # named in a failure
 
 
 class ByteSize(click.ParamType):
@@ -40,23 +43,12 @@ def _matches(pattern, site) -> bool:
     return any(pattern.search(text) for text in (str(site), site.file, site.module) if text)
 
 
-@click.command("check")
-@path_argument
-@click.option("--max-growth", required=True, type=ByteSize(), metavar="BYTES",
-              help="Fail when a call site's bytes in use grew by more (4096, 64k, 1.5MiB).")
-@click.option("--site", "site_pattern", type=Pattern(), default=None, metavar="REGEX",
-              help="Check only the call sites whose name, file or module matches.")
-@symbols_option
-@click.pass_context
-@gc_paused
-def command(ctx, path, max_growth, site_pattern, symbol_dirs):
-    """Exit 1 when a call site in PATH grew past --max-growth between its first and last dump."""
+def _growth_gate(path, profiles, max_growth: int, site_pattern) -> Tuple[List[str], str]:
+    """(what failed, or else what passed)."""
     from droidheap.errors import DroidheapError
     from droidheap.results.diff import first_to_last
     from droidheap.results.text import human_bytes, signed_bytes
-    results = load(path, symbol_dirs)
-    say_warnings(results)
-    series = first_to_last(results.profiles)
+    series = first_to_last(profiles)
     if not series:
         raise DroidheapError(f"{path} has no dumps to check (dumps at the peak are not a series)")
     failed, largest = [], None
@@ -71,14 +63,79 @@ def command(ctx, path, max_growth, site_pattern, symbol_dirs):
                 failed.append(f"{g.site} grew by {human_bytes(g.in_use_delta)} in "
                               f"{s.current.series_title} from {since} to dump "
                               f"{s.current.dump_index} (bound {human_bytes(max_growth)})")
-    for line in failed:
-        click.echo(f"FAIL: {line}")
-    if failed:
-        ctx.exit(1)
     if largest is None:
-        click.echo("ok: no call site matched" if site_pattern else "ok: nothing was allocated")
-    else:
-        g, s, since = largest
-        click.echo(f"ok: no call site grew by more than {human_bytes(max_growth)}; the most, "
-                   f"{signed_bytes(g.in_use_delta)}, was {g.site} in {s.current.series_title} "
-                   f"from {since}")
+        return failed, "no call site matched" if site_pattern else "nothing was allocated"
+    g, s, since = largest
+    return failed, (f"no call site grew by more than {human_bytes(max_growth)}; the most, "
+                    f"{signed_bytes(g.in_use_delta)}, was {g.site} in {s.current.series_title} "
+                    f"from {since}")
+
+
+def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tuple[List[str], str]:
+    """(what failed, or else what passed): per process and heap, its last sweep. Its bytes are
+    exact when every block was known, else an estimate; with --site, its matching sites'."""
+    from droidheap.errors import DroidheapError
+    from droidheap.results.report import judged_bytes, last_sweeps
+    from droidheap.results.sites import top_sites
+    from droidheap.results.text import human_bytes
+    sweeps = last_sweeps(profiles)
+    if not sweeps:
+        raise DroidheapError(f"{path} has no sweep for unreachable memory (profile with "
+                             "--unreachable)")
+    failed, largest = [], None
+    for p in sweeps:
+        u = p.unreachable
+        sites = [s for s in top_sites(u.samples, "in_use_bytes", limit=len(u.samples))
+                 if not site_pattern or _matches(site_pattern, s.site)]
+        size, exact = judged_bytes(u)
+        if site_pattern:
+            size = sum(s.in_use_bytes for s in sites)
+        how = "" if exact else " (estimated)"
+        if largest is None or size > largest[0]:
+            largest = (size, how, p)
+        if size > max_unreachable:
+            named = ", ".join(f"{s.site} {human_bytes(s.in_use_bytes)}"
+                              for s in sites[:_UNREACHABLE_SITES])
+            failed.append(f"{human_bytes(size)}{how} unreachable in {p.title} (bound "
+                          f"{human_bytes(max_unreachable)})" + (f": {named}" if named else ""))
+    size, how, p = largest
+    if not size:
+        return failed, ("the sweeps found nothing unreachable" +
+                        (" at a matching call site" if site_pattern else "") +
+                        (" among the sampled blocks" if how else ""))
+    return failed, (f"no process held more than {human_bytes(max_unreachable)} unreachable; the "
+                    f"most, {human_bytes(size)}{how}, in {p.title}")
+
+
+@click.command("check")
+@path_argument
+@click.option("--max-growth", type=ByteSize(), default=None, metavar="BYTES",
+              help="Fail when a call site's bytes in use grew by more (4096, 64k, 1.5MiB).")
+@click.option("--max-unreachable", type=ByteSize(), default=None, metavar="BYTES",
+              help="Fail when a process's last sweep (--unreachable) found more bytes "
+                   "unreachable.")
+@click.option("--site", "site_pattern", type=Pattern(), default=None, metavar="REGEX",
+              help="Check only the call sites whose name, file or module matches.")
+@symbols_option
+@click.pass_context
+@gc_paused
+def command(ctx, path, max_growth, max_unreachable, site_pattern, symbol_dirs):
+    """Exit 1 when a call site in PATH grew past --max-growth between its first and last dump, or
+    a process's last sweep found more unreachable memory than --max-unreachable."""
+    if max_growth is None and max_unreachable is None:
+        raise click.UsageError("give --max-growth, --max-unreachable or both")
+    results = load(path, symbol_dirs)
+    say_warnings(results)
+    gates = []
+    if max_growth is not None:
+        gates.append(_growth_gate(path, results.profiles, max_growth, site_pattern))
+    if max_unreachable is not None:
+        gates.append(_unreachable_gate(path, results.profiles, max_unreachable, site_pattern))
+    for failed, _ in gates:
+        for line in failed:
+            click.echo(f"FAIL: {line}")
+    for failed, passed in gates:
+        if not failed:
+            click.echo(f"ok: {passed}")
+    if any(failed for failed, _ in gates):
+        ctx.exit(1)

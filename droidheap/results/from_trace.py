@@ -86,7 +86,8 @@ def _unreachable(dump: HeapDump, samples: _Samples) -> Optional[Unreachable]:
         blocks_swept=sweep.blocks_swept if sweep.swept else None,
         blocks=sweep.blocks if sweep.swept else None,
         bytes=sweep.bytes if sweep.swept else None,
-        held_ns=sweep.held_ns if sweep.swept else None, note=sweep.note)
+        held_ns=sweep.held_ns if sweep.swept else None,
+        listed_blocks=sweep.listed_blocks if sweep.swept else None, note=sweep.note)
 
 
 def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "",

@@ -11,6 +11,8 @@ from droidheap.output_files import write_output
 REPORT_HTML = "report.html"
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA)\}\}")
+# One script of these, in order: report.js, last, starts the page once the others are defined.
+_SCRIPTS = ("charts.js", "report.js")
 
 
 def _script_safe_json(data: dict) -> str:
@@ -24,7 +26,7 @@ def _script_safe_json(data: dict) -> str:
 def render_html(data: dict) -> str:
     parts = {"TITLE": html.escape(data.get("title", "droidheap")),
              "CSS": (_ASSETS / "report.css").read_text(),
-             "JS": (_ASSETS / "report.js").read_text(),
+             "JS": "\n".join((_ASSETS / name).read_text() for name in _SCRIPTS),
              "DATA": _script_safe_json(data)}
     # One pass: a placeholder's text inside the data is not replaced again.
     return _PLACEHOLDER.sub(lambda m: parts[m[1]], (_ASSETS / "report.html").read_text())

@@ -9,7 +9,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from droidheap.bounded_inflate import inflate
 from droidheap.errors import DroidheapError
-from droidheap.results.model import Location, Profile, Results, StackSample
+from droidheap.results.model import Location, Profile, Results, StackSample, Unreachable
 from droidheap.results.sites import CallStack, StackBudget
 from droidheap.results.store import RESULTS_FILE, read_results
 
@@ -85,6 +85,10 @@ def _load_pprof(path: pathlib.Path, data: bytes) -> Profile:
 
 
 def _pprof_profile(path: pathlib.Path, profile) -> Profile:
+    from droidheap.pprof import UNREACHABLE_SAMPLE_TYPES
+    # A sweep's (droidheap --unreachable): samples of their own on the heap's stacks, 0 in the
+    # heap's four values.
+    (unreachable_objects, _), (unreachable_space, _) = UNREACHABLE_SAMPLE_TYPES
     strings = profile.string_table
     types = [strings[t.type] for t in profile.sample_type]
     functions = {f.id: f for f in profile.function}
@@ -114,8 +118,11 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
     def value(sample, name):
         column = columns.get(name)
         return sample.value[column] if column is not None else 0
-    # A pprof without Go's heap names: its last value is read as bytes in use.
-    fallback = not any(t in columns for t in ("inuse_space", "alloc_space"))
+    # A pprof without Go's heap names: its last value not of a sweep is read as bytes in use.
+    heap_columns = [i for i, name in enumerate(types)
+                    if name not in (unreachable_objects, unreachable_space)]
+    fallback = heap_columns[-1] if heap_columns and not any(
+        t in columns for t in ("inuse_space", "alloc_space")) else None
     stacks: Dict[Tuple[int, ...], CallStack] = {}
     budget = StackBudget(str(path))
 
@@ -129,12 +136,22 @@ def _pprof_profile(path: pathlib.Path, profile) -> Profile:
     samples = [StackSample(stack(s.location_id),
                            value(s, "alloc_objects"), value(s, "alloc_space"),
                            value(s, "inuse_objects"),
-                           s.value[-1] if fallback and s.value else value(s, "inuse_space"))
+                           s.value[fallback] if fallback is not None and fallback < len(s.value)
+                           else value(s, "inuse_space"))
                for s in profile.sample]
+    unreachable = None
+    if unreachable_objects in columns or unreachable_space in columns:
+        found = [(value(s, unreachable_objects), value(s, unreachable_space))
+                 for s in profile.sample]
+        unreachable = Unreachable([StackSample(sample.stack, 0, 0, *leaked)
+                                   for sample, leaked in zip(samples, found) if any(leaked)])
+        # A sample of the sweep's (none of the heap's figures) is not one of the heap's.
+        samples = [sample for sample, leaked in zip(samples, found)
+                   if any(sample[1:]) or not any(leaked)]
     pid, heap, index, cmdline = _pprof_identity(profile, path)
     return Profile(pid=pid, cmdline=cmdline, heap=heap, dump_index=index,
                    timestamp_ns=profile.time_nanos, sampling_interval_bytes=profile.period,
-                   samples=samples, source=str(path))
+                   samples=samples, unreachable=unreachable, source=str(path))
 
 
 def _load_file(path: pathlib.Path, search_dirs: Sequence[pathlib.Path]) -> Results:

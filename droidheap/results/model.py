@@ -61,6 +61,10 @@ class Unreachable:
     blocks: Optional[int] = None  # of them, unreachable
     bytes: Optional[int] = None   # the bytes those blocks' callers asked for
     held_ns: Optional[int] = None  # how long the process's threads were held for its copy
+    # Blocks the allocator listed (bionic's), pointers followed through them all: then each
+    # sampled block's verdict is LeakSanitizer's, a dropped list or cycle found whole. 0: only
+    # the sampled blocks were followed; None: not said.
+    listed_blocks: Optional[int] = None
     note: str = ""  # what was not scanned, or why no sweep ran; "" when everything was
 
     @property

@@ -1,6 +1,8 @@
 """The data of report.html (html.py renders it): every dump's stacks over one interned table of
 frames, each sample booked to its call site, the growth of each process's heap over the dumps,
-the leak suspects and, for a diff, the growth per site. The page computes the rest.
+the leak suspects and, for a diff, the growth per site; for a dump swept for unreachable memory
+(--unreachable), the sweep's verdict and the unreachable blocks' stacks, over the same frames and
+stacks. The page computes the rest.
 
 The page is what a person reads, of a size a browser opens at once whatever the trace: each
 dump shown carries its largest call stacks by each metric; the rest are folded into one row per
@@ -9,12 +11,13 @@ exact. The symbolized trace and the pprof files keep every stack.
 """
 import collections
 import pathlib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.results.diff import SiteGrowth
 from droidheap.results.leaks import dump_series, leak_suspects
-from droidheap.results.model import LeakSuspect, Location, Profile, ending_note
-from droidheap.results.sites import CallStack, profile_sites
+from droidheap.results.model import LeakSuspect, Location, Profile, StackSample, ending_note
+from droidheap.results.sites import CallStack, SiteFigures, profile_sites, site_figures
+from droidheap.results.text import unreachable_verdict
 
 VERSION = 2
 # Flamegraphs per process's heap: an hour of 5 s dumps would make a page of hundreds of megabytes.
@@ -76,17 +79,18 @@ def _largest(figures: List[Sequence[int]], limit: int) -> set:
     return chosen
 
 
-def _rows(profile: Profile, frames: _Frames) -> Tuple[List[list], List[str]]:
-    """The profile's rows ([stack, site, figures...]): its largest stacks whole, the others
-    folded per call site, a row each for the sites largest by any metric (so the page's table of
-    sites is exact), one for all the others; and a note when some were folded."""
-    samples = profile.samples
+def _rows(samples: List[StackSample], frames: _Frames,
+          sites: Callable[[], Dict[Tuple, SiteFigures]]) -> Tuple[List[list], List[str]]:
+    """The rows ([stack, site, figures...]) of a profile's samples (`sites`: their figures by
+    call site): its largest stacks whole, the others folded per call site, a row each for the
+    sites largest by any metric (so the page's table of sites is exact), one for all the others;
+    and a note when some were folded."""
     figures = [sample[1:] for sample in samples]  # StackSample: (stack, *figures in _METRICS order)
     kept = _largest(figures, STACKS_PER_METRIC)
     if len(kept) == len(samples):
         return [[*frames.stack(s.stack), *s[1:]] for s in samples], []
     # What is folded into a site's row: the site's figures less those of its stacks kept whole.
-    by_site = profile_sites(profile)
+    by_site = sites()
     folded = {key: [f.value(metric) for metric in _METRICS] for key, f in by_site.items()}
     rows = []
     for i in sorted(kept):
@@ -125,8 +129,8 @@ def _notes(profile: Profile) -> List[str]:
 def _profile_data(profile: Profile, frames: _Frames, start_ns: int, dumps: int) -> dict:
     """`start_ns`: the process's first dump; `dumps`: how many its heap has, shown or not."""
     totals = profile.totals
-    rows, folded = _rows(profile, frames)
-    return {
+    rows, folded = _rows(profile.samples, frames, lambda: profile_sites(profile))
+    data = {
         "pid": profile.pid, "cmdline": profile.cmdline, "heap": profile.heap,
         "dump": profile.dump_index, "dumps": dumps,
         "time_s": (profile.timestamp_ns - start_ns) / 1e9 if start_ns and profile.timestamp_ns
@@ -137,6 +141,20 @@ def _profile_data(profile: Profile, frames: _Frames, start_ns: int, dumps: int) 
             "free_count": totals.free_count, "free_bytes": totals.free_bytes,
             "live_blocks": totals.live_blocks, "in_use_bytes": totals.in_use_bytes},
         "notes": _notes(profile) + folded, "samples": rows}
+    if profile.unreachable is not None:
+        data["unreachable"] = _unreachable_data(profile, frames)
+    return data
+
+
+def _unreachable_data(profile: Profile, frames: _Frames) -> dict:
+    """What the dump's sweep found: its verdict, and the unreachable blocks as rows of the
+    profile's kind, in the in-use columns."""
+    u = profile.unreachable
+    # Only what is unreachable, and no allocation figures: the view shows nothing else.
+    held = [StackSample(s.stack, 0, 0, s.in_use_count, s.in_use_bytes) for s in u.samples
+            if s.in_use_count or s.in_use_bytes]
+    rows, folded = _rows(held, frames, lambda: site_figures(held))
+    return {"swept": u.swept, "verdict": unreachable_verdict(u), "notes": folded, "samples": rows}
 
 
 def _shown(profiles: Sequence[Profile]) -> List[Profile]:

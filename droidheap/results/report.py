@@ -1,13 +1,13 @@
 """`droidheap report`: what one profile says, per process and heap at a chosen dump: the top call
 sites by bytes in use and by bytes allocated, the largest of them bottom-up with their callers, the
-exact totals, what was lost; and over continuous dumps the leak suspects. As text (text.py) or as
-JSON for scripts (`report_json`)."""
+exact totals, what was lost, what its sweep found unreachable (--unreachable); and over continuous
+dumps the leak suspects. As text (text.py) or as JSON for scripts (`report_json`)."""
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.results.leaks import leak_suspects
-from droidheap.results.model import LeakSuspect, Location, Profile
+from droidheap.results.model import LeakSuspect, Location, Profile, Unreachable
 from droidheap.results.sites import SiteFigures, TreeNode, bottom_up, top_sites
 
 
@@ -19,6 +19,7 @@ class ProfileReport:
     by_in_use: List[SiteFigures]
     by_allocated: List[SiteFigures]
     tree: List[TreeNode]  # bottom-up, by bytes in use (allocated, for a profile with none in use)
+    unreachable: List[SiteFigures]  # by unreachable bytes (in in_use_*), when its sweep ran
 
 
 @dataclasses.dataclass
@@ -40,6 +41,11 @@ def chosen_dumps(profiles: Sequence[Profile], dump: Optional[int] = None) -> Lis
     return sorted(chosen.values(), key=lambda p: (p.pid, p.heap != "libc.malloc", p.heap))
 
 
+def last_sweeps(profiles: Sequence[Profile]) -> List[Profile]:
+    """Per process and heap, its last profile whose dump was swept for unreachable memory."""
+    return chosen_dumps([p for p in profiles if p.unreachable and p.unreachable.swept])
+
+
 def build_report(profiles: Sequence[Profile], warnings: Sequence[str] = (),
                  dump: Optional[int] = None, top: int = 10) -> Report:
     reports = []
@@ -53,8 +59,18 @@ def build_report(profiles: Sequence[Profile], warnings: Sequence[str] = (),
             (profile.timestamp_ns - first) / 1e9 if first and profile.timestamp_ns else None,
             top_sites(profile.samples, "in_use_bytes", top),
             [] if profile.at_peak else top_sites(profile.samples, "alloc_bytes", top),
-            bottom_up(profile.samples, metric, sites=min(top, 5))))
+            bottom_up(profile.samples, metric, sites=min(top, 5)),
+            top_sites(profile.unreachable.samples, "in_use_bytes", top)
+            if profile.unreachable else []))
     return Report(reports, leak_suspects(profiles, top), list(warnings))
+
+
+def judged_bytes(unreachable: Unreachable) -> Tuple[int, bool]:
+    """The unreachable bytes a verdict goes by, and whether they are exact: the sweep's own count
+    when every block was known, else what the sampled blocks stand for (scaled)."""
+    if unreachable.complete and unreachable.bytes is not None:
+        return unreachable.bytes, True
+    return unreachable.estimated_bytes, False
 
 
 def location_json(location: Location) -> dict:
@@ -69,6 +85,21 @@ def _figures_json(figures: SiteFigures) -> dict:
 
 def _site_json(figures: SiteFigures) -> dict:
     return {**location_json(figures.site), **_figures_json(figures)}
+
+
+def _unreachable_json(r: ProfileReport) -> Optional[dict]:
+    """What the dump's sweep found, None when none ran. The sweep's own figures are of the
+    sampled blocks as they are (None from a pprof file); the estimates are scaled, as the
+    profile's samples."""
+    u = r.profile.unreachable
+    if u is None or not u.swept:
+        return None
+    return {"complete": u.complete, "blocks_swept": u.blocks_swept, "blocks": u.blocks,
+            "bytes": u.bytes, "held_ns": u.held_ns, "listed_blocks": u.listed_blocks,
+            "estimated_count": u.estimated_count,
+            "estimated_bytes": u.estimated_bytes, "note": u.note,
+            "top_sites": [{**location_json(s.site), "estimated_count": s.in_use_count,
+                           "estimated_bytes": s.in_use_bytes} for s in r.unreachable]}
 
 
 def _tree_json(node: TreeNode) -> dict:
@@ -99,6 +130,7 @@ def report_json(report: Report) -> dict:
             "top_sites_by_in_use": [_site_json(s) for s in r.by_in_use],
             "top_sites_by_allocated": [_site_json(s) for s in r.by_allocated],
             "bottom_up": [_tree_json(n) for n in r.tree],
+            "unreachable": _unreachable_json(r),
             "source": p.source})
     suspects = [{"pid": s.pid, "heap": s.heap, **location_json(s.site),
                  "growth_bytes": s.growth_bytes, "steadiness": round(s.steadiness, 3),

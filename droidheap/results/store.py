@@ -7,8 +7,10 @@ Each Location, each call stack (as indexes of its Locations, leaf first) and eac
 once: a stack nothing happened at between dumps is one sample for all of them (figures are
 cumulative). A dump is the indexes of its samples, or, where most are those of the dump before of
 its process's heap at the same places (as a rule: the daemon keeps its stacks in order), that
-dump's index ("base"), its length, and the places that differ ("at") with their samples. So the
-file grows with the trace, never with dumps x depth nor dumps x stacks. It is read as
+dump's index ("base"), its length, and the places that differ ("at") with their samples. What a
+dump's sweep for unreachable memory found is its figures and its samples, told the same way
+against the sweep of the dump before (leaked blocks stay leaked). So the file grows with the
+trace, never with dumps x depth nor dumps x stacks. It is read as
 input like any other: decompression is capped, every field's type checked, every index bounded,
 the samples its dumps hold bounded by its size; damage is one DroidheapError.
 """
@@ -22,13 +24,13 @@ from droidheap.bounded_inflate import inflate
 from droidheap.bulk import by_identity, changed_places, misses
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_gzip_output
-from droidheap.results.model import Location, Profile, Results, StackSample
+from droidheap.results.model import Location, Profile, Results, StackSample, Unreachable
 from droidheap.results.sites import CallStack
 from droidheap.trace.process_figures import HeapTotals
 
 RESULTS_FILE = "droidheap-results.json.gz"
 _FORMAT = "droidheap-results"
-_VERSION = 2
+_VERSION = 3
 # Its JSON compresses 5 to 12 times; parsed, each byte costs several more (as a pprof's).
 _INFLATE_RATIO = 32
 _SAMPLE_FIELDS = 5  # stack, then StackSample's four figures
@@ -44,7 +46,10 @@ _PLACES_PER_BYTE = 32
 def write_results(results: Results, path: pathlib.Path,
                   write_gzip: Callable[[pathlib.Path, bytes], None] = write_gzip_output) -> None:
     distinct = _DistinctSamples()
-    last: Dict[Tuple[int, str], Tuple[int, List[StackSample]]] = {}  # (pid, heap) -> dump before
+    # (pid, heap) -> the number of the profile before and its samples; of the one before that
+    # has an Unreachable, and that one's samples.
+    last: Dict[Tuple[int, str], Tuple[int, List[StackSample]]] = {}
+    last_unreachable: Dict[Tuple[int, str], Tuple[int, List[StackSample]]] = {}
     profiles = []
     for number, p in enumerate(results.profiles):
         totals = p.totals
@@ -55,16 +60,18 @@ def write_results(results: Results, path: pathlib.Path,
             "totals": None if totals is None else [totals.alloc_count, totals.alloc_bytes,
                                                    totals.free_count, totals.free_bytes],
             "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
-            "ending": p.ending}
-        base, before = last.get((p.pid, p.heap), (None, []))
-        at = changed_places(p.samples, before)
-        if base is not None and len(at) <= len(p.samples) // 2:
-            profile.update(base=base, length=len(p.samples), at=at,
-                           samples=distinct.indexes(map(p.samples.__getitem__, at)))
-        else:
-            profile.update(base=None, samples=distinct.indexes(p.samples))
-        profiles.append(profile)
+            "ending": p.ending, "unreachable": None,
+            **_held_samples(p.samples, last.get((p.pid, p.heap)), distinct)}
         last[(p.pid, p.heap)] = (number, p.samples)
+        u = p.unreachable
+        if u is not None:
+            profile["unreachable"] = {
+                "complete": u.complete, "swept": u.swept, "blocks_swept": u.blocks_swept,
+                "blocks": u.blocks, "bytes": u.bytes, "held_ns": u.held_ns,
+                "listed_blocks": u.listed_blocks, "note": u.note,
+                **_held_samples(u.samples, last_unreachable.get((p.pid, p.heap)), distinct)}
+            last_unreachable[(p.pid, p.heap)] = (number, u.samples)
+        profiles.append(profile)
     samples = distinct.samples
     stacks = by_identity(map(operator.itemgetter(0), samples))  # StackSample.stack
     stack_index = {key: i for i, key in enumerate(stacks)}
@@ -80,6 +87,19 @@ def write_results(results: Results, path: pathlib.Path,
             "profiles": profiles}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
     write_gzip(path, text)
+
+
+def _held_samples(samples: List[StackSample], before: Optional[Tuple[int, List[StackSample]]],
+                  distinct: "_DistinctSamples") -> Dict[str, Any]:
+    """A dump's samples as stored: their indexes, or, given (the profile before, its samples),
+    that profile's number ("base"), their length and the places that differ with their samples
+    when those are at most half."""
+    base, earlier = before or (None, [])
+    at = changed_places(samples, earlier)
+    if base is not None and len(at) <= len(samples) // 2:
+        return {"base": base, "length": len(samples), "at": at,
+                "samples": distinct.indexes(map(samples.__getitem__, at))}
+    return {"base": None, "samples": distinct.indexes(samples)}
 
 
 class _DistinctSamples:
@@ -130,35 +150,76 @@ def _fits(length: int, room: int) -> None:
         raise ValueError("its dumps hold more samples than its size could honestly hold")
 
 
-def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
-             source: str, room: int) -> Profile:
-    """`room`: how many samples it may hold (the file's size bounds them, see _PLACES_PER_BYTE);
-    refused before they are allocated."""
-    _typed(raw, dict, "a profile")
+def _read_held_samples(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
+                       of: Callable[[Profile], Optional[List[StackSample]]],
+                       room: int) -> List[StackSample]:
+    """A dump's samples as _held_samples stored them; `of`: those of an earlier profile its base
+    may name (None: it may not). `room`: how many it may hold (the file's size bounds them, see
+    _PLACES_PER_BYTE), refused before they are allocated."""
     indexes = _list(raw["samples"], int, "a sample index")
     if indexes and not 0 <= min(indexes) <= max(indexes) < len(samples):
         raise ValueError("a profile names a sample that is not in the file")
     changed = list(map(samples.__getitem__, indexes))
     base = raw["base"]
     if base is None:
-        dump_samples = changed  # made already: one per index the file holds
-        _fits(len(dump_samples), room)
-    else:
-        if not 0 <= _typed(base, int, "a base") < len(earlier):
-            raise ValueError("a profile's base is not a profile before it")
-        length, at = _typed(raw["length"], int, "a length"), _list(raw["at"], int, "a place")
-        # Places past its base's end are filled by its changes, each once: a length beyond
-        # them would be places nothing fills, allocated before they were found empty.
-        if not 0 <= length <= len(earlier[base].samples) + len(at) or len(at) != len(
-                changed) or at and not 0 <= min(at) <= max(at) < length:
-            raise ValueError("a profile's changes are not places in it")
-        _fits(length, room)
-        dump_samples = earlier[base].samples[:length]
-        dump_samples += [None] * (length - len(dump_samples))
-        for i, sample in zip(at, changed):
-            dump_samples[i] = sample
-        if None in dump_samples:
-            raise ValueError("a profile has places nothing fills")
+        _fits(len(changed), room)
+        return changed  # made already: one per index the file holds
+    if not 0 <= _typed(base, int, "a base") < len(earlier) or of(earlier[base]) is None:
+        raise ValueError("a profile's base is not a profile before it")
+    before = of(earlier[base])
+    length, at = _typed(raw["length"], int, "a length"), _list(raw["at"], int, "a place")
+    # Places past its base's end are filled by its changes, each once: a length beyond them
+    # would be places nothing fills, allocated before they were found empty.
+    if not 0 <= length <= len(before) + len(at) or len(at) != len(
+            changed) or at and not 0 <= min(at) <= max(at) < length:
+        raise ValueError("a profile's changes are not places in it")
+    _fits(length, room)
+    held = before[:length]
+    held += [None] * (length - len(held))
+    for i, sample in zip(at, changed):
+        held[i] = sample
+    if None in held:
+        raise ValueError("a profile has places nothing fills")
+    return held
+
+
+def _profile_samples(profile: Profile) -> List[StackSample]:
+    return profile.samples
+
+
+def _unreachable_samples(profile: Profile) -> Optional[List[StackSample]]:
+    return None if profile.unreachable is None else profile.unreachable.samples
+
+
+def _samples_held(profile: Profile) -> int:
+    return len(profile.samples) + len(_unreachable_samples(profile) or ())
+
+
+def _optional_int(value: Any, what: str) -> Optional[int]:
+    return None if value is None else _typed(value, int, what)
+
+
+def _unreachable(raw: Any, samples: List[StackSample], earlier: List[Profile],
+                 room: int) -> Optional[Unreachable]:
+    if raw is None:
+        return None
+    _typed(raw, dict, "unreachable")
+    return Unreachable(
+        samples=_read_held_samples(raw, samples, earlier, _unreachable_samples, room),
+        complete=_typed(raw["complete"], bool, "complete"),
+        swept=_typed(raw["swept"], bool, "swept"),
+        blocks_swept=_optional_int(raw["blocks_swept"], "blocks_swept"),
+        blocks=_optional_int(raw["blocks"], "blocks"), bytes=_optional_int(raw["bytes"], "bytes"),
+        held_ns=_optional_int(raw["held_ns"], "held_ns"),
+        listed_blocks=_optional_int(raw["listed_blocks"], "listed_blocks"),
+        note=_typed(raw["note"], str, "note"))
+
+
+def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
+             source: str, room: int) -> Profile:
+    """`room`: how many samples it may hold, its sweep's with its own."""
+    _typed(raw, dict, "a profile")
+    dump_samples = _read_held_samples(raw, samples, earlier, _profile_samples, room)
     totals = raw["totals"]
     if totals is not None:
         values = _list(totals, int, "a total")
@@ -175,7 +236,9 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Prof
         unwinding_errors=_typed(raw["unwinding_errors"], int, "unwinding_errors"),
         samples_lost=tuple(_list(raw["samples_lost"], str, "samples_lost")),
         disconnected=_typed(raw["disconnected"], bool, "disconnected"),
-        ending=_typed(raw["ending"], str, "ending"), source=source)
+        ending=_typed(raw["ending"], str, "ending"),
+        unreachable=_unreachable(raw["unreachable"], samples, earlier, room - len(dump_samples)),
+        source=source)
 
 
 def read_results(path: pathlib.Path) -> Optional[Results]:
@@ -213,7 +276,7 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
         room = _PLACES_PER_BYTE * len(text)
         for p in _list(raw["profiles"], dict, "a profile"):
             profiles.append(_profile(p, samples, profiles, str(path), room))
-            room -= len(profiles[-1].samples)
+            room -= _samples_held(profiles[-1])
         return Results(profiles, _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
         raise DroidheapError(f"{path} is damaged: {e}") from e

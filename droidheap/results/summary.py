@@ -1,18 +1,22 @@
 """The short text summary printed after a profile: per process and heap, what was allocated, what
 was still in use at the last dump (sampled, and exactly when the daemon counted it), what the
-allocator and the kernel said the process held, the call sites (sites.py) holding the most memory,
-and, over continuous dumps, the leak suspects (leaks.py)."""
+allocator and the kernel said the process held, what the last sweep for unreachable memory found
+(--unreachable), the call sites (sites.py) holding the most memory, and, over continuous dumps, the
+leak suspects (leaks.py)."""
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from droidheap.results.from_trace import samples_lost
-from droidheap.results.model import LeakSuspect, Profile, ending_note
+from droidheap.results.model import LeakSuspect, Profile, Unreachable, ending_note
+from droidheap.results.report import last_sweeps
 from droidheap.results.sites import SiteFigures, top_sites
-from droidheap.results.text import exact_line, format_suspects, human_bytes, sampled_line
+from droidheap.results.text import (exact_line, format_suspects, human_bytes, sampled_line,
+                                    unreachable_verdict)
 from droidheap.trace.process_figures import EXITED, AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
+UNREACHABLE_SITES = 3  # named on the sweep's line
 
 
 @dataclasses.dataclass
@@ -41,6 +45,10 @@ class ProcessSummary:
     # The exact totals and the allocator's figures at the last dump that had them.
     totals: Optional[HeapTotals] = None
     allocator: Optional[AllocatorStats] = None
+    # What the last sweep for unreachable memory found (else why the last dump had none), and
+    # which dump that was if not the last: "at dump 2".
+    unreachable: Optional[Unreachable] = None
+    unreachable_when: str = ""
 
     @property
     def in_use(self) -> int:
@@ -79,6 +87,10 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
             last = heap_dumps[-1]
             shown = by_dump.get((pid, last.index, heap)) or Profile(pid, "", heap, 0, 0, 0, [])
             read = _last_known([d if d.memory else None for d in heap_dumps])  # the kernel's
+            heap_profiles = [by_dump[pid, d.index, heap] for d in heap_dumps
+                             if (pid, d.index, heap) in by_dump]
+            # The last sweep, else the last dump that says why it had none.
+            swept = last_sweeps(heap_profiles) or [p for p in heap_profiles if p.unreachable][-1:]
             summaries.append(ProcessSummary(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap_name=heap,
                 dumps=len(heap_dumps), sampling_interval_bytes=last.sampling_interval_bytes,
@@ -93,7 +105,10 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
                 memory_when=_memory_when(read, last) if read else "",
                 exit_status=(exit_statuses or {}).get(pid),
                 totals=_last_known([d.totals for d in heap_dumps]),
-                allocator=_last_known([d.allocator for d in heap_dumps])))
+                allocator=_last_known([d.allocator for d in heap_dumps]),
+                unreachable=swept[0].unreachable if swept else None,
+                unreachable_when=f" at dump {swept[0].dump_index}" if swept and
+                swept[0].dump_index != last.index else ""))
     return summaries
 
 
@@ -116,6 +131,14 @@ def _process_lines(s: ProcessSummary) -> List[str]:
                      f"{human_bytes(m.rss_shmem_kb * 1024)}: droidheap's buffer among it), "
                      f"swap {human_bytes(m.swap_kb * 1024)}")
     return lines
+
+
+def _unreachable_line(u: Unreachable, when: str) -> str:
+    """The sweep's verdict, then the call sites of the most unreachable bytes."""
+    sites = ", ".join(f"{s.site} {human_bytes(s.in_use_bytes)}"
+                      for s in top_sites(u.samples, "in_use_bytes", UNREACHABLE_SITES))
+    return f"  unreachable (leaked){when}: {unreachable_verdict(u)}" + (
+        f"; top: {sites}" if sites else "")
 
 
 def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspect] = ()) -> str:
@@ -145,6 +168,8 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
                                  + ("" if s.unwinding_errors == 1 else "s"))) if flag]
         if notes:
             lines.append("  note: " + "; ".join(notes))
+        if s.unreachable:
+            lines.append(_unreachable_line(s.unreachable, s.unreachable_when))
         if s.top_sites:
             lines.append("  top call sites by bytes in use:")
             lines.append(f"  {'in use':>10} {'allocated':>10} {'objects':>8}  function")

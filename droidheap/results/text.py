@@ -1,11 +1,12 @@
-"""The results as a person reads them in a terminal: the report, leak suspects, growth between two
-profiles. Sampled figures are estimates; the report says where a figure is exact."""
+"""The results as a person reads them in a terminal: the report, what the sweeps found unreachable,
+leak suspects, growth between two profiles. Sampled figures are estimates; the report says where a
+figure is exact."""
 import pathlib
 from typing import List, Optional, Sequence
 
 from droidheap.results.diff import SiteGrowth
-from droidheap.results.model import LeakSuspect, Profile, ending_note
-from droidheap.results.report import ProfileReport, Report
+from droidheap.results.model import LeakSuspect, Profile, Unreachable, ending_note
+from droidheap.results.report import ProfileReport, Report, judged_bytes
 from droidheap.results.sites import SiteFigures, TreeNode
 from droidheap.trace.process_figures import HeapTotals
 
@@ -36,6 +37,37 @@ def exact_line(t: HeapTotals) -> str:
     return (f"  exact since profiling began: {t.alloc_count} allocations "
             f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees ({human_bytes(t.free_bytes)}); "
             f"{t.live_blocks} blocks, {human_bytes(t.in_use_bytes)} in use")
+
+
+_NOT_JUDGED = "(blocks not sampled were not judged)"
+
+
+def unreachable_verdict(u: Unreachable) -> str:
+    """What a dump's sweep judged unreachable, in one line: exact when every block was known,
+    else an estimate from the sampled blocks alone; then what it did not scan, if anything."""
+    if not u.swept:
+        return f"not swept: {u.note}" if u.note else "not swept"
+    return _judged(u) + (f"; {u.note}" if u.note else "")
+
+
+def _judged(u: Unreachable) -> str:
+    size, exact = judged_bytes(u)
+    if exact:
+        return (f"{human_bytes(size)} in {u.blocks} blocks, every block known (exact)" if u.blocks
+                else "none, every block known (exact)")
+    if u.blocks_swept is None:  # a pprof file's: its samples only
+        if not u.samples:
+            return f"none of the sampled blocks {_NOT_JUDGED}"
+        return (f"~{human_bytes(size)} in ~{u.estimated_count} blocks, estimated from the sampled "
+                f"blocks {_NOT_JUDGED}")
+    # With the allocator's list, pointers were followed through every block: each sampled
+    # block's verdict is exact, the total an estimate from them.
+    judged = (f"(followed through all {u.listed_blocks} blocks the allocator listed)"
+              if u.listed_blocks else _NOT_JUDGED)
+    if not u.blocks:
+        return f"none of {u.blocks_swept} sampled blocks {judged}"
+    return (f"~{human_bytes(size)} estimated from {u.blocks} of {u.blocks_swept} sampled blocks "
+            f"{judged}")
 
 
 def signed_bytes(count: int) -> str:
@@ -100,6 +132,18 @@ def _profile_block(r: ProfileReport) -> List[str]:
     return lines
 
 
+def _unreachable_block(r: ProfileReport) -> List[str]:
+    """The verdict of the dump's sweep, then the call sites of the unreachable blocks."""
+    p = r.profile
+    lines = [f"unreachable (leaked), {p.title}: {unreachable_verdict(p.unreachable)}"]
+    if r.unreachable:
+        lines.append(f"  {'unreachable':>11} {'blocks':>8}  call site")
+    for s in r.unreachable:
+        module = f"  [{_module_name(s.site.module)}]" if s.site.module else ""
+        lines.append(f"  {human_bytes(s.in_use_bytes):>11} {s.in_use_count:>8}  {s.site}{module}")
+    return lines
+
+
 def format_suspects(suspects: Sequence[LeakSuspect]) -> str:
     """A ranked table of leak suspects, or "" when there are none."""
     if not suspects:
@@ -119,6 +163,8 @@ def format_report(report: Report) -> str:
     if not report.profiles:
         return "No heap dumps: no profiled process allocated while connected."
     blocks = ["\n".join(_profile_block(r)) for r in report.profiles]
+    # The sweeps' verdicts, then the suspects: what is proven leaked before what may be.
+    blocks += ["\n".join(_unreachable_block(r)) for r in report.profiles if r.profile.unreachable]
     if report.suspects:
         blocks.append(format_suspects(report.suspects))
     text = "\n\n".join(blocks)

@@ -15,8 +15,9 @@ named "process exited", "profile ended" (a guardrail), "connection lost" or "pro
 process kept droidheapd from reading its buffer in time) (ENDINGS).
 
 With --unreachable, the latest sweep's figures: "unreachable: blocks swept", "unreachable: blocks",
-"unreachable: bytes", "unreachable: threads held" (ns), and an instant event "unreachable memory:
-NOTE" when it did not scan everything or did not run ("not swept: ...").
+"unreachable: bytes", "unreachable: threads held" (ns), "unreachable: blocks listed" (by the
+allocator), and an instant event "unreachable memory: NOTE" when it did not scan everything or did
+not run ("not swept: ...").
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +30,7 @@ _TOTALS = ("allocations", "allocated bytes", "frees", "freed bytes")
 _MALLINFO = ("mallinfo: in use bytes", "mallinfo: free bytes", "mallinfo: system bytes")
 _UNREACHABLE = ("unreachable: blocks swept", "unreachable: blocks", "unreachable: bytes",
                 "unreachable: threads held")
+_LISTED = "unreachable: blocks listed"
 _UNREACHABLE_NOTE = "unreachable memory: "
 _NOT_SWEPT = "not swept: "
 
@@ -78,7 +80,8 @@ class CounterTracks:
         figures = self._figures(pid, _UNREACHABLE)
         note = self._unreachable_notes.get(pid, "")
         if figures:
-            return UnreachableSweep(True, *figures, note=note)
+            return UnreachableSweep(True, *figures, note=note,
+                                    listed_blocks=self._values[pid].get(_LISTED, 0))
         return UnreachableSweep(False, note=note[len(_NOT_SWEPT):]) if note.startswith(
             _NOT_SWEPT) else None
 

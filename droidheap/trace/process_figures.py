@@ -49,3 +49,6 @@ class UnreachableSweep:
     bytes: int = 0  # what the unreachable blocks' callers asked for
     held_ns: int = 0  # the process's threads held for its copy
     note: str = ""  # what was not scanned, or why no sweep ran
+    # The heap's blocks as its allocator listed them (bionic's malloc_iterate), pointers followed
+    # through them all; 0 when it did not list them (the sampled blocks alone were followed).
+    listed_blocks: int = 0

@@ -63,15 +63,25 @@ def leaksanitizer_leaks(tmp_path):
         for function, _ in sites}
 
 
-def unreachable_sites(out):
-    """What the exit dump's sweep found, by call site, as the reports read it from `out`."""
-    profile = [p for p in load_results(out).profiles if p.heap == "libc.malloc"][-1]
+DROPPED_SITES = {"site_dropped_list", "site_cycles", "site_dropped"}
+
+
+def _by_site(samples):
+    """(bytes, blocks) in use by call site's function, of the sites that have any."""
     sites = collections.Counter()
-    for sample in profile.unreachable.samples:
+    for sample in samples:
         sites[sample.stack.site.function, "bytes"] += sample.in_use_bytes
         sites[sample.stack.site.function, "blocks"] += sample.in_use_count
-    return profile.unreachable, {function: (sites[function, "bytes"], sites[function, "blocks"])
-                                 for function, _ in sites if sites[function, "blocks"]}
+    return {function: (sites[function, "bytes"], sites[function, "blocks"])
+            for function, _ in sites if sites[function, "blocks"]}
+
+
+def unreachable_sites(out, in_use=False):
+    """What the exit dump's sweep found, by call site, as the reports read it from `out` (and,
+    `in_use`, what was in use at each site then)."""
+    profile = [p for p in load_results(out).profiles if p.heap == "libc.malloc"][-1]
+    found = (profile.unreachable, _by_site(profile.unreachable.samples))
+    return found + (_by_site(profile.samples),) if in_use else found
 
 
 def pprof_unreachable_bytes(out) -> int:
@@ -119,7 +129,7 @@ def test_sampled_no_kept_block_is_called_unreachable(cli, programs, abi, tmp_pat
                for n in range(max(0, blocks - 20), min(blocks, 70) + 1)), result.stderr
     found, sites = unreachable_sites(tmp_path / "out")
     assert (found.complete, found.blocks, found.bytes) == (False, blocks, size)
-    assert set(sites) <= {"site_dropped_list", "site_cycles", "site_dropped"}, sites
+    assert set(sites) <= DROPPED_SITES, sites
 
 
 def test_the_benchmark_explains_itself():

@@ -1,6 +1,7 @@
 """report.html: self-contained (no network), safe against any function name, and, loaded in
 headless Chromium, without console messages and showing what the data says for each state the
-URL can name (profile, metric, search, zoom)."""
+URL can name (profile, metric, search, zoom), the unreachable call sites of a swept dump among
+them."""
 import json
 import re
 
@@ -215,6 +216,75 @@ def test_a_dump_at_the_peak_offers_only_what_is_in_use(tmp_path):
     assert sorted(disabled) == ["alloc_bytes", "alloc_count"]
     p = Page(dom)
     assert next(b for b in p.boxes if "root" in b["classes"])["text"] == "all: 12.0 KiB"
+
+
+EXACT = "44.0 KiB in 11 blocks, every block known (exact)"
+
+
+def _swept(profile, verdict=EXACT, samples=([0, 1, 0, 0, 10, 40960], [2, 4, 0, 0, 1, 4096]),
+           swept=True):
+    """`profile` with its dump's sweep: by default 40 KiB unreachable on site_keep's stack and
+    4 KiB on the hostile one's."""
+    return dict(profile, unreachable={"swept": swept, "verdict": verdict, "notes": [],
+                                      "samples": [list(row) for row in samples]})
+
+
+def test_the_unreachable_view_shows_the_sweeps_call_sites(page):
+    p = page(_data(profiles=[_profile(0, 8192), _swept(_profile(1, 65536))]),
+             "metric=unreachable_bytes")
+    assert p.texts["total"] == "Total unreachable (bytes): 44.0 KiB"
+    assert f"unreachable (leaked): {EXACT}" in p.texts["summary"]
+    root = next(b for b in p.boxes if "root" in b["classes"])
+    assert root["text"] == "all: 44.0 KiB"
+    assert {"site_keep (app.c:10)", HOSTILE + " (evil.cc:1)"} <= p.box_names()
+    sites = p.tables["sites"]
+    assert sites.startswith("call site module unreachable unreachable objects allocated"), sites
+    assert sites.index("site_keep") < sites.index("40.0 KiB") < sites.index(HOSTILE)
+    # The verdict is on every view of the dump.
+    assert f"unreachable (leaked): {EXACT}" in page(
+        _data(profiles=[_swept(_profile(1, 65536))])).texts["summary"]
+
+
+def test_a_dump_not_swept_offers_no_unreachable_view(tmp_path):
+    path = tmp_path / "report.html"
+    write_html(_data(profiles=[_profile(0, 8192), _swept(_profile(1, 65536))]), path)
+    dom, console = dump_dom(path, "profile=0&metric=unreachable_bytes")
+    assert console == []
+    disabled = re.findall(r'<input type="radio" name="metric" value="(\w+)"[^>]*disabled', dom)
+    assert sorted(disabled) == ["unreachable_bytes", "unreachable_count"]
+    assert Page(dom).texts["total"] == "Total in use (bytes): 12.0 KiB"
+
+
+def test_a_sweep_that_found_nothing_says_so(page):
+    verdict = "none of 40 sampled blocks (blocks not sampled were not judged)"
+    p = page(_data(profiles=[_swept(_profile(1, 65536), verdict, samples=())]),
+             "metric=unreachable_count")
+    assert p.texts["flame"] == f"Unreachable (leaked): {verdict}." and not p.boxes
+    assert verdict in p.tables["sites"]
+
+
+def test_a_page_without_sweeps_has_no_unreachable_metric(tmp_path):
+    path = tmp_path / "report.html"
+    write_html(_data(), path)
+    dom, console = dump_dom(path, "metric=unreachable_bytes")
+    assert console == [] and 'value="unreachable_bytes"' not in dom
+    assert Page(dom).texts["total"] == "Total in use (bytes): 68.0 KiB"
+
+
+def test_the_data_of_a_swept_profile_shows_its_unreachable_sites(page):
+    from droidheap.results.model import Location, Profile, StackSample, Unreachable
+    from droidheap.results.page import page_data
+    from droidheap.results.sites import CallStack
+    stack = CallStack([Location("lost", "app.c", 3, "/data/app"), Location("main", "app.c", 9)])
+    sweep = Unreachable([StackSample(stack, 0, 0, 3, 4000)], blocks_swept=40, blocks=3,
+                        bytes=4000, note="registers not read")
+    profile = Profile(pid=7, cmdline="app", heap="libc.malloc", dump_index=0, timestamp_ns=0,
+                      sampling_interval_bytes=4096, samples=[StackSample(stack, 4, 5000, 3, 4000)],
+                      unreachable=sweep)
+    p = page(page_data([profile], "t"), "metric=unreachable_bytes")
+    assert p.box_names() == {"all: 3.9 KiB", "main (app.c:9)", "lost (app.c:3)"}
+    assert ("unreachable (leaked): ~3.9 KiB estimated from 3 of 40 sampled blocks (blocks not "
+            "sampled were not judged); registers not read") in p.texts["summary"]
 
 
 def test_growth_chart_leaks_and_diff(page):

@@ -1,8 +1,10 @@
 """The text summary: the sampled estimate, then the exact totals and the allocator's figures when
-the trace has them, then what the kernel said."""
+the trace has them, then what the kernel said; and the last sweep for unreachable memory's
+verdict."""
 import dataclasses
 
 from droidheap.results.from_trace import profiles_from_dumps
+from droidheap.results.model import StackSample, Unreachable
 from droidheap.results.summary import format_summary, summarize
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
@@ -109,3 +111,34 @@ def test_the_note_says_how_the_profile_ended():
     # A trace of an older droidheapd, or of heapprofd, says only that it disconnected.
     assert _ending_note("") == "  note: the process exited or its connection was lost"
     assert _ending_note("", {7: 1}) == "  note: the process exited with status 1"
+
+
+def _swept_summary(sweeps):
+    """The summary of two dumps of one call site, the dumps' sweeps `sweeps`."""
+    b = _trace(counters=False)
+    b.dump({7: [(b.callstack([(APP, 0x10)]), 16384, 4096, 4, 1)]}, timestamp=COARSE_NS + 10**9)
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    profiles = profiles_from_dumps(dumps, SymbolTable({}))
+    for profile, sweep in zip(profiles, sweeps):
+        profile.unreachable = sweep and Unreachable(
+            [StackSample(s.stack, 0, 0, 1, 4000) for s in profile.samples
+             if sweep.get("swept", True)], **sweep)
+    return [line for line in format_summary(summarize(dumps, profiles)).splitlines()
+            if "unreachable" in line]
+
+
+def test_the_summary_gives_the_last_sweeps_verdict_and_top_site():
+    exact = dict(complete=True, blocks_swept=161, blocks=90, bytes=4000)
+    (line,) = _swept_summary([None, exact])
+    assert line.startswith("  unreachable (leaked): 3.9 KiB in 90 blocks, every block known "
+                           "(exact); top: "), line
+    assert line.endswith(" 3.9 KiB")
+    # The last dump not swept: the sweep before it, said to be of that dump.
+    (line,) = _swept_summary([dict(blocks_swept=40, blocks=1, bytes=48),
+                              dict(swept=False, note="the process had exited")])
+    assert line.startswith("  unreachable (leaked) at dump 0: ~3.9 KiB estimated from 1 of 40 "
+                           "sampled blocks (blocks not sampled were not judged); top: "), line
+    # None swept: why not.
+    assert _swept_summary([None, dict(swept=False, note="qemu-user")]) == [
+        "  unreachable (leaked): not swept: qemu-user"]
+    assert _swept_summary([None, None]) == []

@@ -1,18 +1,22 @@
 """Call sites, bottom-up trees, leak ranking and growth, on hand-made profiles; the report, diff and
-check commands on bad input."""
+check commands on bad input; what a sweep for unreachable memory found, in the report, --json,
+check --max-unreachable, the page's data and a pprof file's sample types."""
 import gzip
 
 import pytest
 
 from droidheap.results.diff import first_to_last, site_growth
 from droidheap.results.leaks import leak_suspects
-from droidheap.results.model import Location, Profile, StackSample
+from droidheap.cli import main
+from droidheap.results.load import load_results
+from droidheap.results.model import Location, Profile, Results, StackSample, Unreachable
 from droidheap.results.report import build_report, report_json
+from droidheap.results.store import RESULTS_FILE, write_results
 from droidheap.results.sites import (CallStack, bottom_up, call_site, profile_sites, site_figures,
                                      top_sites)
 from droidheap.results import sites
 from droidheap.results.html import render_html
-from droidheap.results.text import format_report
+from droidheap.results.text import format_report, unreachable_verdict
 from fixtures_trace import APP as APP_MAPPING, TraceBuilder
 from test_cli_errors import assert_one_line_error, run_cli
 
@@ -179,7 +183,7 @@ def test_report_reads_a_pprof_directory(tmp_path):
     (["report", "{tmp}/garbage"], "is neither a Perfetto trace nor a pprof file", 1),
     (["report", "{out}", "--dump", "3"], "no dump 3 (the dumps are 0 to 0)", 1),
     (["diff", "{tmp}/missing"], "does not exist", 1),
-    (["check", "{out}"], "Missing option '--max-growth'", 2),
+    (["check", "{out}"], "give --max-growth, --max-unreachable or both", 2),
     (["check", "{out}", "--max-growth", "lots"], "'lots' is not a size", 2),
     (["check", "{out}", "--max-growth", "1k", "--site", "("], "is not a regular expression", 2),
 ])
@@ -287,3 +291,190 @@ def test_the_page_keeps_the_largest_stacks_and_folds_the_rest_per_site_exactly()
         assert any("folded per call site" in note for note in shown["notes"])
         sizes[stacks] = len(render_html(data))
     assert sizes[40000] < 1.5 * sizes[4000], sizes  # bounded, not ten times larger
+
+
+def leaked(*stack, size) -> StackSample:
+    """A sweep's sample: `size` bytes unreachable in blocks of 16."""
+    return StackSample(CallStack(stack), 0, 0, size // 16, size)
+
+
+LOST = leaked(NEW, app("lost"), MAIN, size=3008)
+DROPPED = leaked(app("dropped"), MAIN, size=992)
+# At -i 1 from the start: every block known, the verdict exact (4000 bytes in 90 blocks).
+EXACT = Unreachable([LOST, DROPPED], complete=True, blocks_swept=161, blocks=90, bytes=4000,
+                    held_ns=568_000)
+
+
+def _swept_series(unreachable=EXACT, **kwargs):
+    """Three dumps of a steady leak, the last swept."""
+    dumps = _series({"leak": [100, 200, 300]}, **kwargs)
+    dumps[-1].unreachable = unreachable
+    return dumps
+
+
+@pytest.mark.parametrize("unreachable, verdict", [
+    (EXACT, "3.9 KiB in 90 blocks, every block known (exact)"),
+    (Unreachable([], complete=True, blocks_swept=161, blocks=0, bytes=0),
+     "none, every block known (exact)"),
+    (Unreachable([LOST], blocks_swept=40, blocks=2, bytes=96, note="registers not read"),
+     "~2.9 KiB estimated from 2 of 40 sampled blocks (blocks not sampled were not judged); "
+     "registers not read"),
+    (Unreachable([], blocks_swept=40, blocks=0, bytes=0),
+     "none of 40 sampled blocks (blocks not sampled were not judged)"),
+    (Unreachable([LOST], blocks_swept=40, blocks=2, bytes=96, listed_blocks=5000),
+     "~2.9 KiB estimated from 2 of 40 sampled blocks (followed through all 5000 blocks the "
+     "allocator listed)"),
+    (Unreachable([LOST, DROPPED]),  # a pprof file's: samples only
+     "~3.9 KiB in ~250 blocks, estimated from the sampled blocks (blocks not sampled were not "
+     "judged)"),
+    (Unreachable([], swept=False, note="the process exited before the sweep"),
+     "not swept: the process exited before the sweep"),
+])
+def test_a_sweeps_verdict_says_what_was_judged(unreachable, verdict):
+    assert unreachable_verdict(unreachable) == verdict
+
+
+def test_the_report_lists_unreachable_call_sites_above_the_leak_suspects():
+    text = format_report(build_report(_swept_series()))
+    header = ("unreachable (leaked), pid 1 (/data/app/bin), heap libc.malloc, dump 2: 3.9 KiB in 90 "
+              "blocks, every block known (exact)")
+    assert header in text.splitlines(), text
+    block = text[text.index(header):]
+    assert block.index("lost (app.c:1)") < block.index("dropped (app.c:1)") < block.index(
+        "leak suspects")
+    assert "      2.9 KiB      188  lost (app.c:1)  [bin]" in block, block
+    # A dump whose sweep did not run says why, in one line; one without --unreachable nothing.
+    skipped = format_report(build_report(_swept_series(Unreachable([], swept=False, note="why"))))
+    assert "unreachable (leaked), pid 1 (/data/app/bin), heap libc.malloc, dump 2: not swept: why" \
+        in skipped.splitlines()
+    assert "unreachable" not in format_report(build_report(_series({"leak": [100, 200, 300]})))
+
+
+def test_report_json_gives_the_sweep_per_profile_or_null():
+    (p,) = report_json(build_report(_swept_series()))["profiles"]
+    assert p["unreachable"] == {
+        "complete": True, "blocks_swept": 161, "blocks": 90, "bytes": 4000, "held_ns": 568_000,
+        "listed_blocks": None, "estimated_count": 250, "estimated_bytes": 4000, "note": "",
+        "top_sites": [
+            {"function": "lost", "file": "app.c", "line": 1, "module": APP,
+             "estimated_count": 188, "estimated_bytes": 3008},
+            {"function": "dropped", "file": "app.c", "line": 1, "module": APP,
+             "estimated_count": 62, "estimated_bytes": 992}]}
+    for unreachable in (None, Unreachable([], swept=False, note="why")):
+        (p,) = report_json(build_report(_swept_series(unreachable)))["profiles"]
+        assert p["unreachable"] is None
+
+
+def _stored(tmp_path, profiles):
+    """An output directory holding only what a conversion stores of `profiles`."""
+    out = tmp_path / "out"
+    out.mkdir()
+    write_results(Results(profiles, []), out / RESULTS_FILE)
+    return str(out)
+
+
+def _check(capsys, *args):
+    code = main(["check", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out.splitlines(), out.err
+
+
+def test_check_max_unreachable_fails_naming_the_top_unreachable_sites(tmp_path, capsys):
+    out = _stored(tmp_path, _swept_series())
+    code, lines, _ = _check(capsys, out, "--max-unreachable", "1k")
+    assert code == 1 and lines == [
+        "FAIL: 3.9 KiB unreachable in pid 1 (/data/app/bin), heap libc.malloc, dump 2 (bound "
+        "1.0 KiB): lost (app.c:1) 2.9 KiB, dropped (app.c:1) 992 B"]
+    code, lines, _ = _check(capsys, out, "--max-unreachable", "4000")
+    assert code == 0 and lines == [
+        "ok: no process held more than 3.9 KiB unreachable; the most, 3.9 KiB, in pid 1 "
+        "(/data/app/bin), heap libc.malloc, dump 2"]
+    # --site counts the matching sites' bytes only.
+    code, lines, _ = _check(capsys, out, "--max-unreachable", "1k", "--site", "^dropped")
+    assert code == 0 and lines[0].startswith("ok: no process held more than 1.0 KiB"), lines
+
+
+def test_check_judges_a_sampled_sweep_by_its_estimate_at_the_last_dump_swept(tmp_path, capsys):
+    dumps = _swept_series(Unreachable([LOST], blocks_swept=40, blocks=2, bytes=96))
+    dumps[1].unreachable = dumps[2].unreachable
+    dumps[2].unreachable = Unreachable([], swept=False, note="the process had exited")
+    code, lines, _ = _check(capsys, _stored(tmp_path, dumps), "--max-unreachable", "2k",
+                            "--max-growth", "1M")
+    assert code == 1 and lines == [
+        "FAIL: 2.9 KiB (estimated) unreachable in pid 1 (/data/app/bin), heap libc.malloc, dump 1 "
+        "(bound 2.0 KiB): lost (app.c:1) 2.9 KiB",
+        "ok: no call site grew by more than 1.0 MiB; the most, +200 B, was leak (app.c:1) in pid "
+        "1 (/data/app/bin), heap libc.malloc from dump 0"]
+
+
+def test_check_max_unreachable_of_a_run_never_swept_is_an_error(tmp_path, capsys):
+    code, lines, err = _check(capsys, _stored(tmp_path, _series({"leak": [100, 200]})),
+                              "--max-unreachable", "1k")
+    assert code == 1 and lines == []
+    assert err == (f"droidheap: {tmp_path / 'out'} has no sweep for unreachable memory (profile "
+                   "with --unreachable)\n")
+
+
+def test_check_of_sweeps_that_found_nothing_passes(tmp_path, capsys):
+    nothing = Unreachable([], blocks_swept=40, blocks=0, bytes=0)
+    code, lines, _ = _check(capsys, _stored(tmp_path, _swept_series(nothing)),
+                            "--max-unreachable", "0")
+    assert code == 0 and lines == [
+        "ok: the sweeps found nothing unreachable among the sampled blocks"]
+
+
+def test_page_data_carries_a_sweeps_verdict_and_rows_over_the_same_stacks():
+    from droidheap.results.page import page_data
+    dumps = _swept_series()
+    dumps[-1].samples.append(LOST._replace(alloc_count=1, alloc_bytes=16))
+    data = page_data(dumps, "t")
+    *earlier, last = data["profiles"]
+    assert all("unreachable" not in p for p in earlier)
+    u = last["unreachable"]
+    assert (u["swept"], u["verdict"], u["notes"]) == (
+        True, "3.9 KiB in 90 blocks, every block known (exact)", [])
+    frames = data["frames"]
+    assert [(frames[row[1]]["function"], row[2:]) for row in u["samples"]] == [
+        ("lost", [0, 0, 188, 3008]), ("dropped", [0, 0, 62, 992])]
+    # The heap's sample on the same stack is the same stack row.
+    assert u["samples"][0][0] == last["samples"][-1][0]
+
+
+def _pprof(tmp_path, types, values):
+    """A pprof file of `types`, one sample of `values` per stack (leaf `f0`, `f1`, ...)."""
+    from droidheap.pprof import Profile as PprofProfile
+    names = sorted({t for t in types} | {f"f{i}" for i in range(len(values))})
+    strings = ["", "count", "app.c"] + names
+    message = PprofProfile(string_table=strings)
+    for t in types:
+        message.sample_type.add(type=strings.index(t), unit=1)
+    for i, sample_values in enumerate(values, start=1):
+        message.function.add(id=i, name=strings.index(f"f{i - 1}"), filename=2)
+        message.location.add(id=i, address=0x10 * i).line.add(function_id=i, line=i)
+        message.sample.add(location_id=[i], value=sample_values)
+    path = tmp_path / "heap_dump.0.7.libc.malloc.pb.gz"
+    path.write_bytes(gzip.compress(message.SerializeToString()))
+    return path
+
+
+def test_a_pprof_with_the_sweeps_sample_types_fills_unreachable(tmp_path):
+    types = ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space",
+             "unreachable_objects", "unreachable_space"]
+    (p,) = load_results(_pprof(tmp_path, types, [[4, 256, 2, 128, 0, 0],
+                                                 [0, 0, 0, 0, 3, 4000]])).profiles
+    assert [(s.stack[0].function, *s[1:]) for s in p.samples] == [("f0", 4, 256, 2, 128)]
+    assert [(s.stack[0].function, *s[1:]) for s in p.unreachable.samples] == [("f1", 0, 0, 3, 4000)]
+    assert (p.unreachable.swept, p.unreachable.complete, p.unreachable.blocks,
+            p.unreachable.bytes) == (True, False, None, None)
+    # A sweep that found nothing; a pprof of no sweep.
+    assert load_results(_pprof(tmp_path, types, [[4, 256, 2, 128, 0, 0]])).profiles[
+        0].unreachable == Unreachable([])
+    assert load_results(_pprof(tmp_path, types[:4], [[4, 256, 2, 128]])).profiles[
+        0].unreachable is None
+
+
+def test_a_pprof_of_other_names_reads_its_last_value_but_a_sweeps_as_bytes_in_use(tmp_path):
+    (p,) = load_results(_pprof(tmp_path, ["objects", "space", "unreachable_space"],
+                               [[1, 64, 0], [0, 0, 48]])).profiles
+    assert [s.in_use_bytes for s in p.samples] == [64]
+    assert [s.in_use_bytes for s in p.unreachable.samples] == [48]

@@ -1,8 +1,9 @@
 """droidheap-results.json.gz (results/store.py): a conversion stores its profiles, and `report`,
 `diff` and `check` of the output directory read them without parsing the trace; a trace newer
 than the file, or a file of another version, is read instead; a damaged, inflated or ill-typed
-file is one DroidheapError. And a trace of many thousand call stacks converts within a memory
-cap (issue 39)."""
+file is one DroidheapError; what each dump's sweep for unreachable memory found is kept, told
+against the sweep before. And a trace of many thousand call stacks converts within a memory cap
+(issue 39)."""
 import gzip
 import json
 import os
@@ -18,7 +19,7 @@ from droidheap.errors import DroidheapError
 from droidheap.results import load
 from droidheap.results.load import SYMBOLIZED_TRACE, load_results
 from droidheap.results.report import build_report, report_json
-from droidheap.results.model import Location, Profile, Results, StackSample
+from droidheap.results.model import Location, Profile, Results, StackSample, Unreachable
 from droidheap.results.sites import CallStack
 from droidheap.results.store import RESULTS_FILE, read_results, write_results
 from droidheap.trace import reader
@@ -221,6 +222,73 @@ def test_a_damaged_file_is_read_or_refused_in_one_line(converted):
         path.write_bytes(gzip.compress(mutate(text, rng)) if rng.random() < 0.8
                          else mutate(whole, rng))
         survives(read_results, path)
+
+
+def test_a_trace_with_sweeps_reports_the_same_from_what_its_conversion_stored(tmp_path):
+    from test_unreachable_trace import _two_dumps
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(_two_dumps().to_bytes())
+    convert_trace(raw, tmp_path / "out")
+    stored, from_trace = load_results(tmp_path / "out"), load_results(raw)
+    assert stored.profiles[0].source.endswith(RESULTS_FILE)
+    assert [p.unreachable for p in stored.profiles] == [p.unreachable for p in from_trace.profiles]
+    assert _report(stored) == _report(from_trace)
+    assert _report(stored)["profiles"][0]["unreachable"]["estimated_bytes"] == 32
+
+
+def _swept_dumps():
+    """Four dumps of one process: no sweep, a sweep, the same blocks and one more unreachable,
+    then no sweep with why."""
+    frames = [Location(f"f{i}", "a.cc", i, "/data/app") for i in range(4)]
+    heap = [StackSample(CallStack(frames[i:i + 2]), 2, 128, 1, 64) for i in range(3)]
+    lost = [StackSample(heap[i].stack, 0, 0, 1, 64) for i in range(3)]
+    sweeps = [None, Unreachable(lost[:2], complete=True, blocks_swept=9, blocks=2, bytes=128,
+                                held_ns=500_000),
+              Unreachable(lost, complete=True, blocks_swept=9, blocks=3, bytes=192, held_ns=400,
+                          listed_blocks=12, note="1 mapping not read"),
+              Unreachable([], swept=False, note="the process had exited")]
+    return [Profile(pid=7, cmdline="app", heap="libc.malloc", dump_index=i, timestamp_ns=i,
+                    sampling_interval_bytes=1, samples=heap, unreachable=sweep)
+            for i, sweep in enumerate(sweeps)]
+
+
+def test_each_sweep_is_kept_and_one_like_the_sweep_before_is_stored_as_its_changes(tmp_path):
+    path = tmp_path / RESULTS_FILE
+    written = _swept_dumps()
+    write_results(Results(written, []), path)
+    stored = json.loads(gzip.decompress(path.read_bytes()))
+    assert len(stored["samples"]) == 6 * 5  # the heap's three and the sweep's three, once each
+    assert [p["unreachable"] and {k: p["unreachable"].get(k) for k in ("base", "at", "samples")}
+            for p in stored["profiles"]] == [
+        None, {"base": None, "at": None, "samples": [3, 4]},
+        {"base": 1, "at": [2], "samples": [5]}, {"base": 2, "at": [], "samples": []}]
+    read = read_results(path).profiles
+    assert [p.unreachable for p in read] == [p.unreachable for p in written]
+    # The sweeps' samples on the heap's stacks, shared as the file read them.
+    assert read[2].unreachable.samples[0] is read[1].unreachable.samples[0]
+    assert read[2].unreachable.samples[0].stack is read[2].samples[0].stack
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda u: u.update(swept=1), "swept is not a bool"),
+    (lambda u: u.update(blocks="3"), "blocks is not a int"),
+    (lambda u: u.update(note=None), "note is not a str"),
+    (lambda u: u.pop("held_ns"), "'held_ns'"),
+    (lambda u: u.update(listed_blocks=True), "listed_blocks is not a int"),
+    (lambda u: u.update(samples=[99]), "a profile names a sample that is not in the file"),
+    (lambda u: u.update(base=0), "a profile's base is not a profile before it"),  # no sweep
+    (lambda u: u.update(base=2), "a profile's base is not a profile before it"),
+    (lambda u: u.update(length=9), "a profile's changes are not places in it"),
+])
+def test_a_damaged_sweep_is_refused_in_one_line(tmp_path, change, message):
+    path = tmp_path / RESULTS_FILE
+    write_results(Results(_swept_dumps(), []), path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    change(data["profiles"][2]["unreachable"])
+    _write(path, data)
+    with pytest.raises(DroidheapError, match="is damaged") as error:
+        read_results(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def _many_stacks_trace(stacks: int, dumps: int, depth: int = 120) -> bytes:

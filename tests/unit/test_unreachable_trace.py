@@ -20,9 +20,12 @@ A = [(APP, 0x2000), (APP, 0x3000)]
 B = [(APP, 0x2000), (APP, 0x4000)]
 
 
-def _sweep(blocks_swept: int, blocks: int, nbytes: int, held_ns: int = 5000):
+def _sweep(blocks_swept: int, blocks: int, nbytes: int, held_ns: int = 5000, listed=None):
+    """A sweep's counters; without `listed`, as droidheap wrote them before the allocator's lists
+    (read as 0: not listed)."""
+    listing = {} if listed is None else {"unreachable: blocks listed": listed}
     return {"unreachable: blocks swept": blocks_swept, "unreachable: blocks": blocks,
-            "unreachable: bytes": nbytes, "unreachable: threads held": held_ns}
+            "unreachable: bytes": nbytes, "unreachable: threads held": held_ns, **listing}
 
 
 def _two_dumps() -> TraceBuilder:
@@ -51,8 +54,9 @@ def test_the_unreachable_heap_joins_libcs_dump_with_libcs_stacks():
     dumps = _dumps(_two_dumps()).dumps[7]
     assert [d.heap_name for d in dumps] == ["libc.malloc", "libc.malloc"]
     first, second = dumps
-    assert first.unreachable == UnreachableSweep(True, 10, 2, 60, 5000, "")
-    assert second.unreachable == UnreachableSweep(True, 12, 1, 30, 5000, "registers not read")
+    assert first.unreachable == UnreachableSweep(True, 10, 2, 60, 5000, "", listed_blocks=0)
+    assert second.unreachable == UnreachableSweep(True, 12, 1, 30, 5000, "registers not read",
+                                                  listed_blocks=0)
     libc_stacks = {s.frames for s in first.samples}
     assert [(s.in_use, s.alloc_count - s.free_count) for s in first.unreachable_samples] == [(64, 2)]
     assert {s.frames for s in first.unreachable_samples} <= libc_stacks
@@ -72,6 +76,12 @@ def test_profiles_carry_the_verdict_and_say_when_it_is_exact():
     # The same call stacks as the heap's (CallStacks, leaf first).
     assert {s.stack for s in first.samples} <= {s.stack for s in profiles[0].samples}
     assert profiles[1].unreachable.estimated_bytes == 32
+    assert profiles[1].unreachable.listed_blocks == 0
+
+    listed = TraceBuilder()
+    listed.counters(7, _sweep(3, 1, 16, listed=5000))
+    listed.dump({7: [(listed.callstack(A), 48, 0, 3, 0)]})
+    assert profiles_from_dumps(_dumps(listed), SymbolTable({}))[0].unreachable.listed_blocks == 5000
 
     exact = TraceBuilder()
     stack = exact.callstack(A)

@@ -5,6 +5,8 @@
 const METRICS = [
   ["in_use_bytes", "in use (bytes)", 5], ["in_use_count", "in use (objects)", 4],
   ["alloc_bytes", "allocated (bytes)", 3], ["alloc_count", "allocated (objects)", 2],
+  // What a dump's sweep found (--unreachable): rows of its own, their figures in the in-use columns.
+  ["unreachable_bytes", "unreachable (bytes)", 5], ["unreachable_count", "unreachable (objects)", 4],
 ];
 const COLUMN = Object.fromEntries(METRICS.map(([name, , column]) => [name, column]));
 const ROW_HEIGHT = 18;
@@ -26,7 +28,9 @@ const profiles = data.profiles || [];
 // it holds the stack's frame ids themselves.
 const stacks = data.stacks || [];
 for (const profile of profiles) {
-  for (const sample of profile.samples) sample[0] = stacks[sample[0]] || [];
+  for (const rows of [profile.samples, profile.unreachable ? profile.unreachable.samples : []]) {
+    for (const sample of rows) sample[0] = stacks[sample[0]] || [];
+  }
 }
 const state = { profile: 0, metric: "in_use_bytes", search: "", zoom: [] };
 
@@ -54,6 +58,20 @@ function humanBytes(count) {
 
 function signedBytes(count) {
   return (count > 0 ? "+" : "") + humanBytes(count);
+}
+
+function isUnreachable(metric) {
+  return metric.startsWith("unreachable");
+}
+
+// What the view of a metric draws from: the dump's rows, or its sweep's.
+function viewed(profile) {
+  return isUnreachable(state.metric) ? profile.unreachable : profile;
+}
+
+function offered(profile, metric) {
+  return isUnreachable(metric) ? Boolean(profile.unreachable && profile.unreachable.swept)
+      : !(profile.at_peak && metric.startsWith("alloc"));
 }
 
 function formatValue(value, metric = state.metric) {
@@ -185,6 +203,7 @@ function defaultMetric(profile) {
 
 // Why a dump has nothing for a metric, in place of a blank flamegraph and table.
 function emptyReason(profile, metric) {
+  if (isUnreachable(metric)) return `Unreachable (leaked): ${profile.unreachable.verdict}.`;
   if (!metricTotal(profile, "alloc_count") && !metricTotal(profile, "in_use_count")) {
     return "Nothing was sampled in this dump: the process allocated nothing while profiled, or " +
         `too little to be sampled (one sample per ${profile.sampling_interval} B allocated, on average).`;
@@ -210,7 +229,9 @@ function renderControls() {
     update();
   });
   const metrics = document.getElementById("metrics");
-  metrics.replaceChildren(...METRICS.map(([name, label]) => el("label", { "data-metric": name },
+  // The unreachable views only where some dump was swept for unreachable memory.
+  const shown = METRICS.filter(([name]) => !isUnreachable(name) || profiles.some((p) => p.unreachable));
+  metrics.replaceChildren(...shown.map(([name, label]) => el("label", { "data-metric": name },
       el("input", { type: "radio", name: "metric", value: name, onchange: () => {
         state.metric = name;
         update();
@@ -238,7 +259,13 @@ function renderSummary(profile) {
                `${t.free_count} frees, ${t.live_blocks} blocks (${humanBytes(t.in_use_bytes)}) in use`);
   }
   summary.replaceChildren(parts.join(" · "));
-  for (const note of profile.notes || []) summary.append(" · ", el("span", { class: "note", text: note }));
+  if (profile.unreachable) {
+    const verdict = `unreachable (leaked): ${profile.unreachable.verdict}`;
+    summary.append(" · ", el("span", { class: "verdict", text: verdict }));
+  }
+  for (const note of viewed(profile).notes || []) {
+    summary.append(" · ", el("span", { class: "note", text: note }));
+  }
 }
 
 function box(id, left, width, depth, label, title, classes) {
@@ -258,13 +285,13 @@ function frameTitle(id, value, total) {
 
 function renderFlamegraph(profile) {
   const flame = document.getElementById("flame");
-  const root = buildTree(profile, state.metric);
+  const root = buildTree(viewed(profile), state.metric);
   const total = root.value;
   flame.classList.toggle("searching", Boolean(state.search));
   const matched = document.getElementById("matched");
+  const matchedTotal = state.search ? matchedValue(viewed(profile), state.metric) : 0;
   matched.textContent = state.search
-      ? `matched: ${formatValue(matchedValue(profile, state.metric))} ` +
-        `(${percent(matchedValue(profile, state.metric), total)})` : "";
+      ? `matched: ${formatValue(matchedTotal)} (${percent(matchedTotal, total)})` : "";
   if (!total) {
     flame.style.height = "";
     flame.replaceChildren(el("div", { class: "empty", text: emptyReason(profile, state.metric) }));
@@ -343,9 +370,14 @@ function functionCell(id) {
 
 function renderSites(profile) {
   const table = document.getElementById("sites");
+  const unreachable = isUnreachable(state.metric);
   const header = el("tr", {}, el("th", { text: "call site" }), el("th", { text: "module" }),
-      ...["in use", "in use objects", "allocated", "allocated objects"].map((t) => el("th", { class: "num", text: t })));
-  const rows = siteRows(profile).map(([id, s]) => el("tr", {
+      ...(unreachable ? ["unreachable", "unreachable objects"] : ["in use", "in use objects"])
+          .concat(["allocated", "allocated objects"]).map((t) => el("th", { class: "num", text: t })));
+  // At the peak only what was in use is known, and a sweep knows nothing of allocations: no
+  // allocation figures rather than zeros.
+  const noAllocations = profile.at_peak || unreachable;
+  const rows = siteRows(viewed(profile)).map(([id, s]) => el("tr", {
     "data-frame": id, onclick: () => {
       state.search = frameOf(id).function;
       document.getElementById("search").value = state.search;
@@ -353,146 +385,24 @@ function renderSites(profile) {
     },
   }, functionCell(id), el("td", { text: baseName(frameOf(id).module), title: frameOf(id).module }),
       el("td", { class: "num", text: humanBytes(s[5]) }), el("td", { class: "num", text: s[4] }),
-      // At the peak only what was in use is known: no allocation figures rather than zeros.
-      el("td", { class: "num", text: profile.at_peak ? "–" : humanBytes(s[3]) }),
-      el("td", { class: "num", text: profile.at_peak ? "–" : s[2] })));
+      el("td", { class: "num", text: noAllocations ? "–" : humanBytes(s[3]) }),
+      el("td", { class: "num", text: noAllocations ? "–" : s[2] })));
   table.replaceChildren(header, ...(rows.length ? rows
       : [el("tr", {}, el("td", { colspan: 6, text: emptyReason(profile, state.metric) }))]));
 }
 
-// The SVG namespace, asked of the HTML parser: the page then holds no URL at all, which lets a
-// test assert that it references nothing on the network.
-const SVG = (() => {
-  const probe = document.createElement("div");
-  probe.innerHTML = "<svg></svg>";
-  return probe.firstChild.namespaceURI;
-})();
-
-function svg(tag, attributes = {}, text = "") {
-  const node = document.createElementNS(SVG, tag);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
-  if (text) node.textContent = text;
-  return node;
-}
-
-// About `count` round tick values from 0 (or `min`) to at least `max`: steps of 1, 2, 2.5 or 5
-// times a power of ten of `unit` (1024**k for bytes, so that the labels read "1.5 MiB", not
-// "1.4305 MiB").
-function ticks(min, max, count, unit = 1) {
-  const span = (max - min) / unit || 1;
-  const magnitude = 10 ** Math.floor(Math.log10(span / count));
-  const step = unit * magnitude * ([1, 2, 2.5, 5, 10].find((m) => span / (m * magnitude) <= count) || 10);
-  const values = [];
-  for (let i = Math.floor(min / step); i * step < max + step * 0.999; i++) values.push(i * step);
-  return values;
-}
-
-function byteUnit(max) {
-  let unit = 1;
-  while (max / unit >= 1024 && unit < 1024 ** 3) unit *= 1024;
-  return unit;
-}
-
-function renderGrowth() {
-  const series = (data.growth || []).filter((s) => s.points.length >= 2);
-  document.getElementById("growth-section").hidden = !series.length;
-  if (!series.length) return;
-  // A dump without a time stands at its index.
-  const lines = series.map((s) => s.points.map((p, i) => [typeof p[0] === "number" ? p[0] : i, p[1]]));
-  const [width, height, left, right, top, bottom] = [760, 240, 78, 16, 10, 40];
-  const points = lines.flat();
-  const xTicks = ticks(Math.min(...points.map((p) => p[0])), Math.max(...points.map((p) => p[0])), 6);
-  const yTicks = ticks(0, Math.max(...points.map((p) => p[1]), 1), 4, byteUnit(Math.max(...points.map((p) => p[1]))));
-  const [x0, x1, y1] = [xTicks[0], xTicks[xTicks.length - 1], yTicks[yTicks.length - 1]];
-  const x = (v) => left + (width - left - right) * (v - x0) / ((x1 - x0) || 1);
-  const y = (v) => top + (height - top - bottom) * (1 - v / y1);
-  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-                             class: "chart", "aria-label": "bytes in use over time" });
-  for (const v of yTicks) {
-    chart.append(svg("line", { x1: left, y1: y(v), x2: width - right, y2: y(v), class: v ? "grid" : "axis" }),
-                 svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, humanBytes(v)));
-  }
-  for (const v of xTicks) {
-    chart.append(svg("line", { x1: x(v), y1: y(0), x2: x(v), y2: y(0) + 4, class: "axis" }),
-                 svg("text", { x: x(v), y: y(0) + 16, "text-anchor": "middle" }, `${+v.toFixed(3)} s`));
-  }
-  chart.append(svg("line", { x1: left, y1: top, x2: left, y2: y(0), class: "axis" }),
-               svg("text", { x: (left + width - right) / 2, y: height - 4, "text-anchor": "middle",
-                             class: "axis-title" }, "seconds since the first dump"),
-               svg("text", { x: 12, y: (top + y(0)) / 2, "text-anchor": "middle", class: "axis-title",
-                             transform: `rotate(-90 12 ${(top + y(0)) / 2})` }, "in use"));
-  const legend = el("div", { class: "legend" });
-  lines.forEach((line, i) => {
-    const colour = `hsl(${(i * 137 + 210) % 360}, 60%, 42%)`;
-    chart.append(svg("polyline", {
-      points: line.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "),
-      fill: "none", stroke: colour, "stroke-width": 2,
-    }));
-    for (const p of line) {
-      const dot = svg("circle", { cx: x(p[0]).toFixed(1), cy: y(p[1]).toFixed(1), r: 3, fill: colour });
-      dot.append(svg("title", {}, `${series[i].label}\n${+p[0].toFixed(3)} s: ${humanBytes(p[1])} in use`));
-      chart.append(dot);
-    }
-    legend.append(el("span", { style: `background:${colour}` }), series[i].label);
-  });
-  document.getElementById("growth").replaceChildren(chart, legend);
-}
-
-function sparkline(values) {
-  const [width, height] = [90, 18];
-  const max = Math.max(...values) || 1;
-  const step = values.length > 1 ? width / (values.length - 1) : width;
-  const line = svg("svg", { width, height, class: "spark" });
-  line.append(svg("polyline", {
-    points: values.map((v, i) => `${(i * step).toFixed(1)},${(height - 1 - (height - 2) * v / max).toFixed(1)}`)
-        .join(" "), fill: "none", stroke: "#b00020", "stroke-width": 1.5,
-  }));
-  return line;
-}
-
-function renderLeaks() {
-  const leaks = data.leaks || [];
-  document.getElementById("leaks-section").hidden = !leaks.length;
-  if (!leaks.length) return;
-  const header = el("tr", {}, el("th", { text: "call site" }), el("th", { text: "process and heap" }),
-      el("th", { class: "num", text: "growth" }), el("th", { class: "num", text: "steady" }),
-      el("th", { text: "in use at each dump" }));
-  document.getElementById("leaks").replaceChildren(header, ...leaks.map((leak) => el("tr", {},
-      functionCell(leak.frame), el("td", { text: leak.label }),
-      el("td", { class: "num grow", text: signedBytes(leak.growth_bytes) }),
-      el("td", { class: "num", text: `${Math.round(100 * leak.steadiness)}%` }),
-      el("td", { title: leak.in_use_by_dump.map(humanBytes).join(", ") }, sparkline(leak.in_use_by_dump)))));
-}
-
-function renderDiff() {
-  const diff = data.diff;
-  document.getElementById("diff-section").hidden = !diff;
-  if (!diff) return;
-  document.getElementById("diff-title").textContent = `Growth between ${diff.base} and ${diff.current}`;
-  const header = el("tr", {}, el("th", { text: "call site" }),
-      ...["before", "after", "change", "allocated"].map((t) => el("th", { class: "num", text: t })));
-  const rows = diff.sites.map((s) => el("tr", {}, functionCell(s.frame),
-      el("td", { class: "num", text: humanBytes(s.base_in_use) }),
-      el("td", { class: "num", text: humanBytes(s.in_use) }),
-      el("td", { class: `num ${s.in_use_delta > 0 ? "grow" : s.in_use_delta < 0 ? "shrink" : ""}`,
-                 text: signedBytes(s.in_use_delta) }),
-      el("td", { class: "num", text: signedBytes(s.alloc_delta) })));
-  document.getElementById("diff").replaceChildren(header, ...(rows.length ? rows
-      : [el("tr", {}, el("td", { colspan: 5, text: "No call site changed." }))]));
-}
-
 function update() {
   const profile = profiles[state.profile];
-  if (profile.at_peak && state.metric.startsWith("alloc")) state.metric = "in_use_bytes";
+  if (!offered(profile, state.metric)) state.metric = defaultMetric(profile);
   for (const label of document.querySelectorAll("#metrics label")) {
     const name = label.dataset.metric;
     const input = label.querySelector("input");
-    input.disabled = profile.at_peak && name.startsWith("alloc");
+    input.disabled = !offered(profile, name);
     input.checked = name === state.metric;
     label.classList.toggle("disabled", input.disabled);
   }
   renderSummary(profile);
-  const total = metricTotal(profile, state.metric);
+  const total = metricTotal(viewed(profile), state.metric);
   const metricName = METRICS.find(([name]) => name === state.metric)[1];
   document.getElementById("total").textContent = `Total ${metricName}: ${formatValue(total)}`;
   renderFlamegraph(profile);
