@@ -228,7 +228,7 @@ void Install(Client* client) {
   SnapshotRange ranges[kMaxProfilerRanges];
   size_t range_count = 0;
   const int channel = client->TakeSnapshotChannel(ranges, &range_count);
-  if (channel >= 0) StartSnapshotThread(channel, ranges, range_count);
+  if (channel >= 0) StartSnapshotThread(channel, ranges, range_count, g_previous);
   g_session.fetch_add(1, std::memory_order_relaxed);
   g_sampled.store(client->sampled(), std::memory_order_release);
   g_client.store(client, std::memory_order_release);

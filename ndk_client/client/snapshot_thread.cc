@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <initializer_list>
 
 #include "common/platform.h"
 #include "protocol/fd_passing.h"
@@ -23,9 +26,137 @@ struct Context {
   int channel;
   uint32_t range_count;
   SnapshotRange ranges[kMaxProfilerRanges];
+  const MallocDispatch* allocator;  // lists the heap's blocks; nullptr when it cannot
+  // The copy's, as it lists the blocks: the batch being filled, and its maps as they are read.
+  SnapshotBlocks batch;
+  char maps[4096];
 };
 
 int ThreadId() { return static_cast<int>(syscall(SYS_gettid)); }
+
+// The mappings of bionic's allocators: jemalloc's (and dlmalloc's) "[anon:libc_malloc]", scudo's
+// "[anon:scudo:primary]" and the like. malloc_iterate is asked of them alone: jemalloc's walks
+// the range it is given page by page, scudo's walks every block it has, whatever the range.
+bool IsHeapMapping(const char* name, size_t length) {
+  const auto starts = [&](const char* prefix) {
+    const size_t n = strlen(prefix);
+    return length >= n && memcmp(name, prefix, n) == 0;
+  };
+  return starts("[anon:libc_malloc]") || starts("[anon:scudo:");
+}
+
+void SendBatch(Context* context, uint32_t flags) {
+  context->batch.flags = flags;
+  // Blocking: the daemon reads as the copy lists (a failed send, the daemon gone, ends nothing).
+  while (send(context->channel, &context->batch, sizeof(context->batch), MSG_NOSIGNAL) < 0 &&
+         errno == EINTR) {
+  }
+  context->batch.count = 0;
+}
+
+void ListBlock(uintptr_t base, size_t size, void* arg) {
+  auto* context = static_cast<Context*>(arg);
+  context->batch.blocks[context->batch.count++] = {base, base + size};
+  if (context->batch.count == kBlocksPerMessage) SendBatch(context, 0);
+}
+
+struct MapsLine {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool private_writable = false;  // "rw-p"
+  const char* name = nullptr;
+  size_t name_length = 0;
+};
+
+// One line of /proc/self/maps: "start-end perms offset dev inode   name".
+bool ParseMapsLine(const char* line, size_t length, MapsLine* out) {
+  const char* end = line + length;
+  const char* p = line;
+  for (uint64_t* value : {&out->start, &out->end}) {
+    *value = 0;
+    for (; p < end && *p != '-' && *p != ' '; ++p) {
+      const char c = *p;
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return false;
+      *value = *value << 4 | static_cast<uint64_t>(digit);
+    }
+    ++p;
+  }
+  out->private_writable = end - p >= 4 && memcmp(p, "rw-p", 4) == 0;
+  for (int field = 0; field < 4 && p < end; ++field) {  // perms, offset, dev, inode
+    while (p < end && *p != ' ') ++p;
+    while (p < end && *p == ' ') ++p;
+  }
+  out->name = p;
+  out->name_length = static_cast<size_t>(end - p);
+  return out->end > out->start;
+}
+
+// Calls `visit` with each line of the copy's maps (read into the context's buffer: the copy
+// allocates nothing) until it returns false. False when the maps cannot be read.
+template <typename Visit>
+bool ForEachMapping(Context* context, Visit visit) {
+  const int fd = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return false;
+  size_t kept = 0;        // bytes of a line begun in the last read
+  bool skipping = false;  // within a line longer than the buffer (a path no heap has)
+  bool going = true;
+  for (ssize_t n = 1; going && n > 0;) {
+    n = syscall(SYS_read, fd, context->maps + kept, sizeof(context->maps) - kept);
+    if (n < 0 && errno == EINTR) {
+      n = 1;
+      continue;
+    }
+    const size_t filled = kept + static_cast<size_t>(n > 0 ? n : 0);
+    size_t begin = 0;
+    for (size_t i = 0; i < filled && going; ++i) {
+      if (context->maps[i] != '\n') continue;
+      MapsLine line;
+      if (!skipping && ParseMapsLine(context->maps + begin, i - begin, &line)) going = visit(line);
+      skipping = false;
+      begin = i + 1;
+    }
+    kept = filled - begin;
+    if (kept == sizeof(context->maps)) {
+      kept = 0;
+      skipping = true;
+    }
+    memmove(context->maps, context->maps + begin, kept);
+  }
+  syscall(SYS_close, fd);
+  return true;
+}
+
+// In the copy, where the allocator is held as it was at the fork: every block of its heap
+// mappings, sent in batches, the last one marked. A kernel without names for anonymous memory
+// (CONFIG_ANON_VMA_NAME, which Android's kernels have) names no heap mapping: then every unnamed
+// private writable mapping is asked (slower with scudo, which walks all its blocks each time).
+void ListBlocks(Context* context, uint64_t id) {
+  SnapshotBlocks& batch = context->batch;
+  batch.magic = kSnapshotMagic;
+  batch.version = kSnapshotVersion;
+  batch.size = sizeof(batch);
+  batch.count = 0;
+  batch.id = id;
+  batch.error = 0;
+  bool named = false;
+  bool read = ForEachMapping(context, [&named](const MapsLine& m) {
+    named = IsHeapMapping(m.name, m.name_length);
+    return !named;
+  });
+  bool listed = true;
+  read = read && ForEachMapping(context, [&](const MapsLine& m) {
+           const bool heap = named ? IsHeapMapping(m.name, m.name_length)
+                                   : m.private_writable && m.name_length == 0;
+           listed = !heap || context->allocator->malloc_iterate(
+                                 static_cast<uintptr_t>(m.start),
+                                 static_cast<size_t>(m.end - m.start), ListBlock, context) >= 0;
+           return listed;
+         });
+  if (!read || !listed) batch.error = errno;
+  SendBatch(context, kBlocksLast | (!read || !listed ? uint32_t{kBlocksUnsupported} : 0u));
+}
 
 // Everything the forked copy does: nothing that takes a lock (the stopped threads may hold any),
 // nothing of the program's (atfork handlers, which a raw clone skips). It sends its own mem and
@@ -44,8 +175,9 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
   return ready;
 }
 
-[[noreturn]] void RunCopy(const Context& context, const SnapshotRequest& request,
-                          uint64_t thread_stack) {
+[[noreturn]] void RunCopy(Context* copy, const SnapshotRequest& request, uint64_t thread_stack,
+                          bool list_blocks) {
+  const Context& context = *copy;
   SnapshotReady ready = ReadyFor(request, kSnapshotTaken);
   ready.copy_pid = static_cast<int32_t>(syscall(SYS_getpid));
   ready.range_count = context.range_count;
@@ -68,6 +200,7 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
     SendWithFds(context.channel, &ready, sizeof(ready), nullptr, 0);
   } else {
     SendWithFds(context.channel, &ready, sizeof(ready), fds, 4);
+    if (list_blocks) ListBlocks(copy, request.id);
   }
   // Every descriptor but the lifeline's end goes.
   const int keep = lifeline[0];
@@ -84,24 +217,61 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
   __builtin_unreachable();
 }
 
+// Whether a request arrives on the channel within `timeout_ms` (or the channel closes).
+bool WaitForRequest(int channel, int timeout_ms) {
+  pollfd p{channel, POLLIN, 0};
+  int n;
+  while ((n = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+  }
+  return n != 0;
+}
+
 void* Run(void* arg) {
-  const Context& context = *static_cast<Context*>(arg);
+  Context* const copy = static_cast<Context*>(arg);
+  const Context& context = *copy;
   prctl(PR_SET_NAME, "droidheap-snap", 0, 0, 0);
-  const SnapshotHello hello{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotHello), ThreadId()};
+  const SnapshotHello hello{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotHello), ThreadId(),
+                            context.allocator != nullptr ? kHelloCanListBlocks : 0u, 0};
   const uint64_t thread_stack = reinterpret_cast<uintptr_t>(&hello);
+  // Whether it holds the allocator (malloc_disable), for a fork that lists blocks: never past
+  // the fork, kAllocatorHoldMs, or the channel's end.
+  bool holding = false;
+  const auto let_go = [&] {
+    if (holding) context.allocator->malloc_enable();
+    holding = false;
+  };
   if (send(context.channel, &hello, sizeof(hello), MSG_NOSIGNAL) == sizeof(hello)) {
     for (;;) {
+      if (holding && !WaitForRequest(context.channel, kAllocatorHoldMs)) {
+        let_go();
+        continue;
+      }
       SnapshotRequest request{};
       const ssize_t n = recv(context.channel, &request, sizeof(request), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the session ended, or the daemon died
       if (n < static_cast<ssize_t>(sizeof(request)) || request.magic != kSnapshotMagic) continue;
+      if (request.kind == kSnapshotHoldAllocator) {
+        if (!holding && context.allocator != nullptr) {
+          context.allocator->malloc_disable();
+          holding = true;
+        }
+        SnapshotReady held = ReadyFor(request, holding ? kSnapshotAllocatorHeld
+                                                       : kSnapshotForkFailed);
+        held.error = holding ? 0 : ENOTSUP;
+        SendWithFds(context.channel, &held, sizeof(held), nullptr, 0);
+        continue;
+      }
       // A raw clone: a fork() would run the program's atfork handlers, which take locks the
       // stopped threads may hold. No exit signal: a program's own wait() never reaps the copy
       // (qemu-user refuses that, EINVAL: there the program may see a SIGCHLD).
       long pid = syscall(SYS_clone, 0ul, 0ul, 0ul, 0ul, 0ul);
       if (pid < 0 && errno == EINVAL) pid = syscall(SYS_clone, SIGCHLD + 0ul, 0ul, 0ul, 0ul, 0ul);
-      if (pid == 0) RunCopy(context, request, thread_stack);
+      if (pid == 0) RunCopy(copy, request, thread_stack,
+                            holding && request.kind == kSnapshotForkAndList);
+      const int clone_errno = errno;
+      let_go();
+      errno = clone_errno;
       if (pid < 0) {
         SnapshotReady failed = ReadyFor(request, kSnapshotForkFailed);
         failed.error = errno;
@@ -113,6 +283,7 @@ void* Run(void* arg) {
       }
     }
   }
+  let_go();
   close(context.channel);
   munmap(arg, sizeof(Context));
   return nullptr;
@@ -120,7 +291,8 @@ void* Run(void* arg) {
 
 }  // namespace
 
-bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count) {
+bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count,
+                         const MallocDispatch* allocator) {
   void* page = mmap(nullptr, sizeof(Context), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                     -1, 0);
   if (page == MAP_FAILED) {
@@ -130,10 +302,19 @@ bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_
   auto* context = static_cast<Context*>(page);
   context->probe = kSnapshotMagic ^ (reinterpret_cast<uintptr_t>(context) << 16);
   context->channel = channel;
-  context->range_count = static_cast<uint32_t>(range_count < kMaxProfilerRanges
+  context->allocator = kAllocatorListsBlocks && allocator != nullptr &&
+                               allocator->malloc_iterate != nullptr &&
+                               allocator->malloc_disable != nullptr &&
+                               allocator->malloc_enable != nullptr
+                           ? allocator
+                           : nullptr;
+  // Its own context is the profiler's too: the copy lists every block's address in it.
+  context->range_count = static_cast<uint32_t>(range_count < kMaxProfilerRanges - 1
                                                    ? range_count
-                                                   : kMaxProfilerRanges);
+                                                   : kMaxProfilerRanges - 1);
   memcpy(context->ranges, ranges, context->range_count * sizeof(SnapshotRange));
+  context->ranges[context->range_count++] = {reinterpret_cast<uintptr_t>(context),
+                                             reinterpret_cast<uintptr_t>(context + 1)};
   // The thread takes no signal of the program's: it starts with every signal blocked, and so does
   // the copy it forks (only SIGKILL reaches it).
   sigset_t all, previous;

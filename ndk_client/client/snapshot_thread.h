@@ -10,13 +10,16 @@
 
 #include <stddef.h>
 
+#include "common/malloc_dispatch.h"
 #include "protocol/snapshot_channel.h"
 
 namespace droidheap {
 
 // Starts the thread on `channel`, which it then owns; `ranges` are the profiler's memory (never
-// the program's roots). The caller makes sure the thread's creation is not sampled. False, the
-// channel closed, when it cannot start.
-bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count);
+// the program's roots); `allocator`, the allocator under the client, lists the heap's blocks in
+// the copy where it can (kAllocatorListsBlocks; nullptr: never). The caller makes sure the
+// thread's creation is not sampled. False, the channel closed, when it cannot start.
+bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count,
+                         const MallocDispatch* allocator);
 
 }  // namespace droidheap

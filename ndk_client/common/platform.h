@@ -65,6 +65,14 @@ extern "C" void* __libc_stack_end;  // glibc's loader: the stack pointer the pro
 
 namespace droidheap {
 
+// Whether the allocator under the client can list its blocks: bionic's malloc_iterate (with
+// malloc_disable and malloc_enable around it, as libmemunreachable uses them). glibc's cannot.
+#if defined(__BIONIC__)
+constexpr bool kAllocatorListsBlocks = true;
+#else
+constexpr bool kAllocatorListsBlocks = false;
+#endif
+
 // Whether getpid() answers from a cache in the thread rather than by a system call (bionic: yes,
 // and a vfork child clears its cache; glibc 2.25 and later: no).
 #if defined(__BIONIC__)

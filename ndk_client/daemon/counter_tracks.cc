@@ -72,6 +72,7 @@ std::vector<Counter> CountersOf(const DumpSnapshot& process) {
     counters.push_back({id + 2, "unreachable: bytes", Unit::kUnitSizeBytes, u.unreachable_bytes});
     counters.push_back(
         {id + 3, "unreachable: threads held", Unit::kUnitTimeNs, u.stall_us * 1000});
+    counters.push_back({id + 4, "unreachable: blocks listed", Unit::kUnitCount, u.listed_blocks});
   }
   return counters;
 }

@@ -59,6 +59,9 @@ struct UnreachableReport {
   bool complete = false;  // every live block was known (-i 1 from the process's start)
   uint64_t timestamp_ns = 0;  // when the threads were held (the dumps' clock)
   uint64_t sampled_blocks = 0;      // live sampled blocks swept
+  // Blocks the allocator listed (bionic's malloc_iterate), through which pointers were followed
+  // too; 0 when it did not list them.
+  uint64_t listed_blocks = 0;
   uint64_t unreachable_blocks = 0;  // of them, unreachable: blocks, as they are
   uint64_t unreachable_bytes = 0;   // ... and the bytes their program asked for
   uint64_t stall_us = 0;  // the process held for its copy

@@ -332,7 +332,7 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
       // dump's snapshot read up to its mark is swept first: one waits to be swept at a time.
       SweepUnreachable(config_, client);
-      TakeUnreachableSnapshot(client, MonotonicCoarseNs(), [client] {
+      TakeUnreachableSnapshot(config_, client, MonotonicCoarseNs(), [client] {
         return client->consumed_bytes + PendingBytes(client);
       });
     } else if (record.type == kRecordAllocatorStats &&
@@ -648,7 +648,7 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   std::vector<DumpSnapshot> snapshots(count);
   for (size_t i = 0; i < count; ++i) {
     ClientConnection* client = clients_[i].get();
-    TakeUnreachableSnapshot(client, timestamp_ns,
+    TakeUnreachableSnapshot(config_, client, timestamp_ns,
                             [client] { return client->consumed_bytes + PendingBytes(client); });
     marks[i] = client->consumed_bytes + PendingBytes(client);
   }

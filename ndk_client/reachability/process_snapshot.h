@@ -43,6 +43,10 @@ struct ProcessSnapshot {
   std::vector<SnapshotRange> profiler_ranges;
   uint64_t thread_stack = 0;  // an address on the snapshot thread's stack
   uint64_t stall_us = 0;      // from the first thread held to the last let go
+  // Every block of the heap as the copy's allocator listed them (bionic's malloc_iterate), when
+  // `blocks_listed`; else why not is in `note`, or the listing was not asked for.
+  bool blocks_listed = false;
+  std::vector<HeapBlock> heap_blocks;
 };
 
 // Reads a ProcessSnapshot's memory: the copy's /proc/self/mem.
@@ -67,18 +71,30 @@ class SnapshotChannel {
   // lets the threads go. A process whose threads cannot be held (no ptrace: permissions, qemu-user)
   // is copied as it runs, said in the snapshot's `note`. nullptr, with a one-line reason in
   // *error, when no copy was made (the thread never answered, the channel is closed); the threads
-  // are then let go too.
+  // are then let go too. With `list_blocks`, where the process's allocator can, the copy lists
+  // every block of its heap (the threads are held after the allocator is: no lock of it held),
+  // read once the threads are let go, at most `max_blocks` of them.
   std::unique_ptr<ProcessSnapshot> Take(int pid, const RegisterLayout& layout,
                                         const std::function<void()>& while_stopped,
-                                        std::string* error);
+                                        bool list_blocks, size_t max_blocks, std::string* error);
 
  private:
   // The snapshot thread's id, from its SnapshotHello (waited for up to `timeout_ms`).
   bool ReadHello(int timeout_ms, std::string* error);
+  bool Ask(SnapshotRequestKind kind, uint64_t id);
+  // The SnapshotReady that answers request `id` (earlier answers, given up on, are dropped), with
+  // its fds (none expected: the rest closed).
+  bool ReceiveAnswer(uint64_t id, int timeout_ms, SnapshotReady* ready, int* fds, size_t max_fds,
+                     size_t* fd_count, std::string* error);
   bool ReceiveReady(uint64_t id, int timeout_ms, ProcessSnapshot* snapshot, std::string* error);
+  // Holds the allocator for a listing: true once it is held.
+  bool HoldAllocator(std::string* why_not);
+  // The copy's list of blocks, into `snapshot` (or why not, in its note).
+  void ReceiveBlocks(uint64_t id, size_t max_blocks, ProcessSnapshot* snapshot);
 
   int fd_;
   int thread_tid_ = 0;
+  bool can_list_blocks_ = false;  // its SnapshotHello said so
   // Why the thread never said hello: every later Take fails at once with it.
   std::string broken_;
   uint64_t next_id_ = 1;

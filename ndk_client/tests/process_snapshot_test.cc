@@ -116,6 +116,31 @@ __attribute__((noinline)) void BuildHeap() {
   for (int i = 0; i < 20; ++i) Note(malloc(32), 32, false, "dropped at once");
 }
 
+#if defined(__BIONIC__)
+// bionic exports these; its public headers do not declare them.
+extern "C" int malloc_iterate(uintptr_t base, size_t size,
+                              void (*callback)(uintptr_t, size_t, void*), void* arg);
+extern "C" void malloc_disable();
+extern "C" void malloc_enable();
+#endif
+
+// The allocator the snapshot thread lists blocks with: bionic's own (nullptr on glibc, which
+// cannot list them).
+const MallocDispatch* Allocator() {
+#if defined(__BIONIC__)
+  static MallocDispatch allocator = [] {
+    MallocDispatch d{};
+    d.malloc_iterate = malloc_iterate;
+    d.malloc_disable = malloc_disable;
+    d.malloc_enable = malloc_enable;
+    return d;
+  }();
+  return &allocator;
+#else
+  return nullptr;
+#endif
+}
+
 [[noreturn]] void RunProgram(int channel) {
   int pipe_fds[2];
   CHECK(pipe(pipe_fds) == 0);
@@ -126,7 +151,7 @@ __attribute__((noinline)) void BuildHeap() {
   ScrubStack();
   const SnapshotRange shared{reinterpret_cast<uintptr_t>(g_shared),
                              reinterpret_cast<uintptr_t>(g_shared) + sizeof(Shared)};
-  CHECK(StartSnapshotThread(channel, &shared, 1));
+  CHECK(StartSnapshotThread(channel, &shared, 1, Allocator()));
   while (!g_holder_noted.load()) usleep(1000);
   g_shared->ready.store(1);
   for (;;) pause();
@@ -166,7 +191,8 @@ int main() {
   std::string error;
   bool called = false;
   std::unique_ptr<ProcessSnapshot> snapshot =
-      snapshots.Take(program, kNativeLayout, [&called] { called = true; }, &error);
+      snapshots.Take(program, kNativeLayout, [&called] { called = true; },
+                     /*list_blocks=*/true, /*max_blocks=*/1 << 20, &error);
   if (snapshot == nullptr && UnderQemu() &&
       error.find("at its own addresses") != std::string::npos) {
     // qemu-user runs a 32-bit guest at an offset in its own address space: the copy's mem file,
@@ -191,16 +217,39 @@ int main() {
   CHECK(snapshot->copy_pid > 0 && snapshot->copy_pid != program);
   printf("stall %llu us for %zu threads\n", static_cast<unsigned long long>(snapshot->stall_us),
          snapshot->threads.size());
+  // bionic's allocator lists every block (each at least as large as asked); glibc's none.
+  CHECK(snapshot->blocks_listed == kAllocatorListsBlocks);
+  if (snapshot->blocks_listed) {
+    size_t found = 0;
+    for (int i = 0; i < g_shared->count; ++i) {
+      for (const HeapBlock& b : snapshot->heap_blocks) {
+        found += b.address == g_shared->blocks[i].address && b.size >= g_shared->blocks[i].size;
+      }
+    }
+    printf("%zu blocks listed, the program's %zu of %d among them\n",
+           snapshot->heap_blocks.size(), found, g_shared->count);
+    CHECK(found == static_cast<size_t>(g_shared->count));
+  }
 
   std::vector<HeapBlock> blocks;
   for (int i = 0; i < g_shared->count; ++i) {
     blocks.push_back({g_shared->blocks[i].address, g_shared->blocks[i].size});
   }
-  for (bool complete : {true, false}) {
+  // The noted blocks alone, all known or not; and on bionic among the blocks the allocator
+  // listed (the copy's list of them must be no root).
+  std::vector<HeapBlock> with_listed = blocks;
+  for (const HeapBlock& b : snapshot->heap_blocks) {
+    bool noted = false;
+    for (const HeapBlock& n : blocks) noted = noted || n.address == b.address;
+    if (!noted) with_listed.push_back(b);
+  }
+  for (int pass = 0; pass < (snapshot->blocks_listed ? 3 : 2); ++pass) {
+    const bool complete = pass != 1;
+    const std::vector<HeapBlock>& swept = pass == 2 ? with_listed : blocks;
     SnapshotMemory memory(snapshot->mem_fd);
-    HeapSweep sweep(blocks, sizeof(void*));
+    HeapSweep sweep(swept, sizeof(void*));
     std::string not_scanned;
-    sweep.Run(RootsOf(*snapshot, blocks, complete, &not_scanned), &memory);
+    sweep.Run(RootsOf(*snapshot, swept, complete, &not_scanned), &memory);
     if (!not_scanned.empty()) printf("%s\n", not_scanned.c_str());
     int wrong = 0;
     for (int i = 0; i < g_shared->count; ++i) {
@@ -208,12 +257,12 @@ int main() {
       const bool reachable = sweep.reachable(static_cast<size_t>(i));
       // Without held threads a stale copy on a stack may keep a dropped block: never the reverse.
       if (reachable != (e.reachable != 0) && (!qemu || e.reachable)) {
-        fprintf(stderr, "%s (complete=%d): block %d (%s) %s\n", complete ? "all blocks" : "sampled",
-                complete, i, e.how, reachable ? "reachable" : "unreachable");
+        fprintf(stderr, "pass %d (complete=%d): block %d (%s) %s\n", pass, complete, i, e.how,
+                reachable ? "reachable" : "unreachable");
         ++wrong;
       }
     }
-    printf("complete=%d: %llu root bytes, %llu block bytes read\n", complete,
+    printf("pass %d, complete=%d: %llu root bytes, %llu block bytes read\n", pass, complete,
            static_cast<unsigned long long>(sweep.figures().root_bytes),
            static_cast<unsigned long long>(sweep.figures().block_bytes));
     CHECK(wrong == 0);
@@ -240,7 +289,7 @@ int main() {
   CHECK(gone);
   CHECK(kill(program, 0) == 0);
   // A second snapshot of the same process works too.
-  snapshot = snapshots.Take(program, kNativeLayout, [] {}, &error);
+  snapshot = snapshots.Take(program, kNativeLayout, [] {}, true, 1 << 20, &error);
   CHECK(snapshot != nullptr);
   snapshot.reset();
   kill(program, SIGKILL);

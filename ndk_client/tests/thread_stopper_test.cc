@@ -199,6 +199,14 @@ std::vector<int> ListTids(pid_t pid) {
   return tids;
 }
 
+// A thread's state letter; '?' for one gone.
+char StateOf(pid_t pid, int tid = 0) {
+  const std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" +
+                                         std::to_string(tid != 0 ? tid : pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
 std::vector<uint32_t> Counters() {
   std::vector<uint32_t> values(g_shared->spin, g_shared->spin + kSpinners);
   values.push_back(g_shared->marked_spin);
@@ -221,7 +229,14 @@ void CheckAllHeld(const ThreadStopper& stopper, pid_t pid, int except_tid) {
   }
   std::sort(held.begin(), held.end());
   std::vector<int> listed = ListTids(pid);
-  listed.erase(std::remove(listed.begin(), listed.end(), except_tid), listed.end());
+  // A thread past its exit (a zombie until reaped, or gone) can be held no more; it runs nothing.
+  listed.erase(std::remove_if(listed.begin(), listed.end(),
+                              [&](int tid) {
+                                const char state = StateOf(pid, tid);
+                                return tid == except_tid || state == 'Z' || state == 'X' ||
+                                       state == '?';
+                              }),
+               listed.end());
   CHECK(held == listed);
 }
 
@@ -235,11 +250,6 @@ void CheckMarked(const std::vector<ThreadStopper::Thread>& threads) {
   CHECK(kMarker == 0 || std::count(marked->registers.begin(), marked->registers.end(), kMarker));
 }
 
-char StateOf(pid_t pid, int tid = 0) {
-  const std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" +
-                                         std::to_string(tid != 0 ? tid : pid) + "/stat");
-  return stat[stat.rfind(')') + 2];
-}
 
 // No thread of `pid` is stopped, by ptrace ('t') or job control ('T').
 bool NoneStopped(pid_t pid) {

@@ -133,7 +133,9 @@ int main() {
 
   STRUCT(SnapshotHello);
   FIELD(SnapshotHello, tid);
+  FIELD(SnapshotHello, flags);
   STRUCT(SnapshotRequest);
+  FIELD(SnapshotRequest, kind);
   FIELD(SnapshotRequest, id);
   STRUCT(SnapshotReady);
   FIELD(SnapshotReady, status);
@@ -145,6 +147,12 @@ int main() {
   FIELD(SnapshotReady, thread_stack);
   FIELD(SnapshotReady, probe_address);
   FIELD(SnapshotReady, probe_value);
+  STRUCT(SnapshotBlocks);
+  FIELD(SnapshotBlocks, count);
+  FIELD(SnapshotBlocks, id);
+  FIELD(SnapshotBlocks, flags);
+  FIELD(SnapshotBlocks, error);
+  FIELD(SnapshotBlocks, blocks);
 
   // Both processes must use the same instructions on the shared atomics, never a lock of their own.
   std::atomic<uint64_t> wide{0};

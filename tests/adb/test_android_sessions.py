@@ -335,3 +335,26 @@ def test_unreachable_memory_where_bionic_runs_the_program(spawning_cli, android_
     assert sites == {"site_dropped_list": (50 * 48, 50), "site_cycles": (20 * 48, 20),
                      "site_dropped": (20 * 32, 20)}
     cli.assert_left_as_it_was()
+
+
+@ANDROID_11_ONLY
+@pytest.mark.parametrize("seed", [1, 2])
+def test_sampled_the_allocator_lists_the_blocks_between(android_cli, android_release, tmp_path,
+                                                        seed):
+    """Sampled, bionic's allocator lists every block in the copy (malloc_iterate), so pointers are
+    followed through the blocks not sampled: every sampled block of a dropped list or cycle is
+    found unreachable, not only those whose neighbours went unsampled; none that is kept."""
+    from tests.e2e.test_unreachable import DROPPED_SITES, exit_sweep, unreachable_sites
+    program = compile_android_program(ROOT / "tests" / "programs" / "reachability.c",
+                                      tmp_path / "reachability", android_release.abi)
+    android_cli.adb_server.adb("-s", android_cli.serial, "push", str(program),
+                               "/data/local/tmp/reachability")
+    out = tmp_path / "out"
+    result = android_cli.run("-o", out, "-i", "64", "--seed", seed, "--unreachable", "--",
+                             "/data/local/tmp/reachability")
+    _, _, complete, rest = exit_sweep(result)
+    assert not complete and "followed through all" in rest, result.stderr
+    _, unreachable, in_use = unreachable_sites(out, in_use=True)
+    assert unreachable == {site: figures for site, figures in in_use.items()
+                           if site in DROPPED_SITES}, (unreachable, in_use)
+    android_cli.assert_left_as_it_was()
