@@ -1,7 +1,9 @@
 """What looking for unreachable memory costs (droidheap --unreachable, issue 54), beside
 LeakSanitizer's exit check of the same program: bench/programs/reachable_heap.c builds a heap of
 MIB MiB (blocks of 16..4096 bytes, each pointing at a random earlier one, every tenth dropped) and
-then reads the clock in a thread for --seconds, printing the longest gap it saw. Each size runs
+then, in a thread, allocates and frees (random order) as it reads the clock for --seconds,
+printing the longest gap it saw: a program goes on allocating while it is swept, and a stall of
+its records' reader stalls it too. Each size runs
 alone, under droidheap --unreachable with a dump every second (each dump holds the program's
 threads while it forks the copy that is swept), and built with -fsanitize=leak, with and without
 its exit check.

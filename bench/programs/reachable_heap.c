@@ -1,7 +1,9 @@
 // A heap for the unreachable-memory sweep (bench/unreachable.py): MIB MiB of blocks of 16..4096
 // bytes, each pointing at a random earlier one (a graph, as real heaps are, not a list), all held
-// by one table but every tenth, dropped. A watcher thread then reads the clock for SECONDS in a
-// loop and prints the longest gap it saw: the longest the program stood still.
+// by one table but every tenth, dropped. A watcher thread then allocates and frees for SECONDS,
+// blocks of 16..4096 bytes freed in random order (a program goes on allocating while it is swept),
+// reading the clock each time, and prints the longest gap it saw: the longest the program stood
+// still.
 //   reachable_heap [MIB] [SECONDS]
 #include <pthread.h>
 #include <stdint.h>
@@ -22,10 +24,17 @@ static uint64_t now_us(void) {
 
 static void* watch(void* arg) {
   (void)arg;
+  void* ring[256] = {0};
+  uint64_t state = 2463534242u;
   const uint64_t end = now_us() + (uint64_t)(g_seconds * 1e6);
   for (uint64_t last = now_us(), now; (now = now_us()) < end; last = now) {
     if (now - last > g_longest_gap_us) g_longest_gap_us = now - last;
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    const size_t slot = state % 256;
+    free(ring[slot]);
+    ring[slot] = malloc(16 + (state >> 8) % 4081);
   }
+  for (size_t i = 0; i < 256; i++) free(ring[i]);
   return 0;
 }
 

@@ -120,6 +120,7 @@ struct ClientConnection {
   std::unique_ptr<ProcessSnapshot> snapshot;
   uint64_t snapshot_mark = 0;
   uint64_t snapshot_timestamp_ns = 0;
+  int sweeps_in_flight = 0;  // handed to the sweeper, not yet booked: its dumps wait for them
   UnreachableReport unreachable;
   UnreachableHeap unreachable_heap;
 };

@@ -11,6 +11,27 @@
 
 namespace droidheap {
 
+// The client's latest sweep for unreachable memory, into a dump of it: its report, and its blocks
+// by call stack as a heap (which may name call stacks interned since the rest was taken: the
+// tables only grow, so they are taken again).
+inline void AddUnreachable(const DaemonConfig& config, const ClientConnection& client,
+                           DumpSnapshot* s) {
+  s->unreachable = client.unreachable;
+  if (!config.RecordsMalloc() || client.unreachable_heap.empty()) return;
+  // Once a sweep found something (until then its absence says as much).
+  HeapSnapshot* unreachable = nullptr;
+  for (HeapSnapshot& heap : s->heaps) {
+    if (heap.name == kUnreachableHeapName) unreachable = &heap;
+  }
+  if (unreachable == nullptr) {
+    unreachable = &s->heaps.emplace_back();
+    unreachable->name = kUnreachableHeapName;
+  }
+  unreachable->samples = client.unreachable_heap.Snapshot();
+  s->mappings = client.callstacks.mappings();
+  s->callstacks = client.callstacks.callstacks();
+}
+
 inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* client,
                                uint64_t timestamp_ns) {
   DumpSnapshot s;
@@ -40,7 +61,6 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   // Gone after its exit path, its socket not seen closed yet: known as it exited.
   if (!s.memory.known && client->exiting) s.memory = client->memory_at_exit;
   s.allocator = client->allocator;
-  s.unreachable = client->unreachable;
   s.mappings = client->callstacks.mappings();
   s.callstacks = client->callstacks.callstacks();
   if (config.RecordsMalloc()) {
@@ -48,12 +68,6 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
     heap.name = kMallocHeapName;
     if (client->totals) heap.totals = client->totals->Sum();
     heap.samples = client->malloc_heap.Snapshot();
-    // Once a sweep found something (until then its absence says as much).
-    if (!client->unreachable_heap.empty()) {
-      HeapSnapshot& unreachable = s.heaps.emplace_back();
-      unreachable.name = kUnreachableHeapName;
-      unreachable.samples = client->unreachable_heap.Snapshot();
-    }
   }
   for (const auto& [number, custom] : client->custom_heaps) {
     HeapSnapshot& heap = s.heaps.emplace_back();
@@ -62,6 +76,7 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
     if (client->totals) heap.totals = client->totals->SumOfCustomHeap(number);
     heap.samples = custom.tracker.Snapshot();
   }
+  AddUnreachable(config, *client, &s);
   return s;
 }
 

@@ -68,13 +68,14 @@ void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
   live_.Erase(address);
 }
 
-std::vector<HeapBlock> HeapTracker::LiveBlocks() const {
-  std::vector<HeapBlock> blocks;
-  blocks.reserve(live_.size());
-  live_.ForEach([&blocks](uint64_t address, const LiveAllocation& live) {
-    blocks.push_back({address, live.block_size});
+std::vector<LiveSample> HeapTracker::LiveSamples() const {
+  std::vector<LiveSample> samples;
+  samples.reserve(live_.size());
+  live_.ForEach([this, &samples](uint64_t address, const LiveAllocation& live) {
+    samples.push_back({{address, live.block_size}, totals_[live.callstack].callstack, live.size,
+                       live.count});
   });
-  return blocks;
+  return samples;
 }
 
 std::vector<CallstackSample> HeapTracker::Snapshot() const {

@@ -29,6 +29,15 @@
 
 namespace droidheap {
 
+// A live sampled block as a sweep for unreachable memory judges it (unreachable_scan.h): where it
+// lies, and what it stands for.
+struct LiveSample {
+  HeapBlock block;  // at its address, the size the program asked for
+  uint32_t callstack = 0;
+  uint64_t bytes = 0;  // scaled, as the heap's samples are
+  uint64_t count = 0;
+};
+
 class HeapTracker {
  public:
   // `block_size`: the bytes the program asked for.
@@ -40,32 +49,8 @@ class HeapTracker {
   // heapprofd's are).
   std::vector<CallstackSample> Snapshot() const;
 
-  // The live blocks, each at its address with the size the program asked for, in an order that
-  // UnreachableSamples takes verdicts in.
-  std::vector<HeapBlock> LiveBlocks() const;
-  // What the live blocks that `unreachable(i)` says of (i: their index in LiveBlocks()) stand for,
-  // by call stack (scaled as the samples are), and as the blocks are (*blocks, *bytes asked for).
-  template <typename Unreachable>
-  std::vector<UnreachableSample> UnreachableSamples(Unreachable unreachable, uint64_t* blocks,
-                                                    uint64_t* bytes) const {
-    std::vector<UnreachableSample> by_slot(totals_.size());
-    size_t index = 0;
-    live_.ForEach([&](uint64_t, const LiveAllocation& live) {
-      if (!unreachable(index++)) return;
-      UnreachableSample& sample = by_slot[live.callstack];  // a slot, here
-      sample.bytes += live.size;
-      sample.count += live.count;
-      ++*blocks;
-      *bytes += live.block_size;
-    });
-    std::vector<UnreachableSample> samples;
-    for (size_t slot = 0; slot < by_slot.size(); ++slot) {
-      if (by_slot[slot].count == 0) continue;
-      samples.push_back(by_slot[slot]);
-      samples.back().callstack = totals_[slot].callstack;
-    }
-    return samples;
-  }
+  // The live blocks: a copy a sweep may take away (to another thread).
+  std::vector<LiveSample> LiveSamples() const;
 
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t peak_live_bytes() const { return peak_live_bytes_; }

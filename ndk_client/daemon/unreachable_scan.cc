@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "daemon/unreachable_sweeper.h"
 #include "reachability/root_ranges.h"
 
 namespace droidheap {
@@ -22,15 +25,19 @@ bool EverySampled(const DaemonConfig& config, const ClientConnection& client) {
 
 // The sampled blocks, first (their verdicts are read by index), then those the allocator listed
 // that no sampled block starts at.
-std::vector<HeapBlock> WithListedBlocks(std::vector<HeapBlock> blocks,
-                                        const std::vector<HeapBlock>& listed) {
-  std::vector<uint64_t> sampled;
-  sampled.reserve(blocks.size());
-  for (const HeapBlock& b : blocks) sampled.push_back(b.address);
-  std::sort(sampled.begin(), sampled.end());
-  blocks.reserve(blocks.size() + listed.size());
+std::vector<HeapBlock> BlocksToMark(const std::vector<LiveSample>& sampled,
+                                    const std::vector<HeapBlock>& listed) {
+  std::vector<HeapBlock> blocks;
+  blocks.reserve(sampled.size() + listed.size());
+  std::vector<uint64_t> addresses;
+  addresses.reserve(sampled.size());
+  for (const LiveSample& s : sampled) {
+    blocks.push_back(s.block);
+    addresses.push_back(s.block.address);
+  }
+  std::sort(addresses.begin(), addresses.end());
   for (const HeapBlock& b : listed) {
-    if (!std::binary_search(sampled.begin(), sampled.end(), b.address)) blocks.push_back(b);
+    if (!std::binary_search(addresses.begin(), addresses.end(), b.address)) blocks.push_back(b);
   }
   return blocks;
 }
@@ -58,48 +65,75 @@ bool TakeUnreachableSnapshot(const DaemonConfig& config, ClientConnection* clien
   return true;
 }
 
-void SweepUnreachable(const DaemonConfig& config, ClientConnection* client) {
+void StartSweep(const DaemonConfig& config, ClientConnection* client,
+                UnreachableSweeper* sweeper) {
   if (client->snapshot == nullptr || SnapshotAwaitsRecords(*client)) return;
-  std::unique_ptr<ProcessSnapshot> snapshot = std::move(client->snapshot);
-  UnreachableReport& report = client->unreachable;
-  report = UnreachableReport();
-  report.timestamp_ns = client->snapshot_timestamp_ns;
-  report.stall_us = snapshot->stall_us;
+  SweepJob job;
+  job.snapshot = std::move(client->snapshot);
+  job.report.timestamp_ns = client->snapshot_timestamp_ns;
+  job.report.stall_us = job.snapshot->stall_us;
   if (client->buffer_corrupted || client->hit_guardrail || client->stalled) {
-    report.note = "not swept: its profile ended before the records written before the copy "
-                  "were read";
+    client->unreachable = job.report;
+    client->unreachable.note = "not swept: its profile ended before the records written before "
+                               "the copy were read";
     return;
   }
-  const uint64_t start_us = MonotonicUs();
   // Every verdict is LeakSanitizer's only when every allocation was sampled from the process's
   // start; with the allocator's list, every sampled block's is, and pointers are followed
   // through the others too.
-  report.complete = EverySampled(config, *client);
-  const std::vector<HeapBlock> sampled = client->malloc_heap.LiveBlocks();
-  report.listed_blocks = snapshot->blocks_listed ? snapshot->heap_blocks.size() : 0;
-  const std::vector<HeapBlock> blocks =
-      snapshot->blocks_listed ? WithListedBlocks(sampled, snapshot->heap_blocks) : sampled;
-  snapshot->heap_blocks = std::vector<HeapBlock>();
+  job.report.complete = EverySampled(config, *client);
+  job.client = client;
+  job.pid = client->pid;
+  job.sampled = client->malloc_heap.LiveSamples();
+  job.word_size = client->layout->word_size;
+  ++client->sweeps_in_flight;
+  sweeper->Post(std::move(job));
+}
+
+SweepOutcome Sweep(SweepJob job) {
+  const uint64_t start_us = MonotonicUs();
+  SweepOutcome outcome;
+  outcome.client = job.client;
+  UnreachableReport& report = outcome.report;
+  report = job.report;
+  ProcessSnapshot& snapshot = *job.snapshot;
+  report.listed_blocks = snapshot.blocks_listed ? snapshot.heap_blocks.size() : 0;
+  const std::vector<HeapBlock> blocks = BlocksToMark(job.sampled, snapshot.heap_blocks);
+  snapshot.heap_blocks = std::vector<HeapBlock>();
   std::string not_scanned;
   const SweepRoots roots =
-      RootsOf(*snapshot, blocks, report.complete || snapshot->blocks_listed, &not_scanned);
-  SnapshotMemory memory(snapshot->mem_fd);
-  HeapSweep sweep(blocks, client->layout->word_size);
+      RootsOf(snapshot, blocks, report.complete || snapshot.blocks_listed, &not_scanned);
+  SnapshotMemory memory(snapshot.mem_fd);
+  HeapSweep sweep(blocks, job.word_size);
   sweep.Run(roots, &memory);
   report.swept = true;
-  report.sampled_blocks = sampled.size();
-  client->unreachable_heap.Book(
-      client->malloc_heap.UnreachableSamples([&sweep](size_t i) { return !sweep.reachable(i); },
-                                             &report.unreachable_blocks,
-                                             &report.unreachable_bytes),
-      &client->callstacks);
+  report.sampled_blocks = job.sampled.size();
+  // Summed by call stack; the stacks come out in the order first met.
+  std::unordered_map<uint32_t, size_t> at;
+  for (size_t i = 0; i < job.sampled.size(); ++i) {
+    if (sweep.reachable(i)) continue;
+    const LiveSample& s = job.sampled[i];
+    auto slot = at.emplace(s.callstack, outcome.found.size());
+    if (slot.second) outcome.found.push_back({s.callstack, 0, 0});
+    outcome.found[slot.first->second].bytes += s.bytes;
+    outcome.found[slot.first->second].count += s.count;
+    ++report.unreachable_blocks;
+    report.unreachable_bytes += s.block.size;
+  }
   report.bytes_read = sweep.figures().root_bytes + sweep.figures().block_bytes;
   report.sweep_us = MonotonicUs() - start_us;
-  for (const std::string& part : {snapshot->note, not_scanned}) {
+  for (const std::string& part : {snapshot.note, not_scanned}) {
     if (part.empty()) continue;
     if (!report.note.empty()) report.note += "; ";
     report.note += part;
   }
+  return outcome;
+}
+
+void BookSweep(SweepOutcome outcome, ClientConnection* client) {
+  --client->sweeps_in_flight;
+  const UnreachableReport& report = client->unreachable = outcome.report;
+  client->unreachable_heap.Book(outcome.found, &client->callstacks);
   const std::string known =
       report.complete              ? "every block known"
       : report.listed_blocks != 0 ? "sampled blocks, followed through all " +
@@ -108,9 +142,8 @@ void SweepUnreachable(const DaemonConfig& config, ClientConnection* client) {
   Log("unreachable pid=%d: %" PRIu64 " of %" PRIu64 " sampled blocks (%" PRIu64
       " bytes), %s; held %" PRIu64 " us, %" PRIu64 " KiB read in %" PRIu64 " ms%s%s",
       client->pid, report.unreachable_blocks, report.sampled_blocks, report.unreachable_bytes,
-      known.c_str(), report.stall_us,
-      report.bytes_read >> 10, report.sweep_us / 1000, report.note.empty() ? "" : "; ",
-      report.note.c_str());
+      known.c_str(), report.stall_us, report.bytes_read >> 10, report.sweep_us / 1000,
+      report.note.empty() ? "" : "; ", report.note.c_str());
 }
 
 }  // namespace droidheap

@@ -1,20 +1,28 @@
 // --unreachable: at each dump, and as a process exits, its memory is copied at one instant
 // (reachability/process_snapshot.h); once the worker has read every record the process wrote
-// before that instant, its live sampled blocks of libc's heap are swept against the copy
-// (reachability/heap_sweep.h, root_ranges.h), and those nothing reaches are booked by call stack
-// in the client's UnreachableReport, which its dumps carry (dump_snapshot.h).
+// before that instant, its live sampled blocks of libc's heap are handed, with the copy, to the
+// worker's sweeper thread (unreachable_sweeper.h), which sweeps them (reachability/heap_sweep.h,
+// root_ranges.h) while the worker reads on; the worker books the outcome, the blocks nothing
+// reaches by call stack, in the client's UnreachableReport and UnreachableHeap, which its dumps
+// carry.
 //
-// Called by the unwinding worker that owns the client, on its thread.
+// TakeUnreachableSnapshot, StartSweep and BookSweep run on the unwinding worker's thread, Sweep on
+// the sweeper's.
 #pragma once
 
 #include <stdint.h>
 
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "daemon/client_connection.h"
 #include "daemon/daemon_config.h"
+#include "daemon/heap_tracker.h"
 
 namespace droidheap {
+
+class UnreachableSweeper;
 
 // Takes the client's snapshot now, unless one waits to be swept or the client has no snapshot
 // channel; `mark_now`, called while its threads are held, says what it had written by then. True
@@ -33,9 +41,34 @@ inline bool SnapshotAwaitsRecords(const ClientConnection& client) {
          !client.buffer_corrupted && !client.hit_guardrail && !client.stalled;
 }
 
-// Sweeps the client's snapshot once every record written before it is read (SnapshotAwaitsRecords
-// false), then lets the copy go. A client cut off before that is not swept: its live blocks are not
-// known as they were. Nothing to do without a snapshot.
-void SweepUnreachable(const DaemonConfig& config, ClientConnection* client);
+// What a sweep needs, taken from the client when every record before its snapshot is read.
+struct SweepJob {
+  const ClientConnection* client = nullptr;  // whose: to book the outcome; the sweeper never reads it
+  int pid = 0;
+  std::unique_ptr<ProcessSnapshot> snapshot;
+  std::vector<LiveSample> sampled;
+  uint32_t word_size = 8;
+  UnreachableReport report;  // what is known before the sweep: when, the hold, complete
+};
+
+struct SweepOutcome {
+  const ClientConnection* client = nullptr;
+  UnreachableReport report;
+  std::vector<UnreachableSample> found;  // by call stack of the client's CallstackTable
+};
+
+// Hands the client's snapshot to `sweeper` once every record written before it is read
+// (SnapshotAwaitsRecords false); the client counts it in sweeps_in_flight until BookSweep. A
+// client cut off before that is not swept (its live blocks are not known as they were): its
+// report says so at once. Nothing to do without a snapshot.
+void StartSweep(const DaemonConfig& config, ClientConnection* client,
+                UnreachableSweeper* sweeper);
+
+// The sweep itself: the copy's roots, the sampled blocks (with the allocator's, when listed)
+// marked, the unreachable sampled ones summed by call stack.
+SweepOutcome Sweep(SweepJob job);
+
+// Books an outcome in the client it is for: its report, its unreachable heap, the log line.
+void BookSweep(SweepOutcome outcome, ClientConnection* client);
 
 }  // namespace droidheap

@@ -26,6 +26,8 @@ namespace {
 
 constexpr int kPollTimeoutMs = 50;
 constexpr int kCommitWaitMs = 1;
+// How long a dump waiting for sweeps sleeps between rounds, unless one ends first.
+constexpr int kSweepWaitMs = 5;
 // How often a record still being written is looked at again, yielding the core between looks (its
 // writer may be waiting for it), before the worker polls for kCommitWaitMs.
 constexpr int kCommitRetries = 8;
@@ -91,6 +93,7 @@ uint64_t UnwindingWorker::ElfCacheBytes(const DaemonConfig& config) {
 
 UnwindingWorker::~UnwindingWorker() {
   Join();
+  sweeper_.reset();  // before the pipe it wakes the worker through closes
   if (stack_log_fd_ >= 0) close(stack_log_fd_);
   for (int fd : wake_pipe_) {
     if (fd >= 0) close(fd);
@@ -99,6 +102,7 @@ UnwindingWorker::~UnwindingWorker() {
 
 bool UnwindingWorker::Start() {
   if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (config_.find_unreachable) sweeper_ = std::make_unique<UnreachableSweeper>(wake_pipe_[1]);
   thread_ = std::thread(&UnwindingWorker::Run, this);
   return true;
 }
@@ -144,6 +148,16 @@ void UnwindingWorker::RunTasks() {
     tasks.swap(tasks_);
   }
   for (auto& task : tasks) task();
+}
+
+void UnwindingWorker::BookSweeps() {
+  if (sweeper_ == nullptr) return;
+  for (SweepOutcome& outcome : sweeper_->TakeOutcomes()) {
+    // The client is still here: one with a sweep in flight is not let go.
+    for (const auto& client : clients_) {
+      if (client.get() == outcome.client) BookSweep(std::move(outcome), client.get());
+    }
+  }
 }
 
 UnwindingWorker::DrainLimits UnwindingWorker::RoundLimits(uint64_t now_us) const {
@@ -193,12 +207,14 @@ void UnwindingWorker::Run() {
       if (!client->socket_closed && !Drain(client, RoundLimits(MonotonicUs()))) behind_ = true;
     }
     RunTasks();
+    BookSweeps();
     // Threads a snapshot's hold could not let go in time are let go once they stop (--unreachable).
     if (config_.find_unreachable) ThreadStopper::ReleaseLate();
-    // A client whose socket closed: read up to what it had written then, final dump, forget.
+    // A client whose socket closed: read up to what it had written then, swept (its exit's
+    // snapshot), final dump, forget.
     for (auto it = clients_.begin(); it != clients_.end();) {
       ClientConnection* client = it->get();
-      if (client->socket_closed && DrainClosing(client)) {
+      if (client->socket_closed && DrainClosing(client) && client->sweeps_in_flight == 0) {
         std::vector<DumpSnapshot> last;
         last.push_back(SnapshotOf(config_, client, MonotonicCoarseNs()));
         sink_->PostSnapshots(0, std::move(last));
@@ -261,7 +277,7 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   elf_cache_.SetLoadDeadline(limits.deadline_us);
   bool done = DrainRecords(client, limits);
   if (OverMemoryCap(client)) done = true;  // cut off: nothing more is read
-  SweepUnreachable(config_, client);
+  if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
   if (spent_us != nullptr) *spent_us += end_us - begin_us;
@@ -330,8 +346,8 @@ bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& 
       client->exiting = true;
       client->memory_at_exit = ReadProcessMemory(client->pid);
       // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
-      // dump's snapshot read up to its mark is swept first: one waits to be swept at a time.
-      SweepUnreachable(config_, client);
+      // dump's snapshot read up to its mark goes to be swept first: one waits at a time.
+      if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
       TakeUnreachableSnapshot(config_, client, MonotonicCoarseNs(), [client] {
         return client->consumed_bytes + PendingBytes(client);
       });
@@ -645,6 +661,9 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   std::vector<uint64_t> marks(count);
   std::vector<uint64_t> spent_us(count, 0);
   std::vector<bool> taken(count, false);
+  // Taken at its mark, its sweep still running: the verdict joins the dump when it ends, and the
+  // client is read on meanwhile (its program would stand still with its buffer full).
+  std::vector<bool> sweeping(count, false);
   std::vector<DumpSnapshot> snapshots(count);
   for (size_t i = 0; i < count; ++i) {
     ClientConnection* client = clients_[i].get();
@@ -654,8 +673,17 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   }
   for (size_t left = count; left > 0;) {
     const bool late = MonotonicUs() >= deadline_us;
+    BookSweeps();
+    bool awaiting_sweep = false;
     for (size_t i = 0; i < count; ++i) {
       ClientConnection* client = clients_[i].get();
+      if (sweeping[i] && (client->sweeps_in_flight == 0 || late)) {
+        // Past the dump's deadline, the last verdict stays in it (dated).
+        AddUnreachable(config_, *client, &snapshots[i]);
+        sweeping[i] = false;
+        --left;
+      }
+      awaiting_sweep |= sweeping[i];
       if (taken[i]) {
         if (!client->socket_closed) Drain(client, RoundLimits(MonotonicUs()));
         continue;
@@ -672,8 +700,11 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
       }
       snapshots[i] = SnapshotOf(config_, client, timestamp_ns);
       taken[i] = true;
-      --left;
+      sweeping[i] = client->sweeps_in_flight > 0 && !late;
+      awaiting_sweep |= sweeping[i];
+      if (!sweeping[i]) --left;
     }
+    if (awaiting_sweep) sweeper_->WaitForOutcome(kSweepWaitMs);
   }
   sink_->PostSnapshots(request_id, std::move(snapshots));
 }

@@ -23,6 +23,7 @@
 #include "daemon/client_connection.h"
 #include "daemon/daemon_config.h"
 #include "daemon/dump_snapshot.h"
+#include "daemon/unreachable_sweeper.h"
 #include "unwinder/dwarf_unwinder.h"
 #include "unwinder/elf_info.h"
 #include "unwinder/remote_memory.h"
@@ -127,6 +128,8 @@ class UnwindingWorker {
   void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
                 UnwindError error);
   void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
+  // Books the sweeps the sweeper finished in their clients (--unreachable).
+  void BookSweeps();
 
   const DaemonConfig config_;
   SnapshotSink* const sink_;
@@ -134,6 +137,8 @@ class UnwindingWorker {
   const DrainBudgets budgets_;
   int wake_pipe_[2] = {-1, -1};
   std::thread thread_;
+  // --unreachable: sweeps the clients' snapshots on a thread of its own.
+  std::unique_ptr<UnreachableSweeper> sweeper_;
 
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;  // guarded by tasks_mutex_

@@ -2,7 +2,8 @@
 ThreadSanitizer, profiling end to end on the emulator device (this machine's ABI; the profiled
 programs and the client in them are the ordinary build): two processes at once with
 --disable-fork-teardown, every allocation sampled, periodic dumps while the worker unwinds, and
-the final dump; and the stress program. Any report fails the session, and so the test."""
+the final dump; the stress program; and --unreachable, its sweeps on a thread of their own. Any
+report fails the session, and so the test."""
 import shutil
 
 import pytest
@@ -31,9 +32,9 @@ def sanitized_bin_dir(request, sanitized_build, tmp_path):
     return bin_dir, RUNTIME_SYMBOL[request.param]
 
 
-def profile_with(sanitized_bin_dir, tmp_path, source, *args):
-    """Profiles tests/programs/`source` ARGS with the sanitized daemon; returns (the program, the
-    output directory) once the daemon's log is clean."""
+def profile_with(sanitized_bin_dir, tmp_path, source, *args, flags=()):
+    """Profiles tests/programs/`source` ARGS with the sanitized daemon (and droidheap `flags`);
+    returns (the program, the output directory) once the daemon's log is clean."""
     device_root = tmp_path / "device"
     device_root.mkdir()
     cli = Cli(device_root, host_abi())
@@ -41,8 +42,8 @@ def profile_with(sanitized_bin_dir, tmp_path, source, *args):
     cli.env.update(ENVIRONMENT, DROIDHEAP_BIN_DIR=str(bin_dir))
     program = compile_program(PROGRAMS / source, tmp_path / source.split(".")[0], host_abi())
     out = tmp_path / "out"
-    result = cli.run("--local", "-i", "1", "-c", "50", "--disable-fork-teardown", "-o", out,
-                     "--", program, *args, timeout=900)
+    result = cli.run("--local", "-i", "1", "-c", "50", "--disable-fork-teardown", *flags, "-o",
+                     out, "--", program, *args, timeout=900)
     logs = (out / "droidheapd.log").read_text(errors="replace")
     assert result.returncode == 0, result.stderr + logs[-8000:]
     assert "droidheapd: stopped" in logs  # its log was found
@@ -62,3 +63,11 @@ def test_sanitized_daemon_under_the_stress_program(sanitized_bin_dir, tmp_path):
     """tests/programs/stress.c, its forked children profiled too, at every allocation."""
     program, out = profile_with(sanitized_bin_dir, tmp_path, "stress.c", "10000")
     assert len(totals_by_leaf_function(out / "raw-trace", program)) >= 1 + 6
+
+
+def test_sanitized_daemon_sweeps_for_unreachable_memory(sanitized_bin_dir, tmp_path):
+    """--unreachable with a dump every 50 ms: snapshots taken by the worker, swept by its sweeper
+    thread while the worker reads on, booked back; the exit's sweep as exact as ever."""
+    _, out = profile_with(sanitized_bin_dir, tmp_path, "reachability.c", flags=("--unreachable",))
+    logs = (out / "droidheapd.log").read_text(errors="replace")
+    assert "unreachable pid=" in logs and "90 of " in logs, logs[-4000:]
