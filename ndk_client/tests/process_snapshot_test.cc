@@ -7,6 +7,7 @@
 // a root from its bottom, so only "nothing reachable is called unreachable" is checked there.
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ struct Expected {
 
 struct Shared {
   std::atomic<int> ready;
+  std::atomic<uint64_t> mallocs;  // the program's main thread allocates on and on
   int count;
   Expected blocks[1024];
 };
@@ -154,7 +156,42 @@ const MallocDispatch* Allocator() {
   CHECK(StartSnapshotThread(channel, &shared, 1, Allocator()));
   while (!g_holder_noted.load()) usleep(1000);
   g_shared->ready.store(1);
-  for (;;) pause();
+  for (;;) {
+    free(malloc(64));
+#if defined(__BIONIC__)
+    // What takes the allocator's locks (a thread's cache serves a malloc without them, held or
+    // not): its statistics.
+    (void)mallinfo();
+#endif
+    ++g_shared->mallocs;
+    usleep(100);
+  }
+}
+
+// Whether the program's main thread allocates within a second.
+bool Allocates() {
+  const uint64_t before = g_shared->mallocs.load();
+  for (int i = 0; i < 1000; ++i, usleep(1000)) {
+    if (g_shared->mallocs.load() != before) return true;
+  }
+  return false;
+}
+
+// Has the snapshot thread hold the allocator, as SnapshotChannel does before a listing fork,
+// and asks nothing more: the program's calls that take the allocator's locks wait, and go on
+// kAllocatorHoldMs later.
+void TestAHeldAllocatorIsLetGo(int channel) {
+  const SnapshotRequest hold{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotRequest),
+                             kSnapshotHoldAllocator, 999};
+  CHECK(send(channel, &hold, sizeof(hold), 0) == sizeof(hold));
+  SnapshotReady answer{};
+  CHECK(recv(channel, &answer, sizeof(answer), 0) == sizeof(answer));
+  CHECK(answer.id == 999 && answer.status == kSnapshotAllocatorHeld);
+  const uint64_t held_at = g_shared->mallocs.load();
+  usleep(kAllocatorHoldMs * 1000 / 2);
+  CHECK(g_shared->mallocs.load() <= held_at + 1);  // one malloc may have been past the lock
+  CHECK(Allocates());
+  printf("a held allocator is let go after %d ms\n", kAllocatorHoldMs);
 }
 
 // qemu-user emulates no ptrace (natively, asking to interrupt a process that is no tracee of
@@ -288,10 +325,21 @@ int main() {
   }
   CHECK(gone);
   CHECK(kill(program, 0) == 0);
+  CHECK(Allocates());
   // A second snapshot of the same process works too.
   snapshot = snapshots.Take(program, kNativeLayout, [] {}, true, 1 << 20, &error);
   CHECK(snapshot != nullptr);
   snapshot.reset();
+  CHECK(Allocates());
+  if (kAllocatorListsBlocks) TestAHeldAllocatorIsLetGo(channel[0]);
+  // The daemon gone (its end closed) while the allocator is held: let go at once.
+  if (kAllocatorListsBlocks) {
+    const SnapshotRequest hold{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotRequest),
+                               kSnapshotHoldAllocator, 1000};
+    CHECK(send(channel[0], &hold, sizeof(hold), 0) == sizeof(hold));
+  }
+  shutdown(channel[0], SHUT_RDWR);  // as the daemon's death closes it
+  CHECK(Allocates());
   kill(program, SIGKILL);
   int status;
   waitpid(program, &status, 0);
