@@ -51,7 +51,7 @@ struct DaemonConfig {
   // Stop (with a final dump) when standard input reaches end-of-file: started over `adb shell`,
   // the daemon's stdin closes when the host's connection goes, whatever killed the host.
   bool stop_when_stdin_closes = false;
-  // Debugging and benchmarks: every booked stack, one line each (unwinding_worker.cc). From the
+  // Debugging and benchmarks: every booked stack, one line each (sample_booker.cc). From the
   // environment variable DROIDHEAP_STACK_LOG.
   std::string stack_log_path;
 

@@ -1,7 +1,9 @@
-// A thread that owns a group of clients: it drains their ring buffers, unwinds each sampled
-// allocation and books it in the client's HeapTracker (seed 000: the unwinder threads). Other
-// threads talk to it only through the Post* methods, which queue a task and wake its poll loop.
-// Results (dump snapshots) go back through the SnapshotSink, on the worker's thread.
+// A thread that owns a group of clients: it drains their ring buffers, each record's sample
+// unwound and booked in the client's HeapTracker by its SampleBooker (seed 000: the unwinder
+// threads), and takes their dumps; with --unreachable it takes their snapshots and books what its
+// UnreachableSweeper found. Other threads talk to it only through the Post* methods, which queue
+// a task and wake its poll loop. Results (dump snapshots) go back through the SnapshotSink, on the
+// worker's thread.
 //
 // Every client is hostile, and any of them may keep its buffer full for ever: no drain reads a
 // client "until empty". Each round gives each client a share of the worker (DrainBudgets); a dump
@@ -23,10 +25,8 @@
 #include "daemon/client_connection.h"
 #include "daemon/daemon_config.h"
 #include "daemon/dump_snapshot.h"
+#include "daemon/sample_booker.h"
 #include "daemon/unreachable_sweeper.h"
-#include "unwinder/dwarf_unwinder.h"
-#include "unwinder/elf_info.h"
-#include "unwinder/remote_memory.h"
 
 namespace droidheap {
 
@@ -98,35 +98,6 @@ class UnwindingWorker {
   bool OverMemoryCap(ClientConnection* client);
   // Ends a client's profile: it sees its socket close and stops recording.
   void CutOff(ClientConnection* client);
-  // False when the sample is put off, to be read again: its unwind went without files' tables that
-  // the drain's time did not cover (ElfCache::SetLoadDeadline); the next round reads them.
-  bool HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
-  // A sample whose stack repeats a published entry (kRecordAllocMatched): booked to its call
-  // stack.
-  void HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body,
-                          size_t size);
-  void BookSample(ClientConnection* client, HeapTracker* heap, uint64_t address,
-                  uint64_t sequence, uint32_t callstack, uint64_t sample_size,
-                  uint64_t alloc_size);
-  // Publishes an entry of the unwound-stack cache that a sample has just repeated to the client's
-  // stack matches (protocol/stack_matches.h), unless it is there already or cannot be matched
-  // there (a register the client does not capture, more words than a slot holds).
-  void PublishMatch(ClientConnection* client, UnwoundStackCache::Entry* entry);
-  // Takes the published entries back once the maps they were unwound with changed.
-  void WithdrawStaleMatches(ClientConnection* client);
-  // `regs` indexed by register number; `sequence` the sample's, for the stack log.
-  // False, interning nothing, when the sample is put off (HandleAlloc).
-  bool UnwindAndIntern(ClientConnection* client, uint64_t sequence, const uint64_t* regs,
-                       uint64_t stack_top, StackMemory* memory, uint32_t* callstack);
-  // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
-  // client never named it.
-  HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);
-  void NameCustomHeap(ClientConnection* client, const uint8_t* body, size_t size);
-  void HandleFree(HeapTracker* heap, const uint8_t* body, size_t size);
-  // The callstacks' mapping index for `map` (ClientConnection::kProfilerMapping for our own).
-  uint32_t MappingId(ClientConnection* client, const MapEntry& map);
-  void LogStack(const ClientConnection& client, uint64_t sequence, const std::vector<uint64_t>& pcs,
-                UnwindError error);
   void DumpAll(uint64_t request_id, uint64_t timestamp_ns);
   // Books the sweeps the sweeper finished in their clients (--unreachable).
   void BookSweeps();
@@ -145,24 +116,14 @@ class UnwindingWorker {
 
   // Owned by the worker thread.
   std::vector<std::unique_ptr<ClientConnection>> clients_;
-  // What the worker may hold of the files its processes map: a quarter of the session's memory
-  // cap shared by the workers (ElfCache's default without a cap), counted into session_bytes_.
-  static uint64_t ElfCacheBytes(const DaemonConfig& config);
-  ElfCache elf_cache_{ElfCacheBytes(config_)};
-  uint64_t elf_cache_booked_ = 0;  // of elf_cache_'s bytes, in session_bytes_
-  DwarfUnwinder unwinder_{&elf_cache_};
-  RemoteMemory remote_memory_;  // each unwind's reads of its process past the stack copy
+  // Unwinds and books each record's sample; its ElfCache counts into session_bytes_.
+  SampleBooker booker_;
+  uint64_t elf_cache_booked_ = 0;  // of the booker's ElfCache's bytes, in session_bytes_
   // A drain of the last round stopped at a limit: the next poll does not wait.
   bool behind_ = false;
   // A drain of the last round stopped at a record still being written: the next poll waits
   // kCommitWaitMs, not the full kPollTimeoutMs (nothing wakes the worker for it).
   bool awaiting_commit_ = false;
-  int stack_log_fd_ = -1;
-  // HandleAlloc's scratch, kept across samples to keep their capacity.
-  UnwindResult unwound_;
-  std::vector<FrameInfo> frames_;
-  UnwindInputs unwind_inputs_;
-  std::vector<uint64_t> booked_pcs_;
   bool stopping_ = false;
 };
 
