@@ -213,8 +213,10 @@ class _Sequence:
         # memory, and every later step's work, saved).
         self.samples_before: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
         self.samples_now: Dict[Tuple[int, str], Dict[bytes, Sample]] = {}
-        # By id(Sample) of UNREACHABLE_HEAP: the Sample, kept alive, and it without the root frame.
-        self._unrooted: Dict[int, Tuple[Sample, Sample]] = {}
+        # By id(Sample) of UNREACHABLE_HEAP, in the dump before and in the one being assembled:
+        # the Sample, kept alive, and it without the root frame.
+        self._unrooted_before: Dict[int, Tuple[Sample, Sample]] = {}
+        self._unrooted_now: Dict[int, Tuple[Sample, Sample]] = {}
 
     def samples(self, key: Tuple[int, str], samples) -> List[Sample]:
         """The Samples of a dump fragment's ProfilePacket.HeapSample messages. Its hundreds of
@@ -232,6 +234,7 @@ class _Sequence:
 
     def dump_finished(self) -> None:
         self.samples_before, self.samples_now = self.samples_now, {}
+        self._unrooted_before, self._unrooted_now = self._unrooted_now, {}
 
     def unrooted(self, samples: List[Sample]) -> List[Sample]:
         """UNREACHABLE_HEAP's samples with their stacks as libc's, and what is unreachable as
@@ -239,13 +242,14 @@ class _Sequence:
         once, so that a Sample the dump before had is the same one again."""
         found = []
         for sample in samples:
-            known = self._unrooted.get(id(sample))
+            known = self._unrooted_now.get(id(sample)) or self._unrooted_before.get(id(sample))
             if known is None:
                 frames = sample.frames
                 if frames and frames[0].mapping.display_path == UNREACHABLE_ROOT:
                     frames = frames[1:]
-                known = self._unrooted[id(sample)] = (sample, Sample(
-                    frames, sample.in_use, 0, sample.alloc_count - sample.free_count, 0))
+                known = (sample, Sample(frames, sample.in_use, 0,
+                                        sample.alloc_count - sample.free_count, 0))
+            self._unrooted_now[id(sample)] = known
             found.append(known[1])
         return found
 

@@ -240,6 +240,7 @@ void Install(Client* client) {
 // A forked child's session, the parent's, ends here (its records would be booked against the
 // parent). With fork teardown disabled the child then starts one of its own, from this point on.
 void AtForkChild() {
+  ForgetSnapshotThreadInChild();
   t_totals.ForgetInChild();
   CustomHeaps::ResetInChild();
   Client* client = g_client.load(std::memory_order_acquire);

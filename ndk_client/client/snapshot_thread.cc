@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <initializer_list>
 
 #include "common/platform.h"
@@ -27,10 +28,21 @@ struct Context {
   uint32_t range_count;
   SnapshotRange ranges[kMaxProfilerRanges];
   const MallocDispatch* allocator;  // lists the heap's blocks; nullptr when it cannot
-  // The copy's, as it lists the blocks: the batch being filled, and its maps as they are read.
+  // The copy's, as it lists the blocks: its end of the lifeline, the batch being filled, and its
+  // maps as they are read.
+  int lifeline;
   SnapshotBlocks batch;
   char maps[4096];
 };
+
+// Copies not reaped yet: each lives until the daemon lets go of it (its sweep done), and the
+// thread answers on meanwhile (the next dump's copy, or the exit's, may be asked for first).
+constexpr size_t kMaxLiveCopies = 4;
+constexpr int kReapPollMs = 100;
+
+// The running thread's context: what a forked child of the program, which has no such thread,
+// lets go of (ForgetSnapshotThreadInChild). Cleared before the thread unmaps it.
+std::atomic<Context*> g_context{nullptr};
 
 int ThreadId() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -45,11 +57,16 @@ bool IsHeapMapping(const char* name, size_t length) {
   return starts("[anon:libc_malloc]") || starts("[anon:scudo:");
 }
 
+// Waits while the daemon reads; once it lets go of the copy (the lifeline's other end closed, as
+// when it gave up on the list or died), the copy ends.
 void SendBatch(Context* context, uint32_t flags) {
   context->batch.flags = flags;
-  // Blocking: the daemon reads as the copy lists (a failed send, the daemon gone, ends nothing).
-  while (send(context->channel, &context->batch, sizeof(context->batch), MSG_NOSIGNAL) < 0 &&
-         errno == EINTR) {
+  while (!SendWithFds(context->channel, &context->batch, sizeof(context->batch), nullptr, 0,
+                      MSG_DONTWAIT)) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    pollfd wait[2] = {{context->channel, POLLOUT, 0}, {context->lifeline, POLLIN, 0}};
+    if (syscall(SYS_ppoll, wait, 2ul, nullptr, nullptr, 0ul) < 0 && errno != EINTR) break;
+    if (wait[1].revents != 0) syscall(SYS_exit_group, 0);
   }
   context->batch.count = 0;
 }
@@ -93,7 +110,7 @@ bool ParseMapsLine(const char* line, size_t length, MapsLine* out) {
 }
 
 // Calls `visit` with each line of the copy's maps (read into the context's buffer: the copy
-// allocates nothing) until it returns false. False when the maps cannot be read.
+// allocates nothing) until it returns false. False when the maps cannot be read to their end.
 template <typename Visit>
 bool ForEachMapping(Context* context, Visit visit) {
   const int fd = static_cast<int>(
@@ -102,7 +119,8 @@ bool ForEachMapping(Context* context, Visit visit) {
   size_t kept = 0;        // bytes of a line begun in the last read
   bool skipping = false;  // within a line longer than the buffer (a path no heap has)
   bool going = true;
-  for (ssize_t n = 1; going && n > 0;) {
+  ssize_t n = 1;
+  while (going && n > 0) {
     n = syscall(SYS_read, fd, context->maps + kept, sizeof(context->maps) - kept);
     if (n < 0 && errno == EINTR) {
       n = 1;
@@ -124,21 +142,29 @@ bool ForEachMapping(Context* context, Visit visit) {
     }
     memmove(context->maps, context->maps + begin, kept);
   }
+  const int read_errno = errno;
   syscall(SYS_close, fd);
-  return true;
+  errno = read_errno;
+  return n >= 0;
 }
 
 // In the copy, where the allocator is held as it was at the fork: every block of its heap
 // mappings, sent in batches, the last one marked. A kernel without names for anonymous memory
 // (CONFIG_ANON_VMA_NAME, which Android's kernels have) names no heap mapping: then every unnamed
 // private writable mapping is asked (slower with scudo, which walks all its blocks each time).
-void ListBlocks(Context* context, uint64_t id) {
+// Not held (its hold lapsed before the fork was asked for), it lists nothing, and says so.
+void ListBlocks(Context* context, uint64_t id, bool allocator_held) {
   SnapshotBlocks& batch = context->batch;
   batch.magic = kSnapshotMagic;
   batch.version = kSnapshotVersion;
   batch.size = sizeof(batch);
   batch.count = 0;
   batch.id = id;
+  batch.error = ETIME;
+  if (!allocator_held) {
+    SendBatch(context, kBlocksLast | kBlocksUnsupported);
+    return;
+  }
   batch.error = 0;
   bool named = false;
   bool read = ForEachMapping(context, [&named](const MapsLine& m) {
@@ -158,12 +184,6 @@ void ListBlocks(Context* context, uint64_t id) {
   SendBatch(context, kBlocksLast | (!read || !listed ? uint32_t{kBlocksUnsupported} : 0u));
 }
 
-// Everything the forked copy does: nothing that takes a lock (the stopped threads may hold any),
-// nothing of the program's (atfork handlers, which a raw clone skips). It sends its own mem and
-// maps (a process may always open its own; a non-dumpable one's copy may not be opened by anyone
-// else but root), closes every other descriptor the program had (a pipe or socket of the program
-// held open by the copy would keep the program's peers from seeing it close), and waits until
-// the daemon lets go of the lifeline.
 // The answer to `request`, saying `status`.
 SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
   SnapshotReady ready{};
@@ -175,8 +195,14 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
   return ready;
 }
 
+// Everything the forked copy does: nothing that takes a lock (the stopped threads may hold any),
+// nothing of the program's (atfork handlers, which a raw clone skips). It sends its own mem and
+// maps (a process may always open its own; a non-dumpable one's copy may not be opened by anyone
+// else but root), lists the heap's blocks when asked, closes every other descriptor the program
+// had (a pipe or socket of the program held open by the copy would keep the program's peers from
+// seeing it close), and waits until the daemon lets go of the lifeline.
 [[noreturn]] void RunCopy(Context* copy, const SnapshotRequest& request, uint64_t thread_stack,
-                          bool list_blocks) {
+                          bool allocator_held) {
   const Context& context = *copy;
   SnapshotReady ready = ReadyFor(request, kSnapshotTaken);
   ready.copy_pid = static_cast<int32_t>(syscall(SYS_getpid));
@@ -200,7 +226,8 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
     SendWithFds(context.channel, &ready, sizeof(ready), nullptr, 0);
   } else {
     SendWithFds(context.channel, &ready, sizeof(ready), fds, 4);
-    if (list_blocks) ListBlocks(copy, request.id);
+    copy->lifeline = lifeline[0];
+    if (request.kind == kSnapshotForkAndList) ListBlocks(copy, request.id, allocator_held);
   }
   // Every descriptor but the lifeline's end goes.
   const int keep = lifeline[0];
@@ -217,7 +244,7 @@ SnapshotReady ReadyFor(const SnapshotRequest& request, SnapshotStatus status) {
   __builtin_unreachable();
 }
 
-// Whether a request arrives on the channel within `timeout_ms` (or the channel closes).
+// Whether a request arrives on the channel within `timeout_ms` (-1: however long), or it closes.
 bool WaitForRequest(int channel, int timeout_ms) {
   pollfd p{channel, POLLIN, 0};
   int n;
@@ -226,70 +253,109 @@ bool WaitForRequest(int channel, int timeout_ms) {
   return n != 0;
 }
 
+// The copies forked and not reaped yet, by pid. Reaped one by one (never waitpid(-1): the
+// program's own children are the program's); __WALL: with an exit signal or without.
+struct LiveCopies {
+  pid_t pids[kMaxLiveCopies];
+  size_t count = 0;
+
+  void Reap(bool wait_for_oldest) {
+    for (size_t i = 0; i < count;) {
+      int status;
+      const int options = __WALL | (wait_for_oldest && i == 0 ? 0 : WNOHANG);
+      pid_t done;
+      while ((done = waitpid(pids[i], &status, options)) < 0 && errno == EINTR) {
+      }
+      if (done == 0) {
+        ++i;
+        continue;
+      }
+      pids[i] = pids[--count];
+      wait_for_oldest = false;
+    }
+  }
+};
+
+// Answers `request` without waiting: a thread that holds the allocator must never block on a
+// full channel (the program's malloc would wait with it).
+bool Answer(int channel, const SnapshotRequest& request, SnapshotStatus status, int error) {
+  SnapshotReady answer = ReadyFor(request, status);
+  answer.error = error;
+  return SendWithFds(channel, &answer, sizeof(answer), nullptr, 0, MSG_DONTWAIT);
+}
+
 void* Run(void* arg) {
-  Context* const copy = static_cast<Context*>(arg);
-  const Context& context = *copy;
+  Context* const context = static_cast<Context*>(arg);
+  const int channel = context->channel;
   prctl(PR_SET_NAME, "droidheap-snap", 0, 0, 0);
   const SnapshotHello hello{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotHello), ThreadId(),
-                            context.allocator != nullptr ? kHelloCanListBlocks : 0u, 0};
+                            context->allocator != nullptr ? kHelloCanListBlocks : 0u, 0};
   const uint64_t thread_stack = reinterpret_cast<uintptr_t>(&hello);
   // Whether it holds the allocator (malloc_disable), for a fork that lists blocks: never past
-  // the fork, kAllocatorHoldMs, or the channel's end.
+  // the fork, kAllocatorHoldMs, a failed answer, or the channel's end.
   bool holding = false;
   const auto let_go = [&] {
-    if (holding) context.allocator->malloc_enable();
+    if (holding) context->allocator->malloc_enable();
     holding = false;
   };
-  if (send(context.channel, &hello, sizeof(hello), MSG_NOSIGNAL) == sizeof(hello)) {
+  LiveCopies copies;
+  if (send(channel, &hello, sizeof(hello), MSG_NOSIGNAL) == sizeof(hello)) {
     for (;;) {
-      if (holding && !WaitForRequest(context.channel, kAllocatorHoldMs)) {
+      copies.Reap(/*wait_for_oldest=*/false);
+      const int timeout_ms = holding ? kAllocatorHoldMs : copies.count > 0 ? kReapPollMs : -1;
+      if (!WaitForRequest(channel, timeout_ms)) {
         let_go();
         continue;
       }
       SnapshotRequest request{};
-      const ssize_t n = recv(context.channel, &request, sizeof(request), 0);
+      const ssize_t n = recv(channel, &request, sizeof(request), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the session ended, or the daemon died
       if (n < static_cast<ssize_t>(sizeof(request)) || request.magic != kSnapshotMagic) continue;
       if (request.kind == kSnapshotHoldAllocator) {
-        if (!holding && context.allocator != nullptr) {
-          context.allocator->malloc_disable();
+        if (!holding && context->allocator != nullptr) {
+          context->allocator->malloc_disable();
           holding = true;
         }
-        SnapshotReady held = ReadyFor(request, holding ? kSnapshotAllocatorHeld
-                                                       : kSnapshotForkFailed);
-        held.error = holding ? 0 : ENOTSUP;
-        SendWithFds(context.channel, &held, sizeof(held), nullptr, 0);
+        if (!Answer(channel, request, holding ? kSnapshotAllocatorHeld : kSnapshotForkFailed,
+                    holding ? 0 : ENOTSUP)) {
+          let_go();
+        }
         continue;
       }
+      if (copies.count == kMaxLiveCopies) copies.Reap(/*wait_for_oldest=*/true);
       // A raw clone: a fork() would run the program's atfork handlers, which take locks the
       // stopped threads may hold. No exit signal: a program's own wait() never reaps the copy
       // (qemu-user refuses that, EINVAL: there the program may see a SIGCHLD).
       long pid = syscall(SYS_clone, 0ul, 0ul, 0ul, 0ul, 0ul);
       if (pid < 0 && errno == EINVAL) pid = syscall(SYS_clone, SIGCHLD + 0ul, 0ul, 0ul, 0ul, 0ul);
-      if (pid == 0) RunCopy(copy, request, thread_stack,
-                            holding && request.kind == kSnapshotForkAndList);
+      if (pid == 0) RunCopy(context, request, thread_stack, holding);
       const int clone_errno = errno;
       let_go();
-      errno = clone_errno;
       if (pid < 0) {
-        SnapshotReady failed = ReadyFor(request, kSnapshotForkFailed);
-        failed.error = errno;
-        SendWithFds(context.channel, &failed, sizeof(failed), nullptr, 0);
-        continue;
-      }
-      int status;  // reaped once the daemon lets it go; __WALL: with an exit signal or without
-      while (waitpid(static_cast<pid_t>(pid), &status, __WALL) < 0 && errno == EINTR) {
+        Answer(channel, request, kSnapshotForkFailed, clone_errno);
+      } else {
+        copies.pids[copies.count++] = static_cast<pid_t>(pid);
       }
     }
   }
   let_go();
-  close(context.channel);
+  Context* expected = context;
+  g_context.compare_exchange_strong(expected, nullptr);
+  close(channel);
+  while (copies.count > 0) copies.Reap(/*wait_for_oldest=*/true);
   munmap(arg, sizeof(Context));
   return nullptr;
 }
 
 }  // namespace
+
+void ForgetSnapshotThreadInChild() {
+  Context* context = g_context.exchange(nullptr);
+  if (context == nullptr) return;
+  close(context->channel);
+  munmap(context, sizeof(Context));
+}
 
 bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count,
                          const MallocDispatch* allocator) {
@@ -324,10 +390,12 @@ bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
+  g_context.store(context);
   const bool started = pthread_create(&thread, &attr, Run, context) == 0;
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!started) {
+    g_context.store(nullptr);
     close(channel);
     munmap(page, sizeof(Context));
   }

@@ -22,4 +22,8 @@ namespace droidheap {
 bool StartSnapshotThread(int channel, const SnapshotRange* ranges, size_t range_count,
                          const MallocDispatch* allocator);
 
+// In a forked child of the program (an atfork child handler), which has no snapshot thread:
+// closes the thread's channel and unmaps its context, which the child would otherwise keep.
+void ForgetSnapshotThreadInChild();
+
 }  // namespace droidheap

@@ -13,7 +13,7 @@ namespace droidheap {
 
 // The client's latest sweep for unreachable memory, into a dump of it: its report, and its blocks
 // by call stack as a heap (which may name call stacks interned since the rest was taken: the
-// tables only grow, so they are taken again).
+// tables only grow, so they are taken again when they did).
 inline void AddUnreachable(const DaemonConfig& config, const ClientConnection& client,
                            DumpSnapshot* s) {
   s->unreachable = client.unreachable;
@@ -28,8 +28,11 @@ inline void AddUnreachable(const DaemonConfig& config, const ClientConnection& c
     unreachable->name = kUnreachableHeapName;
   }
   unreachable->samples = client.unreachable_heap.Snapshot();
-  s->mappings = client.callstacks.mappings();
-  s->callstacks = client.callstacks.callstacks();
+  if (s->callstacks.size() != client.callstacks.callstacks().size() ||
+      s->mappings.size() != client.callstacks.mappings().size()) {
+    s->mappings = client.callstacks.mappings();
+    s->callstacks = client.callstacks.callstacks();
+  }
 }
 
 inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* client,

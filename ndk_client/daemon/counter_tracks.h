@@ -5,12 +5,12 @@
 //
 // Names: "<heap>: allocations", "<heap>: allocated bytes", "<heap>: frees", "<heap>: freed bytes"
 // (every call, counted at usable sizes) and "mallinfo: in use bytes", "mallinfo: free bytes",
-// "mallinfo: system bytes"; with --unreachable the latest sweep's own figures, of the sampled blocks
-// as they are: "unreachable: blocks swept", "unreachable: blocks", "unreachable: bytes" (what their
-// callers asked for), "unreachable: threads held" (ns), "unreachable: blocks listed" (by the
-// allocator, followed through; 0 when it did not list them). Track uuids are derived from the pid, so every dump can describe its
-// tracks again (the same descriptor twice is one track) and a restarted sequence needs nothing
-// remembered.
+// "mallinfo: system bytes"; with --unreachable the latest sweep's own figures, of the sampled
+// blocks as they are: "unreachable: blocks swept", "unreachable: blocks", "unreachable: bytes"
+// (what their callers asked for), "unreachable: threads held" (ns), "unreachable: blocks listed"
+// (by the allocator, followed through; 0 when it did not list them). Track uuids are derived from
+// the pid, so every dump can describe its tracks again (the same descriptor twice is one track)
+// and a restarted sequence needs nothing remembered.
 //
 // A process's last dump also says, as an instant event on the process's track, how its profile
 // ended: "process exited" (through its exit path, kRecordExiting), "profile ended" (a guardrail:

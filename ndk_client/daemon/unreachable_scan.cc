@@ -15,8 +15,14 @@
 namespace droidheap {
 namespace {
 
-// The most blocks a copy may list: 256 MiB of the daemon's memory.
-constexpr size_t kMaxListedBlocks = size_t{1} << 24;
+// The most blocks a copy may list. At the sweep's peak each costs some 48 bytes of the daemon's
+// memory (the list, the blocks to mark, the sweep's index), outside the session's count: 16M
+// blocks, about 800 MiB; with --max-daemon-memory, what a quarter of it holds.
+size_t MaxListedBlocks(const DaemonConfig& config) {
+  constexpr uint64_t kBytesPerBlock = 48;
+  if (config.max_memory_bytes == 0) return size_t{1} << 24;
+  return static_cast<size_t>(std::max<uint64_t>(1, config.max_memory_bytes / 4 / kBytesPerBlock));
+}
 
 // Every live block is a sampled one: every allocation sampled from the process's start.
 bool EverySampled(const DaemonConfig& config, const ClientConnection& client) {
@@ -24,19 +30,21 @@ bool EverySampled(const DaemonConfig& config, const ClientConnection& client) {
 }
 
 // The sampled blocks, first (their verdicts are read by index), then those the allocator listed
-// that no sampled block starts at.
+// that no sampled block starts at; every address untagged, as the roots' pages are found by them
+// (root_ranges.h) and the allocator may list its blocks with their tags or without.
 std::vector<HeapBlock> BlocksToMark(const std::vector<LiveSample>& sampled,
-                                    const std::vector<HeapBlock>& listed) {
+                                    std::vector<HeapBlock> listed, uint32_t word_size) {
   std::vector<HeapBlock> blocks;
   blocks.reserve(sampled.size() + listed.size());
   std::vector<uint64_t> addresses;
   addresses.reserve(sampled.size());
   for (const LiveSample& s : sampled) {
-    blocks.push_back(s.block);
-    addresses.push_back(s.block.address);
+    blocks.push_back({UntaggedAddress(s.block.address, word_size), s.block.size});
+    addresses.push_back(blocks.back().address);
   }
   std::sort(addresses.begin(), addresses.end());
-  for (const HeapBlock& b : listed) {
+  for (HeapBlock& b : listed) {
+    b.address = UntaggedAddress(b.address, word_size);
     if (!std::binary_search(addresses.begin(), addresses.end(), b.address)) blocks.push_back(b);
   }
   return blocks;
@@ -52,7 +60,7 @@ bool TakeUnreachableSnapshot(const DaemonConfig& config, ClientConnection* clien
   uint64_t mark = 0;
   client->snapshot = client->snapshots->Take(
       client->pid, *client->layout, [&mark, &mark_now] { mark = mark_now(); },
-      /*list_blocks=*/!EverySampled(config, *client), kMaxListedBlocks, &error);
+      /*list_blocks=*/!EverySampled(config, *client), MaxListedBlocks(config), &error);
   if (client->snapshot == nullptr) {
     client->unreachable = UnreachableReport();
     client->unreachable.timestamp_ns = timestamp_ns;
@@ -98,8 +106,8 @@ SweepOutcome Sweep(SweepJob job) {
   report = job.report;
   ProcessSnapshot& snapshot = *job.snapshot;
   report.listed_blocks = snapshot.blocks_listed ? snapshot.heap_blocks.size() : 0;
-  const std::vector<HeapBlock> blocks = BlocksToMark(job.sampled, snapshot.heap_blocks);
-  snapshot.heap_blocks = std::vector<HeapBlock>();
+  const std::vector<HeapBlock> blocks =
+      BlocksToMark(job.sampled, std::move(snapshot.heap_blocks), job.word_size);
   std::string not_scanned;
   const SweepRoots roots =
       RootsOf(snapshot, blocks, report.complete || snapshot.blocks_listed, &not_scanned);

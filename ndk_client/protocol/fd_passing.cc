@@ -1,5 +1,8 @@
 #include "protocol/fd_passing.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <string.h>
 #include <sys/socket.h>
 
@@ -22,7 +25,9 @@ bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t
     cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
     memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
   }
-  return sendmsg(sock, &msg, MSG_NOSIGNAL | flags) == static_cast<ssize_t>(size);
+  // The system call itself: in an app bionic's sendmsg goes through libnetd_client's dispatch,
+  // which the snapshot's forked copy (client/snapshot_thread.cc) must not enter.
+  return syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL | flags) == static_cast<long>(size);
 }
 
 }  // namespace droidheap

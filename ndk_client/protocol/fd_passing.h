@@ -1,7 +1,8 @@
-// Sending bytes with fds over a unix socket (SCM_RIGHTS), as both ends of the handshake do: the
-// client its hello with its maps and mem fds, the daemon its reply with the shared memory's; and
-// receiving such a message, taking the fds it brought. Allocates nothing: the client calls it before its hooks are
-// in place, but it stays hook-safe.
+// Sending bytes with fds over a unix socket (SCM_RIGHTS), as both ends of the handshake and of the
+// snapshot channel do: the client its hello with its maps and mem fds, the daemon its reply with
+// the shared memory's, a snapshot's copy its own files; and receiving such a message, taking the
+// fds it brought. Allocates nothing and takes no lock: the client calls it before its hooks are
+// in place, and a forked copy whose other threads may hold any lock calls it too.
 #pragma once
 
 #include <stddef.h>
@@ -19,9 +20,9 @@ bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t
                  int flags = 0);
 
 // Calls take(fd) for each fd that `msg` brought, `received` being what recvmsg() returned; none
-// when it failed. The kernel then leaves msg_controllen as the caller set it, over a buffer it never
-// wrote, and bionic's CMSG_NXTHDR returns a zeroed header itself (glibc's ends there): the walk
-// would never end.
+// when it failed. The kernel then leaves msg_controllen as the caller set it, over a buffer it
+// never wrote, and bionic's CMSG_NXTHDR returns a zeroed header itself (glibc's ends there): the
+// walk would never end.
 template <typename Take>
 void ForEachReceivedFd(msghdr* msg, ssize_t received, Take take) {
   if (received < 0) return;

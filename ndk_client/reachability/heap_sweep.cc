@@ -150,19 +150,19 @@ uint64_t SkipRestOfUnit(Pieces* pieces) {
 
 HeapSweep::HeapSweep(const std::vector<HeapBlock>& blocks, uint32_t word_size)
     : word_size_(word_size == 4 ? 4 : 8), word_mask_(word_size == 4 ? 0xffffffffull : kUntagMask) {
-  const uint64_t address_mask = word_size_ == 8 ? kUntagMask : ~0ull;
   // Ids are 32-bit: blocks past 2^32 - 1 (64 GiB of HeapBlocks) are dropped, i.e. reachable.
   const size_t count = std::min<size_t>(blocks.size(), kDropped);
   std::vector<uint32_t> order(count);
   for (size_t i = 0; i < count; ++i) order[i] = static_cast<uint32_t>(i);
   // Equal addresses keep the caller's order: the first given is kept.
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-    const uint64_t ax = blocks[x].address & address_mask, ay = blocks[y].address & address_mask;
+    const uint64_t ax = UntaggedAddress(blocks[x].address, word_size_);
+    const uint64_t ay = UntaggedAddress(blocks[y].address, word_size_);
     return ax != ay ? ax < ay : x < y;
   });
   id_of_.assign(blocks.size(), kDropped);
   for (uint32_t i : order) {
-    const uint64_t start = blocks[i].address & address_mask;
+    const uint64_t start = UntaggedAddress(blocks[i].address, word_size_);
     const uint64_t size = std::max<uint64_t>(blocks[i].size, 1);
     const uint64_t end = start + size < start ? ~0ull : start + size;
     if (!end_.empty() && start < end_.back()) continue;

@@ -9,10 +9,10 @@
 // allocator's; with sampled blocks only, every writable byte that is not one of those blocks.
 // A root range is scanned except where it overlaps a block: a block is followed only once marked.
 //
-// Owned by one thread (an unwinding worker, while it takes a dump); reads the process through a
-// MemorySource, a snapshot that does not change while the sweep runs. Its cost grows with the
-// bytes it reads and the blocks it is given, its memory with the blocks (a few words each) and a
-// bounded read buffer, whatever the process's memory holds.
+// Owned by one thread (a worker's sweeper: daemon/unreachable_sweeper.h); reads the process
+// through a MemorySource, a snapshot that does not change while the sweep runs. Its cost grows
+// with the bytes it reads and the blocks it is given, its memory with the blocks (a few words
+// each) and a bounded read buffer, whatever the process's memory holds.
 #pragma once
 
 #include <stddef.h>
@@ -31,6 +31,12 @@ class MemorySource {
   // where the memory ends or cannot be read.
   virtual size_t Read(uint64_t address, void* out, size_t size) = 0;
 };
+
+// An address of a process with `word_size`-byte words as the sweep compares it: on 64-bit, its top
+// byte cleared (Android 11+ tags heap pointers with 0xb4 there on arm64; MTE keeps its tags there).
+inline uint64_t UntaggedAddress(uint64_t address, uint32_t word_size) {
+  return word_size == 4 ? address : address & 0x00ffffffffffffffull;
+}
 
 struct HeapBlock {
   uint64_t address = 0;

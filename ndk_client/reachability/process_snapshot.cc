@@ -9,6 +9,7 @@
 
 #include <initializer_list>
 
+#include "daemon/clock.h"
 #include "protocol/fd_passing.h"
 #include "unwinder/proc_files.h"
 
@@ -29,12 +30,6 @@ constexpr int kListTimeoutMs = 5000;
 // How long the threads may take to stop: a thread in an uninterruptible sleep stops only when it
 // returns from it, and is then left running (its registers unknown, its whole stack a root).
 constexpr uint64_t kStopTimeoutUs = 200 * 1000;
-
-uint64_t NowUs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
-}
 
 bool WaitReadable(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
@@ -92,9 +87,9 @@ bool SnapshotChannel::Ask(SnapshotRequestKind kind, uint64_t id) {
 
 bool SnapshotChannel::ReceiveAnswer(uint64_t id, int timeout_ms, SnapshotReady* ready, int* fds,
                                     size_t max_fds, size_t* fd_count, std::string* error) {
-  const uint64_t deadline_us = NowUs() + static_cast<uint64_t>(timeout_ms) * 1000;
+  const uint64_t deadline_us = MonotonicUs() + static_cast<uint64_t>(timeout_ms) * 1000;
   for (;;) {
-    const uint64_t now_us = NowUs();
+    const uint64_t now_us = MonotonicUs();
     if (now_us >= deadline_us ||
         !WaitReadable(fd_, static_cast<int>((deadline_us - now_us) / 1000) + 1)) {
       *error = "its snapshot thread did not answer within " + std::to_string(timeout_ms) + " ms";
@@ -184,12 +179,12 @@ bool SnapshotChannel::HoldAllocator(std::string* why_not) {
 }
 
 void SnapshotChannel::ReceiveBlocks(uint64_t id, size_t max_blocks, ProcessSnapshot* snapshot) {
-  const uint64_t deadline_us = NowUs() + uint64_t{kListTimeoutMs} * 1000;
+  const uint64_t deadline_us = MonotonicUs() + uint64_t{kListTimeoutMs} * 1000;
   // One batch at a time, mapped for this listing only: 32 KiB.
   auto batch = std::make_unique<SnapshotBlocks>();
   std::string why_not;
   for (;;) {
-    const uint64_t now_us = NowUs();
+    const uint64_t now_us = MonotonicUs();
     if (now_us >= deadline_us ||
         !WaitReadable(fd_, static_cast<int>((deadline_us - now_us) / 1000) + 1)) {
       why_not = "its copy did not list its blocks within " + std::to_string(kListTimeoutMs) + " ms";
@@ -238,7 +233,7 @@ std::unique_ptr<ProcessSnapshot> SnapshotChannel::Take(int pid, const RegisterLa
   if (!ReadHello(kHelloTimeoutMs, error)) return nullptr;
   auto snapshot = std::make_unique<ProcessSnapshot>();
   // The program stalls from here: a malloc waits while the allocator is held.
-  const uint64_t start_us = NowUs();
+  const uint64_t start_us = MonotonicUs();
   // The allocator first: a thread stopped while it held an allocator lock would keep the copy
   // from listing, and the holding thread from ever getting it.
   std::string not_listed;
@@ -256,7 +251,7 @@ std::unique_ptr<ProcessSnapshot> SnapshotChannel::Take(int pid, const RegisterLa
   if (!asked) *error = "its snapshot channel is closed";
   snapshot->threads = stopper.threads();
   stopper.Resume();
-  snapshot->stall_us = NowUs() - start_us;
+  snapshot->stall_us = MonotonicUs() - start_us;
   if (!copied) return nullptr;
   size_t unstopped = 0;
   for (const ThreadStopper::Thread& thread : snapshot->threads) unstopped += !thread.stopped;

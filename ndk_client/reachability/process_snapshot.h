@@ -4,8 +4,9 @@
 // (its memory, its maps, the threads' registers as they were) is what a sweep reads afterwards,
 // while the program runs on.
 //
-// Owned by the unwinding worker that owns the client (ptrace binds the threads it holds to the
-// worker's thread); not thread-safe.
+// A SnapshotChannel is owned by the unwinding worker that owns the client (ptrace binds the
+// threads it holds to the worker's thread); not thread-safe. The ProcessSnapshot it takes moves
+// to the worker's sweeper thread, and its copy exits when the snapshot is destroyed there.
 #pragma once
 
 #include <stdint.h>

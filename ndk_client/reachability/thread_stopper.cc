@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "common/platform.h"
+#include "daemon/clock.h"
 
 namespace droidheap {
 namespace {
@@ -52,12 +53,6 @@ constexpr RegsetShape kRegsets[] = {
     // pt_regs: r0..r15 (r13 sp) cpsr orig_r0
     {Abi::kArm, 18, 13},
 };
-
-uint64_t NowUs() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000u + static_cast<uint64_t>(now.tv_nsec) / 1000u;
-}
 
 void SleepUs(uint64_t us) {
   timespec nap{static_cast<time_t>(us / 1000000u), static_cast<long>(us % 1000000u) * 1000};
@@ -182,11 +177,11 @@ bool ReadRegisters(const RegisterLayout& layout, ThreadStopper::Thread* thread) 
 bool ThreadStopper::Stop(int pid, int except_tid, const RegisterLayout& layout,
                          uint64_t timeout_us, std::string* error) {
   Resume();
-  const uint64_t deadline_us = NowUs() + timeout_us;
+  const uint64_t deadline_us = MonotonicUs() + timeout_us;
   // The thread left running may still be seized by an earlier hold that could not let it go: it
   // is let go as soon as it stops, before anything else.
   for (uint64_t nap_us = kFirstNapUs;
-       std::find(t_late.begin(), t_late.end(), except_tid) != t_late.end() && NowUs() < deadline_us;
+       std::find(t_late.begin(), t_late.end(), except_tid) != t_late.end() && MonotonicUs() < deadline_us;
        nap_us = std::min(nap_us * 2, kLongestNapUs)) {
     SleepUs(nap_us);
     ReleaseLate();
@@ -232,7 +227,7 @@ bool ThreadStopper::Stop(int pid, int except_tid, const RegisterLayout& layout,
     }
     if (!failure.empty() || !added) break;
     WaitForStops(&waiting, &gone, layout, deadline_us);
-    if (NowUs() >= deadline_us) break;
+    if (MonotonicUs() >= deadline_us) break;
   }
   // The threads that exited meanwhile are dropped.
   size_t kept = 0;
@@ -282,7 +277,7 @@ void ThreadStopper::WaitForStops(std::vector<size_t>* waiting, std::vector<bool>
       }
     }
     waiting->resize(left);
-    if (waiting->empty() || NowUs() >= deadline_us) return;
+    if (waiting->empty() || MonotonicUs() >= deadline_us) return;
     if (progressed) {
       nap_us = kFirstNapUs;
     } else {
@@ -307,9 +302,9 @@ void ThreadStopper::Resume() {
   threads_.clear();
   pending_signals_.clear();
   // A thread that had not stopped was interrupted: it stops soon, as a rule.
-  const uint64_t give_up_us = NowUs() + kResumeGraceUs;
+  const uint64_t give_up_us = MonotonicUs() + kResumeGraceUs;
   uint64_t nap_us = kFirstNapUs;
-  while (ReleaseLate() > 0 && handed_late && NowUs() < give_up_us) {
+  while (ReleaseLate() > 0 && handed_late && MonotonicUs() < give_up_us) {
     SleepUs(nap_us);
     nap_us = std::min(nap_us * 2, kLongestNapUs);
   }

@@ -168,14 +168,17 @@ const MallocDispatch* Allocator() {
   }
 }
 
-// Whether the program's main thread allocates within a second.
-bool Allocates() {
+// How many milliseconds pass before the program's main thread allocates again; -1 when it does
+// not within a second.
+int MsUntilItAllocates() {
   const uint64_t before = g_shared->mallocs.load();
-  for (int i = 0; i < 1000; ++i, usleep(1000)) {
-    if (g_shared->mallocs.load() != before) return true;
+  for (int ms = 0; ms < 1000; ++ms, usleep(1000)) {
+    if (g_shared->mallocs.load() != before) return ms;
   }
-  return false;
+  return -1;
 }
+
+bool Allocates() { return MsUntilItAllocates() >= 0; }
 
 // Has the snapshot thread hold the allocator, as SnapshotChannel does before a listing fork,
 // and asks nothing more: the program's calls that take the allocator's locks wait, and go on
@@ -329,7 +332,16 @@ int main() {
   // A second snapshot of the same process works too.
   snapshot = snapshots.Take(program, kNativeLayout, [] {}, true, 1 << 20, &error);
   CHECK(snapshot != nullptr);
+  // And one taken while that one's copy still lives (its sweep under way): at once, the thread
+  // not waiting for the first copy to end.
+  std::unique_ptr<ProcessSnapshot> next =
+      snapshots.Take(program, kNativeLayout, [] {}, true, 1 << 20, &error);
+  if (next == nullptr) fprintf(stderr, "no second live copy: %s\n", error.c_str());
+  CHECK(next != nullptr && next->copy_pid != snapshot->copy_pid);
+  CHECK(next->stall_us < 500 * 1000);
+  CHECK(next->blocks_listed == kAllocatorListsBlocks);
   snapshot.reset();
+  next.reset();
   CHECK(Allocates());
   if (kAllocatorListsBlocks) TestAHeldAllocatorIsLetGo(channel[0]);
   // The daemon gone (its end closed) while the allocator is held: let go at once.
@@ -337,9 +349,14 @@ int main() {
     const SnapshotRequest hold{kSnapshotMagic, kSnapshotVersion, sizeof(SnapshotRequest),
                                kSnapshotHoldAllocator, 1000};
     CHECK(send(channel[0], &hold, sizeof(hold), 0) == sizeof(hold));
+    SnapshotReady answer{};
+    CHECK(recv(channel[0], &answer, sizeof(answer), 0) == sizeof(answer));
+    CHECK(answer.id == 1000 && answer.status == kSnapshotAllocatorHeld);
   }
   shutdown(channel[0], SHUT_RDWR);  // as the daemon's death closes it
-  CHECK(Allocates());
+  const int ms = MsUntilItAllocates();
+  printf("the daemon's end closed: the program allocates again after %d ms\n", ms);
+  CHECK(ms >= 0 && ms < kAllocatorHoldMs / 2);
   kill(program, SIGKILL);
   int status;
   waitpid(program, &status, 0);
