@@ -61,7 +61,7 @@ def write_results(results: Results, path: pathlib.Path,
                                                    totals.free_count, totals.free_bytes],
             "samples_lost": list(p.samples_lost), "disconnected": p.disconnected,
             "ending": p.ending, "unreachable": None,
-            **_held_samples(p.samples, last.get((p.pid, p.heap)), distinct)}
+            **_stored_samples(p.samples, last.get((p.pid, p.heap)), distinct)}
         last[(p.pid, p.heap)] = (number, p.samples)
         u = p.unreachable
         if u is not None:
@@ -69,7 +69,7 @@ def write_results(results: Results, path: pathlib.Path,
                 "complete": u.complete, "swept": u.swept, "blocks_swept": u.blocks_swept,
                 "blocks": u.blocks, "bytes": u.bytes, "held_ns": u.held_ns,
                 "listed_blocks": u.listed_blocks, "note": u.note,
-                **_held_samples(u.samples, last_unreachable.get((p.pid, p.heap)), distinct)}
+                **_stored_samples(u.samples, last_unreachable.get((p.pid, p.heap)), distinct)}
             last_unreachable[(p.pid, p.heap)] = (number, u.samples)
         profiles.append(profile)
     samples = distinct.samples
@@ -89,7 +89,7 @@ def write_results(results: Results, path: pathlib.Path,
     write_gzip(path, text)
 
 
-def _held_samples(samples: List[StackSample], before: Optional[Tuple[int, List[StackSample]]],
+def _stored_samples(samples: List[StackSample], before: Optional[Tuple[int, List[StackSample]]],
                   distinct: "_DistinctSamples") -> Dict[str, Any]:
     """A dump's samples as stored: their indexes, or, given (the profile before, its samples),
     that profile's number ("base"), their length and the places that differ with their samples
@@ -150,10 +150,11 @@ def _fits(length: int, room: int) -> None:
         raise ValueError("its dumps hold more samples than its size could honestly hold")
 
 
-def _read_held_samples(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Profile],
-                       of: Callable[[Profile], Optional[List[StackSample]]],
-                       room: int) -> List[StackSample]:
-    """A dump's samples as _held_samples stored them; `of`: those of an earlier profile its base
+def _read_stored_samples(raw: Dict[str, Any], samples: List[StackSample],
+                         earlier: List[Profile],
+                         of: Callable[[Profile], Optional[List[StackSample]]],
+                         room: int) -> List[StackSample]:
+    """A dump's samples as _stored_samples stored them; `of`: those of an earlier profile its base
     may name (None: it may not). `room`: how many it may hold (the file's size bounds them, see
     _PLACES_PER_BYTE), refused before they are allocated."""
     indexes = _list(raw["samples"], int, "a sample index")
@@ -174,13 +175,13 @@ def _read_held_samples(raw: Dict[str, Any], samples: List[StackSample], earlier:
             changed) or at and not 0 <= min(at) <= max(at) < length:
         raise ValueError("a profile's changes are not places in it")
     _fits(length, room)
-    held = before[:length]
-    held += [None] * (length - len(held))
+    dump_samples = before[:length]
+    dump_samples += [None] * (length - len(dump_samples))
     for i, sample in zip(at, changed):
-        held[i] = sample
-    if None in held:
+        dump_samples[i] = sample
+    if None in dump_samples:
         raise ValueError("a profile has places nothing fills")
-    return held
+    return dump_samples
 
 
 def _profile_samples(profile: Profile) -> List[StackSample]:
@@ -191,7 +192,7 @@ def _unreachable_samples(profile: Profile) -> Optional[List[StackSample]]:
     return None if profile.unreachable is None else profile.unreachable.samples
 
 
-def _samples_held(profile: Profile) -> int:
+def _samples_stored(profile: Profile) -> int:
     return len(profile.samples) + len(_unreachable_samples(profile) or ())
 
 
@@ -205,7 +206,7 @@ def _unreachable(raw: Any, samples: List[StackSample], earlier: List[Profile],
         return None
     _typed(raw, dict, "unreachable")
     return Unreachable(
-        samples=_read_held_samples(raw, samples, earlier, _unreachable_samples, room),
+        samples=_read_stored_samples(raw, samples, earlier, _unreachable_samples, room),
         complete=_typed(raw["complete"], bool, "complete"),
         swept=_typed(raw["swept"], bool, "swept"),
         blocks_swept=_optional_int(raw["blocks_swept"], "blocks_swept"),
@@ -219,7 +220,7 @@ def _profile(raw: Dict[str, Any], samples: List[StackSample], earlier: List[Prof
              source: str, room: int) -> Profile:
     """`room`: how many samples it may hold, its sweep's with its own."""
     _typed(raw, dict, "a profile")
-    dump_samples = _read_held_samples(raw, samples, earlier, _profile_samples, room)
+    dump_samples = _read_stored_samples(raw, samples, earlier, _profile_samples, room)
     totals = raw["totals"]
     if totals is not None:
         values = _list(totals, int, "a total")
@@ -276,7 +277,7 @@ def read_results(path: pathlib.Path) -> Optional[Results]:
         room = _PLACES_PER_BYTE * len(text)
         for p in _list(raw["profiles"], dict, "a profile"):
             profiles.append(_profile(p, samples, profiles, str(path), room))
-            room -= _samples_held(profiles[-1])
+            room -= _samples_stored(profiles[-1])
         return Results(profiles, _list(raw["warnings"], str, "a warning"))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # json's errors are ValueErrors
         raise DroidheapError(f"{path} is damaged: {e}") from e
