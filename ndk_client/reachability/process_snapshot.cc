@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <initializer_list>
+#include <utility>
 
 #include "daemon/clock.h"
 #include "protocol/fd_passing.h"
+#include "reachability/block_list.h"
 #include "unwinder/proc_files.h"
 
 namespace droidheap {
@@ -180,8 +182,9 @@ bool SnapshotChannel::HoldAllocator(std::string* why_not) {
 
 void SnapshotChannel::ReceiveBlocks(uint64_t id, size_t max_blocks, ProcessSnapshot* snapshot) {
   const uint64_t deadline_us = MonotonicUs() + uint64_t{kListTimeoutMs} * 1000;
-  // One batch at a time, mapped for this listing only: 32 KiB.
+  // One message at a time, mapped for this listing only: 32 KiB.
   auto batch = std::make_unique<SnapshotBlocks>();
+  BlockList list(id, max_blocks);
   std::string why_not;
   for (;;) {
     const uint64_t now_us = MonotonicUs();
@@ -196,32 +199,17 @@ void SnapshotChannel::ReceiveBlocks(uint64_t id, size_t max_blocks, ProcessSnaps
       why_not = "its snapshot channel closed as its copy listed its blocks";
       break;
     }
-    // What else comes is an earlier listing's, given up on, or damage: skipped.
-    if (n != static_cast<ssize_t>(sizeof(*batch)) || batch->magic != kSnapshotMagic ||
-        batch->size != sizeof(*batch) || batch->id != id || batch->count > kBlocksPerMessage) {
-      continue;
-    }
-    if ((batch->flags & kBlocksUnsupported) != 0) {
-      why_not = std::string("its allocator would not list its blocks: ") + strerror(batch->error);
-      break;
-    }
-    if (snapshot->heap_blocks.size() + batch->count > max_blocks) {
-      why_not = "its heap has more than " + std::to_string(max_blocks) + " blocks";
-      break;
-    }
-    for (uint32_t i = 0; i < batch->count; ++i) {
-      const SnapshotRange& block = batch->blocks[i];
-      if (block.end >= block.start) {  // no block wraps
-        snapshot->heap_blocks.push_back({block.start, block.end - block.start});
-      }
-    }
-    if ((batch->flags & kBlocksLast) != 0) {
+    const BlockList::Status status = list.Add(*batch, static_cast<size_t>(n));
+    if (status == BlockList::Status::kDone) {
+      snapshot->heap_blocks = std::move(list.blocks());
       snapshot->blocks_listed = true;
       return;
     }
+    if (status == BlockList::Status::kFailed) {
+      why_not = list.why_not();
+      break;
+    }
   }
-  snapshot->heap_blocks.clear();
-  snapshot->heap_blocks.shrink_to_fit();
   if (!snapshot->note.empty()) snapshot->note += "; ";
   snapshot->note += why_not + ": unsampled blocks not followed";
 }

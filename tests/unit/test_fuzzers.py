@@ -96,6 +96,25 @@ def _records_seeds():
         yield struct.pack("<BQB", mode | 4, 0, 3) + records + b"\0"
 
 
+def _block_list_seeds():
+    # Request 1, at most 100 blocks (block_list_fuzzer.cc: each message is its shape, its size as
+    # received when the shape says so, then its bytes): two messages of its own (the first with
+    # two blocks, the second the last, with one), an earlier request's between them; and one cut
+    # short, then the allocator refusing.
+    def body(request, flags, blocks):
+        return struct.pack("<IIIIQIi", 0x50414e53, 2, 32 + 16 * 2048, len(blocks), request, flags,
+                           0) + b"".join(struct.pack("<QQ", start, end) for start, end in blocks)
+
+    def message(request, flags, blocks):
+        sent = body(request, flags, blocks)
+        return struct.pack("<BH", 0x11, len(sent)) + sent
+    yield (struct.pack("<BH", 1, 100) + message(1, 0, [(0x1000, 0x1040), (0x2000, 0x2010)]) +
+           message(0, 1, [(0x3000, 0x3008)]) + message(1, 1, [(0x4000, 0x4100)]))
+    short = body(1, 0, [])
+    yield (struct.pack("<BH", 1, 100) + struct.pack("<BHH", 0x10, 40, len(short)) + short +
+           message(1, 3, []))
+
+
 def _apk_seeds(tmp_path):
     # An APK holding /bin/true as a stored, page-aligned library, mapped at its entry's first and
     # second pages, with pcs in its .text; and the file alone (an ELF file at 0).
@@ -114,7 +133,8 @@ def _apk_seeds(tmp_path):
 
 
 SEEDS = {"handshake": _hello_seeds, "expression": _expression_seeds, "cfi": _cfi_seeds,
-         "records": _records_seeds, "ehabi": _ehabi_seeds, "apk": _apk_seeds}
+         "records": _records_seeds, "ehabi": _ehabi_seeds, "apk": _apk_seeds,
+         "block_list": _block_list_seeds}
 
 
 @pytest.mark.parametrize("target", SEEDS)
