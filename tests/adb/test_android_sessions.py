@@ -314,12 +314,14 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
     android_cli.assert_left_as_it_was()
 
 
-@ANDROID_11_ONLY
 def test_unreachable_memory_where_bionic_runs_the_program(spawning_cli, android_release,
                                                           tmp_path):
     """--unreachable under bionic's linker and libc, the client loaded by bionic's hooks (root) or
     the linker's LD_PRELOAD (preload): at -i 1 the exit sweep finds the blocks and bytes that
-    LeakSanitizer finds on Linux (tests/e2e/test_unreachable.py), at the same call sites."""
+    LeakSanitizer finds on Linux (tests/e2e/test_unreachable.py), at the same call sites. Under
+    qemu-user (Android 10) no thread can be held: the copy is taken as the program runs, every
+    stack a root from its bottom, and the line says the registers were not read; there a stale
+    pointer may keep a dropped block, never the reverse."""
     from tests.e2e.test_unreachable import (DROPPED_BLOCKS, DROPPED_BYTES, exit_sweep,
                                             unreachable_sites)
     cli, _ = spawning_cli
@@ -329,11 +331,18 @@ def test_unreachable_memory_where_bionic_runs_the_program(spawning_cli, android_
     out = tmp_path / "out"
     result = cli.run("-o", out, "-i", "1", "--unreachable", "--", "/data/local/tmp/reachability")
     blocks, size, complete, rest = exit_sweep(result)
-    assert (blocks, size, complete) == (DROPPED_BLOCKS, DROPPED_BYTES, True), result.stderr
-    assert "not read" not in rest, result.stderr
+    assert complete, result.stderr
+    assert ("registers not read" in rest) == (not android_release.native), result.stderr
     _, sites = unreachable_sites(out)
-    assert sites == {"site_dropped_list": (50 * 48, 50), "site_cycles": (20 * 48, 20),
-                     "site_dropped": (20 * 32, 20)}
+    exact = {"site_dropped_list": (50 * 48, 50), "site_cycles": (20 * 48, 20),
+             "site_dropped": (20 * 32, 20)}
+    if android_release.native:
+        assert (blocks, size) == (DROPPED_BLOCKS, DROPPED_BYTES), result.stderr
+        assert sites == exact
+    else:
+        assert blocks > DROPPED_BLOCKS // 2 and size <= DROPPED_BYTES, result.stderr
+        assert all(site in exact and figures <= exact[site] for site, figures in sites.items()), \
+            sites
     cli.assert_left_as_it_was()
 
 

@@ -29,7 +29,9 @@ struct kept_node {
 static struct kept_node* volatile g_list;
 static char* volatile g_interior;
 static void** volatile g_container;
-static __thread void* volatile t_kept;
+// Aligned to 64: bionic on arm64 (32 on arm) refuses an executable whose TLS segment is aligned
+// to less (the NDK's startup files add such a variable; a plain build does not).
+static __thread void* volatile t_kept __attribute__((aligned(64)));
 static int g_pipe[2];
 static volatile int g_holding;
 
