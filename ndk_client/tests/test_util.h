@@ -21,15 +21,22 @@
     }                                                                        \
   } while (0)
 
+// The whole of the file at `path` into `bytes`; false when it cannot be opened (a thread's /proc
+// files once the thread is gone).
+inline bool ReadFileIfThere(const std::string& path, std::string* bytes) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) bytes->append(buf, n);
+  fclose(f);
+  return true;
+}
+
 // The whole of the file at `path` (which must be readable).
 inline std::string ReadWholeFile(const std::string& path) {
   std::string bytes;
-  FILE* f = fopen(path.c_str(), "rb");
-  CHECK(f != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-  fclose(f);
+  CHECK(ReadFileIfThere(path, &bytes));
   return bytes;
 }
 

@@ -201,8 +201,10 @@ std::vector<int> ListTids(pid_t pid) {
 
 // A thread's state letter; '?' for one gone.
 char StateOf(pid_t pid, int tid = 0) {
-  const std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" +
-                                         std::to_string(tid != 0 ? tid : pid) + "/stat");
+  std::string stat;
+  ReadFileIfThere("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid != 0 ? tid : pid) +
+                      "/stat",
+                  &stat);
   const size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
 }
