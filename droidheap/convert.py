@@ -19,7 +19,7 @@ from droidheap.results.html import REPORT_HTML, write_html
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.from_trace import profiles_from_dumps
 from droidheap.results.load import SYMBOLIZED_TRACE
-from droidheap.results.model import Results
+from droidheap.results.model import ProgramExit, Results
 from droidheap.results.page import page_data, page_title
 from droidheap.results.store import RESULTS_FILE, write_results
 from droidheap.results.summary import ProcessSummary, format_summary, summarize
@@ -51,15 +51,15 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                   fetch_files: Optional[Callable[[List[Tuple[str, str]], List[str]],
                                                  Optional[pathlib.Path]]] = None,
                   process_argvs: Optional[Dict[int, Sequence[str]]] = None,
-                  exit_statuses: Optional[Dict[int, int]] = None,
+                  program_exits: Optional[Dict[int, ProgramExit]] = None,
                   made_locally: bool = False) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
     the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)],
     warnings)`, when given, is asked for the files found nowhere here (the device's, pulled),
     adds to `warnings` what it could not fetch and returns a directory that mirrors the device's
     paths. `process_argvs` ({pid: argv}) names processes
-    the trace leaves unnamed, in the outputs and the symbolized trace; `exit_statuses`
-    ({pid: status}) says how the programs the caller started ended. `made_locally`: the local
+    the trace leaves unnamed, in the outputs and the symbolized trace; `program_exits`
+    ({pid: ProgramExit}) says how the programs the caller started ended. `made_locally`: the local
     device made the trace just now; its paths, and those of a trace made_here remembers, are this
     machine's files, and the trace and its symbolized one are remembered so. Raises DroidheapError
     when the trace cannot be read at all;
@@ -67,13 +67,13 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     machine's memory is one error too (the trace itself is kept)."""
     try:
         return _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs or {},
-                        exit_statuses, made_locally)
+                        program_exits, made_locally)
     except MemoryError:
         raise DroidheapError(f"not enough memory to convert {raw_trace}: it is kept; convert it "
                              "where there is more with droidheap symbolize") from None
 
 
-def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_statuses,
+def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, program_exits,
              made_locally):
     try:
         data = pathlib.Path(raw_trace).read_bytes()
@@ -158,7 +158,7 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, exit_s
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
     if host_paths:  # a conversion of a trace made here is one too
         remember([data, symbolized.read_bytes()])
-    processes = summarize(dumps, profiles, exit_statuses)
+    processes = summarize(dumps, profiles, program_exits)
     summary = format_summary(processes, suspects[:5])
     if warnings:
         summary += "\n" + "\n".join(f"warning: {w}" for w in warnings)

@@ -21,7 +21,7 @@ from droidheap.errors import DroidheapError
 from droidheap.output_files import write_gzip_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
-from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping, Sample
+from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping, Sample, size_labels
 
 # pprof shares no stacks: each sample lists its stack's locations, so a stack named by every
 # sample costs its depth times theirs. The unwinders that write traces stop at a few hundred
@@ -305,7 +305,8 @@ def _comments(dump: HeapDump, cmdline: str) -> List[str]:
         comments.append("flags: " + ", ".join(flags))
     if dump.totals:
         t = dump.totals
-        comments.append(f"exact since profiling began: {t.alloc_count} allocations "
+        comments.append(f"exact since profiling began{size_labels(dump.heap_name)[1]}: "
+                        f"{t.alloc_count} allocations "
                         f"({t.alloc_bytes} bytes), {t.free_count} frees ({t.free_bytes} bytes)")
     if dump.allocator:
         a = dump.allocator

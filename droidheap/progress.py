@@ -1,6 +1,6 @@
 """Progress bars for the steps a person waits on (pulling the trace, symbolizing, writing the
-outputs), drawn only where one watches: when stdout is a terminal. In a pipe, a log or CI nothing
-is drawn, so the output stays what scripts read."""
+outputs), drawn only where one watches: on stderr, with droidheap's other lines, when it is a terminal. In
+a pipe, a log or CI nothing is drawn, so the output stays what scripts read."""
 import contextlib
 import sys
 from typing import Iterator
@@ -15,7 +15,7 @@ class _Unseen:
 
 def watched() -> bool:
     """Whether a bar would be drawn: worth a question to the device about a length."""
-    return sys.stdout.isatty()
+    return sys.stderr.isatty()
 
 
 @contextlib.contextmanager
@@ -25,6 +25,6 @@ def progress_bar(label: str, length: int) -> Iterator:
         yield _Unseen()
         return
     import click
-    with click.progressbar(length=length, label=printable(label), file=unescaped(sys.stdout),
+    with click.progressbar(length=length, label=printable(label), file=unescaped(sys.stderr),
                            width=30) as bar:
         yield bar

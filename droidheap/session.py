@@ -10,6 +10,7 @@ from droidheap.device.base import (SIGKILL, SIGTERM, SIGUSR1, TRACE_PREFIX, TRAC
                                    DaemonProcess, Device)
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_output
+from droidheap.results.model import ProgramExit
 
 _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
@@ -102,7 +103,7 @@ class Session:
         self.daemon: Optional[DaemonProcess] = None
         self.failure: Optional[str] = None  # why the daemon ended badly, once it has
         self.stopped = False
-        self.exit_statuses: Dict[int, int] = {}  # of the programs started for it, as they exited
+        self.program_exits: Dict[int, ProgramExit] = {}  # of the programs started for it
         self.trace_path = f"{device.layout.trace_dir}/{TRACE_PREFIX}{time.time_ns()}{TRACE_SUFFIX}"
 
     def start(self, pids: Iterable[int] = (), names: Iterable[str] = (),

@@ -7,10 +7,11 @@ import dataclasses
 import signal
 import subprocess
 import time
-from typing import List
+from typing import List, Optional
 
 from droidheap.device.names import program_name
 from droidheap.errors import DroidheapError
+from droidheap.results.model import ProgramExit
 
 _CONNECT_TIMEOUT_S = 5.0
 _EXIT_DUMP_TIMEOUT_S = 10.0
@@ -58,7 +59,45 @@ def resolve_targets(device, targets, note):
     return sorted(set(resolved))
 
 
-def run_spawned(device, session, argv, duration_ms, note):
+class StopSignals:
+    """Ctrl-C (SIGINT) and SIGTERM while a session runs: each is raised as KeyboardInterrupt, so
+    that either stops the session as cleanly, and the first is remembered. A program droidheap
+    started and then stopped for it is said to be, and droidheap exits as a shell says a program
+    ended by that signal (130 after Ctrl-C), as `time` and strace do."""
+
+    _NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+    def __init__(self):
+        self.received: Optional[int] = None
+        self._previous = {}
+
+    def __enter__(self) -> "StopSignals":
+        for signum in self._NAMES:
+            self._previous[signum] = signal.signal(signum, self._stop)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _stop(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+        raise KeyboardInterrupt
+
+    @property
+    def name(self) -> str:
+        """What stopped the session ("Ctrl-C", "SIGTERM"); "" while nothing has."""
+        return self._NAMES.get(self.received, "")
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        """droidheap's exit status once a signal stopped the session, else None."""
+        return None if self.received is None else 128 + self.received
+
+
+def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
+    """Runs `argv` from its start under `session` to its end (or -d's), and says how it ended."""
     name = program_name(argv)
     # The program is held until droidheapd listens, and droidheapd takes its pid (and its
     # descendants) alone: the start property (root's heapprofd.enable.<name>) loads the client
@@ -75,17 +114,18 @@ def run_spawned(device, session, argv, duration_ms, note):
         profiling = False
     try:
         process.release()
-        code = wait_for_program(process, duration_ms if profiling else 0)
-        if code is None:  # -d is over: the final dump now, and the program goes on unprofiled
+        ended = wait_for_program(process, duration_ms if profiling else 0, stops)
+        if ended is None:  # -d is over: the final dump now, and the program goes on unprofiled
             session.stop()
             note(f"stopped profiling after {duration_ms} ms; {argv[0]} goes on without it")
-            code = wait_for_program(process, 0)
+            ended = wait_for_program(process, 0, stops)
     finally:
         if profiling:
             device.disable_at_start(name)
-    if code != 0:
-        note(f"{argv[0]} exited with status {code}")
-    session.exit_statuses[process.pid] = code
+    if ended.status != 0:
+        note(f"{argv[0]} exited with status {ended.status}" +
+             (f" (droidheap stopped it at {ended.stopped_at})" if ended.stopped_at else ""))
+    session.program_exits[process.pid] = ended
     if not profiling:
         raise DroidheapError(f"{argv[0]} ran without profiling")
     if process.pid not in session.connected_pids():
@@ -94,10 +134,12 @@ def run_spawned(device, session, argv, duration_ms, note):
     else:
         session.wait_until(lambda: process.pid in session.exited_pids(), _EXIT_DUMP_TIMEOUT_S)
     session.stop()
+    return ended
 
 
-def wait_for_program(process, duration_ms):
-    """The program's exit code, or None when it still runs after `duration_ms` (0: no limit)."""
+def wait_for_program(process, duration_ms, stops: StopSignals) -> Optional[ProgramExit]:
+    """How the program ended, or None when it still runs after `duration_ms` (0: no limit). Ctrl-C
+    or SIGTERM (`stops`) stops it with SIGTERM and waits on."""
     deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
     while True:
         try:
@@ -112,7 +154,7 @@ def wait_for_program(process, duration_ms):
             continue
         if code is None:
             return None
-        return 128 - code if code < 0 else code
+        return ProgramExit(128 - code if code < 0 else code, stops.name)
 
 
 def run_attached(device, session, pids, targets, duration_ms, note):

@@ -35,11 +35,15 @@ def prepare_output(output) -> pathlib.Path:
 
 
 def echo_conversion(result, out: pathlib.Path) -> None:
-    """The summary, then the outputs, report.html first: the page to open."""
-    click.echo(result.summary_text)
-    click.echo(f"Wrote profiles to {out}:")
-    click.echo(f"  {result.html_report}  (open it in a browser)")
-    click.echo(f"  {result.symbolized_trace}  (open it in ui.perfetto.dev)")
+    """The summary, then the outputs, report.html first: the page to open. On stderr, as
+    droidheap's own lines are, so that a profiled program's output is its own (`droidheap --
+    prog > file`); `droidheap report` prints the summary's figures as a result."""
+    def say(line):
+        click.echo(line, err=True)
+    say(result.summary_text)
+    say(f"Wrote profiles to {out}:")
+    say(f"  {result.html_report}  (open it in a browser)")
+    say(f"  {result.symbolized_trace}  (open it in ui.perfetto.dev)")
     if result.pprof_files:
         # One file per process, heap and dump, each cumulative: the last dump of a process.
         first = result.pprof_files[0]
@@ -49,11 +53,11 @@ def echo_conversion(result, out: pathlib.Path) -> None:
         count = len(result.pprof_files)
         which = "" if count == 1 else (f"{count} pprof files, one per process, heap and dump; "
                                        f"the last of pid {last.pid}: ")
-        click.echo(f"  {which}go tool pprof -top {last.path}")
+        say(f"  {which}go tool pprof -top {last.path}")
 
 
 def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
-                   process_argvs=None, exit_statuses=None) -> None:
+                   process_argvs=None, program_exits=None) -> None:
     """Symbolizes and converts a trace pulled from `device` into `out` (see convert_trace)."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     from droidheap.device_files import fetch_device_files
@@ -62,6 +66,6 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
     result = convert_trace(raw, out, search_dirs(symbol_dirs, os.environ),
                            fetch_files=lambda modules, warnings: fetch_device_files(
                                device, modules, out / "device-files", warnings=warnings),
-                           process_argvs=process_argvs, exit_statuses=exit_statuses,
+                           process_argvs=process_argvs, program_exits=program_exits,
                            made_locally=device.files_are_this_machines)
     echo_conversion(result, out)

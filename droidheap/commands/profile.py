@@ -1,6 +1,5 @@
 """The default command: profile a program from its start (`-- CMD ARGS...`) or attach to running
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
-import contextlib
 import re
 import signal
 
@@ -12,8 +11,8 @@ from droidheap.device.names import check_start_name, program_name
 from droidheap.errors import DroidheapError
 from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
                                Session, target_args)
-from droidheap.session_runs import (Targets, resolve_targets, run_attached, run_spawned,
-                                    wait_for_program)
+from droidheap.session_runs import (StopSignals, Targets, resolve_targets, run_attached,
+                                    run_spawned, wait_for_program)
 
 def _split_list(value, convert, what):
     if value is None:
@@ -23,18 +22,6 @@ def _split_list(value, convert, what):
         return [convert(item) for item in items]
     except ValueError:
         raise DroidheapError(f"invalid {what}: {value}") from None
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops a session as cleanly as Ctrl-C does."""
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _note(message):
@@ -194,8 +181,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
     if device.platform_profiler:
         if unreachable:
             raise DroidheapError(_PLATFORM_CANNOT_SWEEP)
-        _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs)
-        return
+        return _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs)
     for pid in running:
         device.check_attachable(pid)
     if not binaries_checked:
@@ -208,10 +194,11 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         _note(f"an earlier session's trace is still on the device ({trace}): `droidheap pull` "
               f"collects it")
     session = Session(device, options)
+    program_exit = None
     try:
-        with _sigterm_as_interrupt():
+        with StopSignals() as stops:
             if argv:
-                run_spawned(device, session, list(argv), duration_ms, _note)
+                program_exit = run_spawned(device, session, list(argv), duration_ms, _note, stops)
             else:
                 run_attached(device, session, running, targets, duration_ms, _note)
         _collect(session, out, symbol_dirs)
@@ -227,6 +214,16 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         session.close(out)
     finally:
         device.unlock()
+    return _exit_status(program_exit, stops)
+
+
+def _exit_status(program_exit, stops) -> int:
+    """As `time` and strace exit: with the status of the program droidheap started (128+N when
+    signal N ended it), or as a program stopped at Ctrl-C or SIGTERM would; 0 for processes
+    attached to, whose session Ctrl-C ends as it should."""
+    if program_exit is None:
+        return 0
+    return stops.exit_status or program_exit.status
 
 
 def _check_targets(targets, argv) -> None:
@@ -306,7 +303,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     out = prepare_output(output)
     program = None
     try:
-        with _sigterm_as_interrupt():
+        with StopSignals() as stops:
             raw = platform.run_platform_session(device, options, names, targets.pids,
                                                 duration_ms, out,
                                                 stop_requested=starter or namer,
@@ -316,22 +313,21 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
             program = starter and starter.program
             if program and program.poll() is None:  # -d is over, or Ctrl-C: as in root mode
                 _note(f"stopped profiling; {argv[0]} goes on without it")
-                wait_for_program(program, 0)
+            program_exit = program and wait_for_program(program, 0, stops)
     except BaseException:
         if starter and starter.program and starter.program.poll() is None:
             starter.program.send_signal(signal.SIGTERM)
         raise
-    code = program.poll() if program else 0
-    if code:
-        _note(f"{argv[0]} exited with status {code}")
+    if program_exit and program_exit.status:
+        _note(f"{argv[0]} exited with status {program_exit.status}")
     # Android 10's process_stats names only the processes running as the session starts.
     argvs = {pid: words for pid, words in (namer.argvs if namer else {}).items() if words}
-    statuses = {}
+    exits = {}
     if program:
         argvs[program.pid] = argv
-        if code is not None:
-            statuses[program.pid] = code
-    convert_pulled(raw, out, device, symbol_dirs, argvs, statuses)
+        exits[program.pid] = program_exit
+    convert_pulled(raw, out, device, symbol_dirs, argvs, exits)
+    return _exit_status(program_exit, stops)
 
 
 def _collect(session, out, symbol_dirs):
@@ -342,7 +338,7 @@ def _collect(session, out, symbol_dirs):
     try:
         raw = session.pull_trace(out)
         convert_pulled(raw, out, session.device, symbol_dirs,
-                       exit_statuses=session.exit_statuses)
+                       program_exits=session.program_exits)
     except DroidheapError as e:
         if session.failure:
             raise DroidheapError(f"{session.failure}; no profile could be read ({e})") from None

@@ -122,12 +122,24 @@ class Profile:
         return f"{self.series_title}, dump {self.dump_index}"
 
 
-def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = None) -> str:
+class ProgramExit(NamedTuple):
+    """How a program the host started ended, as a shell says it."""
+    status: int  # 128+N when signal N ended it
+    # What made droidheap stop it ("Ctrl-C", "SIGTERM"), when droidheap did; "" when it ended
+    # by itself.
+    stopped_at: str = ""
+
+    def __str__(self) -> str:
+        said = f"the process exited with status {self.status}"
+        return f"droidheap stopped it at {self.stopped_at}: {said}" if self.stopped_at else said
+
+
+def ending_note(disconnected: bool, ending: str, program_exit: Optional[ProgramExit] = None) -> str:
     """What became of a process gone by its last dump (`ending`: Profile.ending), for a note; ""
-    for one still connected. `exit_status`: what the host saw of a program it started."""
+    for one still connected. `program_exit`: what the host saw of a program it started."""
     if not disconnected:
         return ""
-    status = "" if exit_status is None else f"the process exited with status {exit_status}"
+    status = str(program_exit or "")
     if ending == EXITED:
         return status or "the process exited"
     if ending == GUARDRAIL:  # samples_lost says which, before this
@@ -136,11 +148,12 @@ def ending_note(disconnected: bool, ending: str, exit_status: Optional[int] = No
         return ("droidheapd cut its profile off: it kept its buffer from being read in time "
                 "(droidheapd.log says how long)" + (f"; {status}" if status else ""))
     if ending == CONNECTION_LOST:
+        if program_exit and program_exit.stopped_at:  # no mystery: droidheap ended it
+            return status
         return ("its connection was lost before the process exited normally (" +
                 (status or "a crash, a kill, _exit or a closed socket") + ")")
     # An older daemon's trace, or heapprofd's: either.
     return status or "the process exited or its connection was lost"
-
 
 
 @dataclasses.dataclass

@@ -7,7 +7,8 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from droidheap.results.from_trace import samples_lost
-from droidheap.results.model import LeakSuspect, Profile, Unreachable, ending_note
+from droidheap.results.model import (LeakSuspect, Profile, ProgramExit, Unreachable,
+                                     ending_note)
 from droidheap.results.report import last_sweeps
 from droidheap.results.sites import SiteFigures, top_sites
 from droidheap.results.text import (exact_line, format_suspects, human_bytes, sampled_line,
@@ -16,6 +17,10 @@ from droidheap.trace.process_figures import EXITED, AllocatorStats, HeapTotals
 from droidheap.trace.heap_dumps import MALLOC_HEAP, HeapDump, ProcessMemory, TraceDumps
 
 TOP_SITES = 10
+# Below this share of what it allocated in use at the last dump (everything freed by the end, as jq
+# does; a cache of a few KiB left of 98 MiB, as sqlite3's), a process's call sites are ranked by
+# what they allocated: ranked by bytes in use they would say next to nothing.
+_LITTLE_IN_USE = 0.05
 UNREACHABLE_SITES = 3  # named on the sweep's line
 
 
@@ -35,13 +40,14 @@ class ProcessSummary:
     ending: str  # HeapDump.ending
     samples_lost: Tuple[str, ...]  # why, when samples were lost
     unwinding_errors: int
-    top_sites: List[SiteFigures]  # by bytes in use, at the last dump
+    top_sites: List[SiteFigures]  # by `ranked_by`, at the last dump
+    ranked_by: str  # "in_use_bytes", or "alloc_bytes" when little is in use
     at_peak: bool = False  # the dumps hold the peak's in-use bytes only (--dump-at-max)
     # What the kernel said at the last dump that read it, and when that was if not at the last
     # dump: "as it exited", "at dump 2, 1.5 s before the last".
     memory: Optional[ProcessMemory] = None
     memory_when: str = ""
-    exit_status: Optional[int] = None  # of a program the host started and saw exit
+    program_exit: Optional[ProgramExit] = None  # of a program the host started and saw exit
     # The exact totals and the allocator's figures at the last dump that had them.
     totals: Optional[HeapTotals] = None
     allocator: Optional[AllocatorStats] = None
@@ -73,9 +79,9 @@ def _memory_when(read: HeapDump, last: HeapDump) -> str:
 
 
 def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
-              exit_statuses: Optional[Dict[int, int]] = None) -> List[ProcessSummary]:
+              program_exits: Optional[Dict[int, ProgramExit]] = None) -> List[ProcessSummary]:
     """`profiles`: the dumps' call stacks, symbolized (results.from_trace.profiles_from_dumps).
-    `exit_statuses`: {pid: status} of the programs the host started and saw exit."""
+    `program_exits`: how the programs the host started and saw exit ended, by pid."""
     by_dump = {(p.pid, p.dump_index, p.heap): p for p in profiles}
     summaries = []
     for pid in sorted(dumps.dumps):
@@ -91,6 +97,8 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
                              if (pid, d.index, heap) in by_dump]
             # The last sweep, else the last dump that says why it had none.
             swept = last_sweeps(heap_profiles) or [p for p in heap_profiles if p.unreachable][-1:]
+            little = not last.at_peak and shown.in_use_bytes < _LITTLE_IN_USE * shown.alloc_bytes
+            ranked_by = "alloc_bytes" if little else "in_use_bytes"
             summaries.append(ProcessSummary(
                 pid=pid, cmdline=dumps.cmdlines.get(pid, ""), heap_name=heap,
                 dumps=len(heap_dumps), sampling_interval_bytes=last.sampling_interval_bytes,
@@ -100,10 +108,11 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
                 disconnected=last.disconnected, ending=last.ending,
                 samples_lost=samples_lost(last),
                 unwinding_errors=last.stats.unwinding_errors,
-                top_sites=top_sites(shown.samples, limit=TOP_SITES), at_peak=last.at_peak,
+                top_sites=top_sites(shown.samples, ranked_by, limit=TOP_SITES), ranked_by=ranked_by,
+                at_peak=last.at_peak,
                 memory=read.memory if read else None,
                 memory_when=_memory_when(read, last) if read else "",
-                exit_status=(exit_statuses or {}).get(pid),
+                program_exit=(program_exits or {}).get(pid),
                 totals=_last_known([d.totals for d in heap_dumps]),
                 allocator=_last_known([d.allocator for d in heap_dumps]),
                 unreachable=swept[0].unreachable if swept else None,
@@ -151,10 +160,10 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         dumps = f"{s.dumps} dump" + ("" if s.dumps == 1 else "s")
         lines = [f"pid {s.pid} ({name}), heap {s.heap_name}, {dumps}, "
                  f"sampling interval {s.sampling_interval_bytes} B"]
-        lines.append(sampled_line(s.at_peak, s.allocated, s.alloc_count, s.in_use,
+        lines.append(sampled_line(s.heap_name, s.at_peak, s.allocated, s.alloc_count, s.in_use,
                                   s.alloc_count - s.free_count, " at the last dump"))
         if s.totals:  # cumulative at the dump, so meaningful beside a peak too
-            lines.append(exact_line(s.totals))
+            lines.append(exact_line(s.heap_name, s.totals))
         # mallinfo and RSS are the whole process's, the same beside each of its heaps: once, in
         # its first section, so that they do not read as a custom heap's.
         if s.pid not in shown:
@@ -163,7 +172,7 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         # Why samples were lost first: a guardrail's reason, before "its profile ended early".
         notes = [text for flag, text in (
             (s.samples_lost, f"samples were lost ({', '.join(s.samples_lost)})"),
-            (s.disconnected, ending_note(s.disconnected, s.ending, s.exit_status)),
+            (s.disconnected, ending_note(s.disconnected, s.ending, s.program_exit)),
             (s.unwinding_errors, f"{s.unwinding_errors} unwinding error"
                                  + ("" if s.unwinding_errors == 1 else "s"))) if flag]
         if notes:
@@ -171,7 +180,9 @@ def format_summary(summaries: List[ProcessSummary], suspects: Sequence[LeakSuspe
         if s.unreachable:
             lines.append(_unreachable_line(s.unreachable, s.unreachable_when))
         if s.top_sites:
-            lines.append("  top call sites by bytes in use:")
+            lines.append("  top call sites by bytes in use:" if s.ranked_by == "in_use_bytes" else
+                         f"  top call sites by bytes allocated (little is in use at the last "
+                         f"dump: {human_bytes(s.in_use)} of {human_bytes(s.allocated)}):")
             lines.append(f"  {'in use':>10} {'allocated':>10} {'objects':>8}  function")
         for site in s.top_sites:
             lines.append(f"  {human_bytes(site.in_use_bytes):>10} "

@@ -8,6 +8,7 @@ from droidheap.results.diff import SiteGrowth
 from droidheap.results.model import LeakSuspect, Profile, Unreachable, ending_note
 from droidheap.results.report import ProfileReport, Report, judged_bytes
 from droidheap.results.sites import SiteFigures, TreeNode
+from droidheap.trace.heap_dumps import size_labels
 from droidheap.trace.process_figures import HeapTotals
 
 
@@ -22,19 +23,21 @@ def human_bytes(count: int) -> str:
     return f"{value:.1f} GiB"
 
 
-def sampled_line(at_peak: bool, alloc_bytes: int, alloc_count: int, in_use_bytes: int,
-                 in_use_count: int, moment: str = "") -> str:
+def sampled_line(heap: str, at_peak: bool, alloc_bytes: int, alloc_count: int,
+                 in_use_bytes: int, in_use_count: int, moment: str = "") -> str:
     """The sampled estimate of a heap at a dump (`moment`: " at the last dump", say)."""
+    sizes = size_labels(heap)[0]
     if at_peak:  # the peak is the sampled heap's, not necessarily the real heap's
-        return (f"  sampled: in use at the peak of the sampled heap {human_bytes(in_use_bytes)} "
-                f"in {in_use_count} objects")
-    return (f"  sampled: allocated {human_bytes(alloc_bytes)} in {alloc_count} objects, in use"
-            f"{moment} {human_bytes(in_use_bytes)} in {in_use_count} objects")
+        return (f"  sampled{sizes}: in use at the peak of the sampled heap "
+                f"{human_bytes(in_use_bytes)} in {in_use_count} objects")
+    return (f"  sampled{sizes}: allocated {human_bytes(alloc_bytes)} in {alloc_count} objects, "
+            f"in use{moment} {human_bytes(in_use_bytes)} in {in_use_count} objects")
 
 
-def exact_line(t: HeapTotals) -> str:
+def exact_line(heap: str, t: HeapTotals) -> str:
     """The daemon's exact counts of a heap, as the summary and the report print them."""
-    return (f"  exact since profiling began: {t.alloc_count} allocations "
+    sizes = size_labels(heap)[1]
+    return (f"  exact since profiling began{sizes}: {t.alloc_count} allocations "
             f"({human_bytes(t.alloc_bytes)}), {t.free_count} frees ({human_bytes(t.free_bytes)}); "
             f"{t.live_blocks} blocks, {human_bytes(t.in_use_bytes)} in use")
 
@@ -110,10 +113,11 @@ def _profile_block(r: ProfileReport) -> List[str]:
     p = r.profile
     lines = [f"{_dump_label(p, r.dumps, r.seconds)}; "
              f"sampling interval {p.sampling_interval_bytes} B"]
-    lines.append(sampled_line(p.at_peak, p.alloc_bytes, sum(s.alloc_count for s in p.samples),
-                              p.in_use_bytes, sum(s.in_use_count for s in p.samples)))
+    lines.append(sampled_line(p.heap, p.at_peak, p.alloc_bytes,
+                              sum(s.alloc_count for s in p.samples), p.in_use_bytes,
+                              sum(s.in_use_count for s in p.samples)))
     if p.totals:
-        lines.append(exact_line(p.totals))
+        lines.append(exact_line(p.heap, p.totals))
     lost = ", ".join(p.samples_lost) if p.samples_lost else "none"
     lines.append(f"  samples lost: {lost}; unwinding errors: {p.unwinding_errors}"
                  + (f"; {ending_note(p.disconnected, p.ending)}" if p.disconnected else ""))

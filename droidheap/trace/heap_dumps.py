@@ -39,6 +39,15 @@ from droidheap.trace.reader import as_text
 HEAPPROFD_DATA_SOURCE = "android.heapprofd"
 MALLOC_HEAP = "libc.malloc"  # libc's heap, as Android names it; a dump naming no heap means it
 UNREACHABLE_HEAP = "libc.malloc.unreachable"
+
+
+def size_labels(heap_name: str) -> Tuple[str, str]:
+    """How a heap's sampled and exact bytes are measured, as said beside them: (", requested
+    sizes", ", usable sizes") for libc's, whose samples count what the program asked for (malloc's
+    argument, as heapprofd and heaptrack count) and whose exact totals what the allocator handed
+    out, rounded up to its size classes (a few percent more); ("", "") for a heap a program
+    registers, which reports one size for both."""
+    return (", requested sizes", ", usable sizes") if heap_name == MALLOC_HEAP else ("", "")
 _SEQ_INCREMENTAL_STATE_CLEARED = 1
 _FRAMES = operator.itemgetter(0)  # Sample.frames
 

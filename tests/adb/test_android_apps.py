@@ -143,14 +143,14 @@ def let_the_app_allocate(cli: AdbCli, zygote: subprocess.Popen, session: subproc
     return stdout, stderr
 
 
-def assert_jni_frames(stdout: str, pid: int, exact: bool, unstripped: bool = True) -> None:
-    """The app's JNI function is its top call site: from the unstripped library with its file and
-    line, else by the name the stripped one exports."""
-    summary = summary_of(stdout, pid)
+def assert_jni_frames(said: str, pid: int, exact: bool, unstripped: bool = True) -> None:
+    """The app's JNI function is its top call site in what droidheap `said`: from the unstripped
+    library with its file and line, else by the name the stripped one exports."""
+    summary = summary_of(said, pid)
     line = r" \(jni_demo\.c:\d+\)" if unstripped else ""
     site = re.search(rf"^\s+(\S+ \S+)\s+\S+ \S+\s+(\d+)\s+{JNI_SITE}{line}$", summary,
                      re.MULTILINE)
-    assert site, stdout
+    assert site, said
     if exact:
         assert site.groups() == ("4.0 MiB", "4096"), summary
 
@@ -199,12 +199,12 @@ def test_attach_to_apps_through_their_jni_library_in_the_apk(app_cli, app_files,
             read_line_containing(zygote.stdout, f"app {APP} pid={pids[APP]} done", 120)
             app_cli.shell("killall -USR1 droidheapd")
             session.send_signal(signal.SIGINT)
-            stdout, stderr = session.communicate(timeout=300)
+            _, stderr = session.communicate(timeout=300)
             assert session.returncode == 0, stderr
         finally:
             kill_all(session, zygote)
             stop_apps(app_cli, pids)
-        assert_jni_frames(stdout, pids[APP], exact=True)
+        assert_jni_frames(stderr, pids[APP], exact=True)
         assert_stacks_reach_the_entry(out, pids[APP], files)
         # Under qemu the process keeps the command line it started with.
         other = OTHER if android_release.version >= 11 else files.device_zygote
@@ -237,11 +237,11 @@ def test_an_app_started_during_the_session_is_profiled_from_its_start(app_cli, a
         zygote = files.start_zygote(app_cli, APP, OTHER + ":unprofileable", linger_ms=30000)
         pids = waiting_apps(zygote, 2)
         read_line_containing(session.stderr, f"profiling pid {pids[APP]} from its start", 60)
-        stdout, stderr = let_the_app_allocate(app_cli, zygote, session, pids[APP])
+        _, stderr = let_the_app_allocate(app_cli, zygote, session, pids[APP])
     finally:
         kill_all(session, zygote)
         stop_apps(app_cli, pids)
-    assert_jni_frames(stdout, pids[APP], exact=False, unstripped=False)
+    assert_jni_frames(stderr, pids[APP], exact=False, unstripped=False)
     pulled = out / "device-files" / files.library.lstrip("/")
     assert pulled.is_file() and pulled.stat().st_size < files.apk.stat().st_size / 4
     assert not list((out / "device-files").rglob("base.apk"))  # not the APK itself
@@ -272,11 +272,11 @@ def profile_the_app(cli: AdbCli, files: AppFiles, out: pathlib.Path, flags, atta
 def test_all_takes_the_app_with_the_rest(app_cli, app_files, tmp_path):
     (files,) = app_files.values()
     out = tmp_path / "out"
-    pid, stdout, _ = profile_the_app(
+    pid, _, stderr = profile_the_app(
         app_cli, files, out, lambda _: ["--all", "-i", "1"],
         attached=lambda session, _, pid: read_line_containing(session.stderr,
                                                               f"attached to pid {pid}", 120))
-    assert_jni_frames(stdout, pid, exact=True)
+    assert_jni_frames(stderr, pid, exact=True)
     assert_stacks_reach_the_entry(out, pid, files)
     app_cli.assert_left_as_it_was()
 
@@ -289,7 +289,7 @@ def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, ap
     found all the same. (By name where the device shows the app's, else by pid.)"""
     files = app_files[android_release.abi]
     out = tmp_path / "out"
-    pid, stdout, _ = profile_the_app(
+    pid, _, stderr = profile_the_app(
         app_cli, files, out,
         lambda pid: ["--mode", "platform", "-i", "1",
                      *(["-n", APP] if android_release.version >= 11 else ["-p", str(pid)])],
@@ -299,7 +299,7 @@ def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, ap
         # heapprofd unwinds behind the app, and its last dump holds what it had unwound by then;
         # nothing outside tells when it has caught up (a tenth of a second natively).
         settle_s=3 if android_release.native else 10)
-    assert_jni_frames(stdout, pid, exact=True)
+    assert_jni_frames(stderr, pid, exact=True)
     profile = last_pprof_of(out, pid)
     assert f"{files.device_apk}!libjnidemo.so" in \
         {profile.string_table[m.filename] for m in profile.mapping}

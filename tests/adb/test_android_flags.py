@@ -70,5 +70,5 @@ def test_custom_heaps_get_their_pprof_and_exact_totals(cli, android_release, tmp
     for heap in ("pool", "arena"):
         assert_exact_totals(dumps[heap], result.stdout)
         assert (out / f"heap_dump.0.{pid}.{heap}.pb.gz").is_file()
-    assert "the process as it exited: RSS " in result.stdout, result.stdout
+    assert "the process as it exited: RSS " in result.stderr, result.stderr
     cli.assert_left_as_it_was()

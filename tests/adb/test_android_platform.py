@@ -91,12 +91,13 @@ def cli(adb_server, android_root_device, program):
 
 
 def stop(session: subprocess.Popen) -> str:
-    """Ctrl-C: perfetto stops, heapprofd writes its final dumps, the trace is pulled."""
+    """Ctrl-C: perfetto stops, heapprofd writes its final dumps, the trace is pulled. Returns
+    what droidheap said (its summary among it)."""
     session.send_signal(signal.SIGINT)
-    stdout, stderr = session.communicate(timeout=180)
+    _, stderr = session.communicate(timeout=180)
     assert session.returncode == 0, stderr
     assert "platform mode" in stderr
-    return stdout
+    return stderr
 
 
 def assert_sites_as_heapprofd_books_them(per_function, interval: int, heapprofd: Heapprofd,
@@ -260,8 +261,8 @@ def test_spawn_on_userdebug_and_the_ndks_api_29_layout_named_where_android_10_un
                      "--threads", "1", "--linger-freeing", "2000")
     assert result.returncode == 0, result.stderr
     assert "done" in result.stdout and CLIENT_READY in result.stderr  # the program's own output
-    assert f"({DEVICE_PROGRAM} --threads 1 --linger-freeing 2000)" in result.stdout
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert f"({DEVICE_PROGRAM} --threads 1 --linger-freeing 2000)" in result.stderr
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
     stacks = single_process(function_frames(out / "raw-trace", program))
     if heapprofd.unwinds_api29_layout:
         assert_error_frames_are_the_threads(stacks, heapprofd)

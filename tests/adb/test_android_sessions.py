@@ -81,14 +81,14 @@ def test_spawn_through_bionic_is_exact(spawning_cli, android_program, android_re
     assert "done" in result.stdout
     # The program's exit is seen as one (bionic calls the client's finalize as it exits), and its
     # memory read then.
-    assert "note: the process exited with status 0" in result.stdout, result.stdout
-    assert "the process as it exited: RSS" in result.stdout, result.stdout
+    assert "note: the process exited with status 0" in result.stderr, result.stderr
+    assert "the process as it exited: RSS" in result.stderr, result.stderr
     # Every stack unwound to its root in bionic's libc.so, whose mappings qemu-user's view of the
     # program's maps leaves out (ndk_client/unwinder/process_maps.h).
-    assert "unwinding errors" not in result.stdout, result.stdout
+    assert "unwinding errors" not in result.stderr, result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)), 1)
     # Pulled from the device and named: the program as bionic's linker loaded it (lld's layout).
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
     assert_trace_processor_agrees(out, android_program)
     # Root: heapprofd running again (restarted by init), both clients unmounted, properties
     # cleared; both: nothing of the session left.
@@ -108,7 +108,7 @@ def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
     out = tmp_path / "out"
     result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM32)
     assert result.returncode == 0, result.stderr
-    assert "unwinding errors" not in result.stdout, result.stdout
+    assert "unwinding errors" not in result.stderr, result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
     # Outermost: the start files' _start_main (EXIDX_CANTUNWIND) or a thread's start in libc;
     # main is called by libc's __libc_init, printf's buffer allocated inside libc.
@@ -123,10 +123,12 @@ def test_armeabi_v7a_stacks_unwind_through_ehabi_tables_to_their_roots(
     cli.assert_left_as_it_was()
 
 
-def summary_of(stdout: str, pid: int) -> str:
-    """The end-of-run summary's paragraphs about `pid` (one per heap)."""
-    return "\n".join(paragraph for paragraph in stdout.split("\n\n")
-                     if paragraph.startswith(f"pid {pid} ("))
+def summary_of(said: str, pid: int) -> str:
+    """The end-of-run summary's paragraphs about `pid` (one per heap; droidheap's notes may come
+    right before the first)."""
+    heading = f"\npid {pid} ("
+    return "\n".join(p[p.index(heading) + 1:] for p in ("\n" + p for p in said.split("\n\n"))
+                     if heading in p)
 
 
 def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:
@@ -213,13 +215,13 @@ def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by:
         time.sleep(0.2)
         cli.shell(f"touch {go}")
         assert program.wait(timeout=120) == 0
-        stdout, stderr = session.communicate(timeout=120)
+        _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
         if pid is not None:  # a pid of the device's own PID namespace
             cli.shell(f"kill -9 {pid} 2>/dev/null")
-    assert "note: the process exited\n" in summary_of(stdout, pid), stdout
+    assert "note: the process exited\n" in summary_of(stderr, pid), stderr
 
 
 @ANDROID_11_ONLY
@@ -242,12 +244,12 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start_where_r
         program = start_on_device(cli, DEVICE_PROGRAM)
         assert "done" in program.communicate(timeout=120)[0]
         session.send_signal(signal.SIGINT)
-        stdout, stderr = session.communicate(timeout=120)
+        _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session, program)
     # Not started by droidheap: its status is not known, its exit is.
-    assert "note: the process exited\n" in stdout, stdout
+    assert "note: the process exited\n" in stderr, stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", android_program)),
                  4096)
     assert_trace_processor_agrees(out, android_program)
@@ -296,14 +298,14 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
         android_cli.shell(f"touch {GO}")
         assert running.wait(timeout=120) == 0 and started.wait(timeout=120) == 0
         session.send_signal(signal.SIGINT)
-        stdout, stderr = session.communicate(timeout=120)
+        _, stderr = session.communicate(timeout=120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, started, session)
         android_cli.shell("killall alloc_sites")
     # Both exits seen as exits, the attached program's as the started one's.
     for pid in (running_pid, started_pid):
-        assert "note: the process exited\n" in summary_of(stdout, pid), stdout
+        assert "note: the process exited\n" in summary_of(stderr, pid), stderr
     assert "cannot signal" not in (out / "droidheapd.log").read_text()
     per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
     for pid in (running_pid, started_pid):

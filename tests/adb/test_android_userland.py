@@ -84,6 +84,6 @@ def test_a_spawned_shell_is_profiled_alone_not_droidheaps_own_shells(cli, tmp_pa
     pid = int(recording[0])
     # droidheap's `sh -c setprop heapprofd.enable.sh ''` read the property too: refused.
     assert "rejected pid=" in log, log
-    assert f"\npid {pid} (sh -c i=0" in result.stdout, result.stdout
-    assert len(re.findall(r"^pid \d+ \(", result.stdout, re.M)) == 1, result.stdout
+    assert f"\npid {pid} (sh -c i=0" in result.stderr, result.stderr
+    assert len(re.findall(r"^pid \d+ \(", result.stderr, re.M)) == 1, result.stderr
     cli.assert_left_as_it_was()

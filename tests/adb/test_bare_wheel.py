@@ -88,7 +88,7 @@ def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android
     assert result.returncode == 0, result.stderr
     assert f"{android_release.banner}, root mode" in result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_sites)), 1)
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("android_release", ["android11"], indirect=True)
@@ -136,7 +136,7 @@ def test_the_any_os_wheel_profiles_a_phone_without_what_only_linux_has(
     profiled = droidheap("-s", android_root_device.serial, "-o", str(out), "-i", "1", "--",
                          DEVICE_PROGRAM)
     assert f"{android_release.banner}, root mode" in profiled.stderr
-    assert "site_leak_malloc (alloc_sites.c:" in profiled.stdout, profiled.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in profiled.stderr, profiled.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_sites)), 1)
 
     assert "site_leak_malloc" in droidheap("report", str(out)).stdout

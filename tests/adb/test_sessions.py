@@ -31,7 +31,7 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     assert "done" in result.stdout
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", local_program)), 1)
     # The program is only on the device: pulled beside the outputs, it names the sites.
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
     pulled = out / "device-files" / DEVICE_PROGRAM.lstrip("/")
     assert pulled.is_file()
     # Kept per build id for the next run, which need not pull it again.
@@ -59,7 +59,7 @@ def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root
     assert result.returncode == 0, result.stderr
     assert "no droidheap client for x86" not in result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
     assert_trace_processor_agrees(out, program)
     cli.assert_left_as_it_was()
 

@@ -38,7 +38,7 @@ def test_dump_at_max_holds_the_peak(cli, programs, tmp_path):
     out = tmp_path / "out"
     result = cli.run("--local", "--dump-at-max", "-i", "1", "-o", out, "--", program)
     assert result.returncode == 0, result.stderr
-    assert "in use at the peak of the sampled heap" in result.stdout, result.stdout
+    assert "in use at the peak of the sampled heap" in result.stderr, result.stderr
     # The trace: heapprofd's dump_at_max fields only.
     samples = [s for _, s in single_process(read_dumps(out / "raw-trace"))[-1]]
     assert samples and all(s.self_allocated == 0 and s.alloc_count == 0 for s in samples)
@@ -60,7 +60,7 @@ def test_each_dump_carries_the_processs_memory(cli, alloc_program, tmp_path):
     result = cli.run("--local", "-i", "1", "-c", "200", "-o", out, "--", alloc_program,
                      "--linger", "600")
     assert result.returncode == 0, result.stderr
-    assert "the process as it exited: RSS " in result.stdout, result.stdout
+    assert "the process as it exited: RSS " in result.stderr, result.stderr
     dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps
     (pid, process_dumps), = dumps.items()
     # The periodic dumps read it while the process lives; its exit dump, in its exit path.

@@ -29,11 +29,11 @@ def test_a_program_that_exits_at_once_shows_its_memory_at_exit(cli, programs, tm
     assert result.returncode == 0, result.stderr
     # Read in its exit path: the 20 MiB it wrote are resident (a reading before its allocations
     # said 2 MiB).
-    assert _rss_bytes(result.stdout, " as it exited") >= ALLOCATED, result.stdout
-    assert "the allocator (mallinfo) as it exited: 20.1 MiB in use" in result.stdout, \
-        result.stdout
-    assert "  note: the process exited with status 0" in result.stdout, result.stdout
-    assert "disconnected" not in result.stdout
+    assert _rss_bytes(result.stderr, " as it exited") >= ALLOCATED, result.stderr
+    assert "the allocator (mallinfo) as it exited: 20.1 MiB in use" in result.stderr, \
+        result.stderr
+    assert "  note: the process exited with status 0" in result.stderr, result.stderr
+    assert "disconnected" not in result.stderr
     dump = _only_dump(out)
     assert dump.disconnected and dump.ending == "process exited", dump
     assert dump.memory.rss_anon_kb * 1024 >= ALLOCATED, dump.memory
@@ -48,12 +48,23 @@ def test_a_program_that_exits_at_once_shows_its_memory_at_exit(cli, programs, tm
 def test_a_program_gone_without_its_exit_path_lost_its_connection(cli, programs, tmp_path):
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "--", programs("exit_at_once"), "--abrupt", "3")
+    assert result.returncode == 3, result.stderr  # the program's, as `time` passes it on
     assert "exited with status 3" in result.stderr, result.stderr
     assert ("  note: its connection was lost before the process exited normally (the process "
-            "exited with status 3)") in result.stdout, result.stdout
+            "exited with status 3)") in result.stderr, result.stderr
     # Nothing read it at its end: no RSS, rather than one read before it allocated.
-    assert "the process: RSS" not in result.stdout and "as it exited" not in result.stdout
-    assert "the allocator (mallinfo) as last reported" in result.stdout, result.stdout
+    assert "the process: RSS" not in result.stderr and "as it exited" not in result.stderr
+    assert "the allocator (mallinfo) as last reported" in result.stderr, result.stderr
     dump = _only_dump(out)
     assert dump.ending == "connection lost" and dump.memory is None, dump
     assert "droidheapd: connection lost pid=" in (out / "droidheapd.log").read_text()
+
+
+def test_a_program_killed_by_a_signal_makes_droidheap_exit_as_a_shell_says(cli, programs,
+                                                                           tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "--", programs("exit_at_once"), "--signal", "9")
+    assert result.returncode == 128 + 9, result.stderr
+    assert ("  note: its connection was lost before the process exited normally (the process "
+            "exited with status 137)") in result.stderr, result.stderr
+    assert (out / "report.html").is_file()

@@ -4,6 +4,7 @@ import os
 import pathlib
 import select
 import shutil
+import signal
 import subprocess
 import time
 
@@ -148,9 +149,28 @@ def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_progra
     finally:
         kill_all(session)
     assert "Traceback" not in stderr
+    assert session.returncode == 128 + signal.SIGTERM, stderr
+    assert "note: droidheap stopped it at SIGTERM: the process exited with status 143" in stderr
     assert_outputs_exist(out)
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
     assert_trace_processor_agrees(out, alloc_program)
+
+
+def test_ctrl_c_stops_a_spawned_program_and_droidheap_exits_130(cli, alloc_program, tmp_path):
+    """A terminal's Ctrl-C reaches droidheap and the program in its process group: droidheap stops
+    the program, keeps the profile and exits as a shell says a program stopped at Ctrl-C did."""
+    out = tmp_path / "out"
+    session = cli.start("--local", "-o", out, "-i", "1", "--", alloc_program, "--linger", "60000")
+    try:
+        read_line_containing(session.stdout, "done", 60)
+        os.killpg(session.pid, signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        kill_all(session)
+    assert session.returncode == 130, stderr
+    assert "note: droidheap stopped it at Ctrl-C: the process exited with status" in stderr, stderr
+    assert "connection was lost" not in stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
 
 
 def test_program_still_runs_when_profiling_cannot_start(cli, alloc_program, device_root,
@@ -209,11 +229,11 @@ def test_symbols_dir_names_the_frames_of_a_stripped_program(cli, abi, alloc_prog
     subprocess.run([STRIP[abi], "-o", str(stripped), str(alloc_program)], check=True)
     plain = cli.run("--local", "-i", "1", "-o", tmp_path / "plain", "--", stripped)
     assert plain.returncode == 0, plain.stderr
-    assert "site_leak_malloc" not in plain.stdout
+    assert "site_leak_malloc" not in plain.stderr
     given = cli.run("--local", "--symbols", alloc_program.parent, "-i", "1",
                     "-o", tmp_path / "given", "--", stripped)
     assert given.returncode == 0, given.stderr
-    assert "site_leak_malloc (alloc_sites.c:" in given.stdout, given.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in given.stderr, given.stderr
 
 
 def test_a_program_linked_by_lld_is_unwound_and_named(cli, abi, tmp_path):
@@ -234,6 +254,6 @@ def test_a_program_linked_by_lld_is_unwound_and_named(cli, abi, tmp_path):
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "-i", "1", "--", program)
     assert result.returncode == 0, result.stderr
-    assert "unwinding errors" not in result.stdout, result.stdout
-    assert "site_leak_malloc (alloc_sites.c:" in result.stdout, result.stdout
+    assert "unwinding errors" not in result.stderr, result.stderr
+    assert "site_leak_malloc (alloc_sites.c:" in result.stderr, result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", program)), 1)

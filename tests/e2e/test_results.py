@@ -18,7 +18,7 @@ def leaky_out(programs, abi, tmp_path_factory):
     cli = Cli(root, abi)
     result = cli.run("--local", "-c", "500", "-o", out, "--", programs("leaky"))
     assert result.returncode == 0, result.stderr
-    return cli, out, result.stdout
+    return cli, out, result.stderr
 
 
 def test_summary_and_report_rank_the_steady_leak_first(leaky_out):

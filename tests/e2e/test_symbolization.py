@@ -28,7 +28,7 @@ def test_inline_frames_reach_the_pprof_the_trace_and_the_summary(cli, programs, 
     chain = [("inner_alloc", _line("INNER_MALLOC")), ("middle_alloc", _line("MIDDLE_CALL")),
              ("outer_alloc(int)", _line("OUTER_CALL"))]
     # The summary's call site is the innermost function: the one that called malloc.
-    assert f"inner_alloc (inline_sites.cc:{chain[0][1]})" in result.stdout, result.stdout
+    assert f"inner_alloc (inline_sites.cc:{chain[0][1]})" in result.stderr, result.stderr
 
     (path,) = out.glob("heap_dump.*.pb.gz")
     profile = Profile.FromString(gzip.decompress(path.read_bytes()))
@@ -71,12 +71,12 @@ def test_symbolize_converts_a_trace_again_with_the_symbols_given_now(cli, abi, a
     out = tmp_path / "out"
     plain = cli.run("--local", "-i", "1", "-o", out, "--", stripped)
     assert plain.returncode == 0, plain.stderr
-    assert "site_leak_malloc" not in plain.stdout
+    assert "site_leak_malloc" not in plain.stderr
 
     again = cli.run("symbolize", out / "raw-trace", "--symbols", alloc_program.parent,
                     "-o", tmp_path / "again")
     assert again.returncode == 0, again.stderr
-    assert "site_leak_malloc (alloc_sites.c:" in again.stdout, again.stdout
+    assert "site_leak_malloc (alloc_sites.c:" in again.stderr, again.stderr
     assert list((tmp_path / "again").glob("heap_dump.*.pb.gz"))
 
     for _ in range(2):  # in place, twice: the second run replaces the first one's symbols

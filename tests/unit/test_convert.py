@@ -170,7 +170,8 @@ def test_missing_trace_raises_droidheap_error(tmp_path):
 
 
 def _symbolize_output(tmp_path, data: bytes, tty: bool) -> str:
-    """What `droidheap symbolize` prints with stdout on a terminal (a pty) or on a pipe."""
+    """What `droidheap symbolize` prints (its own lines: on stderr) with stderr on a terminal (a
+    pty) or on a pipe."""
     import os
     import pty
     import subprocess
@@ -179,9 +180,9 @@ def _symbolize_output(tmp_path, data: bytes, tty: bool) -> str:
     raw.write_bytes(data)
     command = [sys.executable, "-m", "droidheap.cli", "symbolize", str(raw)]
     if not tty:
-        return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run(command, capture_output=True, text=True, timeout=60).stderr
     leader, follower = pty.openpty()
-    process = subprocess.Popen(command, stdout=follower, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
     chunks = []
     while True:

@@ -83,7 +83,8 @@ def test_each_heap_of_each_dump_gets_its_pprof_with_its_samples_and_totals(tmp_p
         comments = _comments(profile)
         assert (f"droidheap dump {f.dump_index} of pid {PID}, heap {f.heap_name}, sampling "
                 "interval 4096 bytes") in comments
-        assert (f"exact since profiling began: {totals.alloc_count} allocations "
+        sizes = ", usable sizes" if f.heap_name == "libc.malloc" else ""
+        assert (f"exact since profiling began{sizes}: {totals.alloc_count} allocations "
                 f"({totals.alloc_bytes} bytes), {totals.free_count} frees "
                 f"({totals.free_bytes} bytes)") in comments, (f.path.name, comments)
         assert _sampled(profile) == (allocated, allocated - freed), f.path.name
@@ -97,8 +98,11 @@ def test_summary_has_a_section_per_heap_with_its_exact_totals(tmp_path):
         (PID, "pool", 2, 1024, 768, HeapTotals(6, 1536, 1, 256))]
     sections = result.summary_text.split("\n\n")
     assert sections[0].startswith("pid 7 (app), heap libc.malloc, 2 dumps")
-    assert ("  exact since profiling began: 20 allocations (2.0 KiB), 5 frees (500 B); "
-            "15 blocks, 1.5 KiB in use") in sections[0].splitlines()
+    # libc's figures say which sizes they count; a custom heap reports one size for both.
+    assert ("  exact since profiling began, usable sizes: 20 allocations (2.0 KiB), 5 frees "
+            "(500 B); 15 blocks, 1.5 KiB in use") in sections[0].splitlines()
+    assert sections[0].splitlines()[1].startswith("  sampled, requested sizes: allocated ")
+    assert sections[1].splitlines()[1].startswith("  sampled: allocated ")
     assert sections[1].startswith("pid 7 (app), heap pool, 2 dumps")
     assert ("  exact since profiling began: 6 allocations (1.5 KiB), 1 frees (256 B); "
             "5 blocks, 1.2 KiB in use") in sections[1].splitlines()

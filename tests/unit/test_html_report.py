@@ -229,6 +229,15 @@ def _swept(profile, verdict=EXACT, samples=([0, 1, 0, 0, 10, 40960], [2, 4, 0, 0
                                       "samples": [list(row) for row in samples]})
 
 
+def test_the_summary_says_which_sizes_each_figure_counts(page):
+    """libc's samples count requested sizes and its exact totals usable ones: each says so."""
+    libc = page(_data()).texts["summary"]
+    assert "sampled, requested sizes: 196.0 KiB allocated" in libc, libc
+    assert "exact, usable sizes: 10 allocations" in libc, libc
+    pool = page(_data(profiles=[dict(_profile(0, 8192), heap="pool")])).texts["summary"]
+    assert "sampled: " in pool and "exact: 10 allocations" in pool, pool
+
+
 def test_the_unreachable_view_shows_the_sweeps_call_sites(page):
     p = page(_data(profiles=[_profile(0, 8192), _swept(_profile(1, 65536))]),
              "metric=unreachable_bytes")

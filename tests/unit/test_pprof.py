@@ -131,8 +131,8 @@ def test_comment_holds_the_exact_totals_and_mallinfo_when_known():
     known, unknown = rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[7]
     p = PprofWriter(_symbols()).profile(known)
     comments = _strings(p, p.comment)
-    assert ("exact since profiling began: 10 allocations (1000 bytes), 4 frees (400 bytes)"
-            in comments)
+    assert ("exact since profiling began, usable sizes: 10 allocations (1000 bytes), 4 frees "
+            "(400 bytes)" in comments)
     assert "mallinfo: 700 bytes in use, 300 free, 4096 from the system" in comments
     p = PprofWriter(_symbols()).profile(unknown)
     assert not [c for c in _strings(p, p.comment) if c.startswith(("exact", "mallinfo"))]

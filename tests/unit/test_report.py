@@ -4,7 +4,7 @@ verdict."""
 import dataclasses
 
 from droidheap.results.from_trace import profiles_from_dumps
-from droidheap.results.model import StackSample, Unreachable
+from droidheap.results.model import ProgramExit, StackSample, Unreachable
 from droidheap.results.summary import format_summary, summarize
 from droidheap.symbolizer import SymbolTable
 from droidheap.trace.heap_dumps import rebuild_dumps
@@ -31,8 +31,10 @@ def _trace(counters: bool) -> TraceBuilder:
 def test_exact_totals_and_mallinfo_come_between_the_sampled_line_and_rss():
     lines = format_summary(_summaries(_trace(counters=True))).splitlines()
     assert lines[1:4] == [
-        "  sampled: allocated 8.0 KiB in 2 objects, in use at the last dump 4.0 KiB in 1 objects",
-        "  exact since profiling began: 100000 allocations (12.0 MiB), 99000 frees (11.0 MiB); "
+        "  sampled, requested sizes: allocated 8.0 KiB in 2 objects, in use at the last dump "
+        "4.0 KiB in 1 objects",
+        "  exact since profiling began, usable sizes: 100000 allocations (12.0 MiB), 99000 frees "
+        "(11.0 MiB); "
         "1000 blocks, 1.0 MiB in use",
         "  the allocator (mallinfo) as last reported: 1.2 MiB in use, 300.0 KiB free, 2.0 MiB "
         "taken from the system",
@@ -55,8 +57,9 @@ def test_figures_the_trace_lacks_print_nothing():
 def test_exact_line_prints_beside_a_peak_too():
     (summary,) = _summaries(_trace(counters=True))
     lines = format_summary([dataclasses.replace(summary, at_peak=True)]).splitlines()
-    assert lines[1] == "  sampled: in use at the peak of the sampled heap 4.0 KiB in 1 objects"
-    assert lines[2].startswith("  exact since profiling began: 100000 allocations")
+    assert lines[1] == ("  sampled, requested sizes: in use at the peak of the sampled heap "
+                        "4.0 KiB in 1 objects")
+    assert lines[2].startswith("  exact since profiling began, usable sizes: 100000 allocations")
 
 
 def _note(text: str) -> str:
@@ -91,26 +94,34 @@ def test_a_process_still_connected_at_the_last_dump_has_no_ending_and_current_rs
     assert "  the process: RSS 4.0 MiB" in text, text
 
 
-def _ending_note(ending: str, exit_statuses=None, **flags) -> str:
+def _ending_note(ending: str, program_exits=None, **flags) -> str:
     b = TraceBuilder().process(7, "app")
     if ending:
         b.ending(7, ending)
     b.dump({7: []}, disconnected=True, **flags)
     dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
     return _note(format_summary(summarize(dumps, profiles_from_dumps(dumps, SymbolTable({})),
-                                          exit_statuses)))
+                                          program_exits)))
 
 
 def test_the_note_says_how_the_profile_ended():
-    assert _ending_note("process exited", {7: 0}) == "  note: the process exited with status 0"
-    assert _ending_note("connection lost", {7: 137}) == (
+    assert _ending_note("process exited", {7: ProgramExit(0)}) == (
+        "  note: the process exited with status 0")
+    assert _ending_note("connection lost", {7: ProgramExit(137)}) == (
         "  note: its connection was lost before the process exited normally (the process exited "
         "with status 137)")
     assert _ending_note("profile ended", buffer_overran=True) == (
         "  note: samples were lost (the buffer overran); its profile ended early")
     # A trace of an older droidheapd, or of heapprofd, says only that it disconnected.
     assert _ending_note("") == "  note: the process exited or its connection was lost"
-    assert _ending_note("", {7: 1}) == "  note: the process exited with status 1"
+    assert _ending_note("", {7: ProgramExit(1)}) == "  note: the process exited with status 1"
+
+
+def test_a_program_droidheap_stopped_is_said_to_be_not_a_lost_connection():
+    assert _ending_note("connection lost", {7: ProgramExit(143, "Ctrl-C")}) == (
+        "  note: droidheap stopped it at Ctrl-C: the process exited with status 143")
+    assert _ending_note("process exited", {7: ProgramExit(0, "SIGTERM")}) == (
+        "  note: droidheap stopped it at SIGTERM: the process exited with status 0")
 
 
 def _swept_summary(sweeps):
@@ -142,3 +153,28 @@ def test_the_summary_gives_the_last_sweeps_verdict_and_top_site():
     assert _swept_summary([None, dict(swept=False, note="qemu-user")]) == [
         "  unreachable (leaked): not swept: qemu-user"]
     assert _swept_summary([None, None]) == []
+
+
+def _ranked(figures) -> str:
+    """The summary's call-site table of one dump of two sites, `figures` (allocated, freed) each."""
+    b = TraceBuilder().process(7, "app")
+    b.dump({7: [(b.callstack([(APP, pc)]), allocated, freed, allocated // 64, freed // 64)
+                for pc, (allocated, freed) in zip((0x10, 0x20), figures)]})
+    text = format_summary(_summaries(b))
+    return text[text.index("  top call sites"):]
+
+
+def test_call_sites_are_ranked_by_bytes_allocated_when_little_is_in_use():
+    # jq's shape: everything freed by the end; ranked by bytes in use there would be no table.
+    freed = _ranked([(64 * 1024, 64 * 1024), (640 * 1024, 640 * 1024)])
+    assert freed.startswith("  top call sites by bytes allocated (little is in use at the last "
+                            "dump: 0 B of 704.0 KiB):"), freed
+    assert freed.splitlines()[2].split()[2:4] == ["640.0", "KiB"], freed  # the most allocated
+    # sqlite3's: a few KiB kept of what it allocated.
+    kept = _ranked([(64 * 1024, 60 * 1024), (640 * 1024, 640 * 1024)])
+    assert kept.startswith("  top call sites by bytes allocated"), kept
+    assert len(kept.splitlines()) == 4  # the columns' names, both sites
+    # Enough in use: ranked by it, the freed site last.
+    held = _ranked([(64 * 1024, 0), (640 * 1024, 640 * 1024)])
+    assert held.startswith("  top call sites by bytes in use:\n"), held
+    assert len(held.splitlines()) == 3, held  # the freed site left out

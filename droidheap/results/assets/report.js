@@ -244,18 +244,25 @@ function renderControls() {
   });
 }
 
+// libc's samples count the sizes asked for, its exact totals the usable sizes the allocator handed
+// out (a few percent more); a heap a program registers reports one size for both.
+function sizeLabels(heap) {
+  return heap === "libc.malloc" ? [", requested sizes", ", usable sizes"] : ["", ""];
+}
+
 function renderSummary(profile) {
   const summary = document.getElementById("summary");
   const sampled = [0, 0, 0, 0];
   for (const sample of profile.samples) for (let c = 2; c < 6; c++) sampled[c - 2] += sample[c];
+  const [requested, usable] = sizeLabels(profile.heap);
   const parts = [profile.at_peak
-      ? `sampled at the peak: ${humanBytes(sampled[3])} in use in ${sampled[2]} objects`
-      : `sampled: ${humanBytes(sampled[1])} allocated in ${sampled[0]} objects, ` +
+      ? `sampled at the peak${requested}: ${humanBytes(sampled[3])} in use in ${sampled[2]} objects`
+      : `sampled${requested}: ${humanBytes(sampled[1])} allocated in ${sampled[0]} objects, ` +
         `${humanBytes(sampled[3])} in use in ${sampled[2]} objects`,
       `sampling interval ${profile.sampling_interval} B`];
   const t = profile.totals;
   if (t) {
-    parts.push(`exact: ${t.alloc_count} allocations (${humanBytes(t.alloc_bytes)}), ` +
+    parts.push(`exact${usable}: ${t.alloc_count} allocations (${humanBytes(t.alloc_bytes)}), ` +
                `${t.free_count} frees, ${t.live_blocks} blocks (${humanBytes(t.in_use_bytes)}) in use`);
   }
   summary.replaceChildren(parts.join(" · "));
