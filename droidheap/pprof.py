@@ -260,9 +260,13 @@ class PprofWriter:
         mappings = set(map(self._location_mapping.__getitem__, used))
         functions = set(itertools.chain.from_iterable(
             map(self._location_functions.__getitem__, used)))
-        for mapping, mapping_id in self._mapping_ids.items():
-            if mapping_id in mappings:
-                self._add_mapping(p, strings, mapping, mapping_id)
+        # pprof takes the first mapping for the main binary ("File: ..." heads `go tool pprof
+        # -top`): the program's own mappings go first, not libc's or the loader's.
+        program = pathlib.PurePosixPath(cmdline.split(" ")[0]).name
+        for mapping, mapping_id in sorted(
+                ((m, i) for m, i in self._mapping_ids.items() if i in mappings),
+                key=lambda item: pathlib.PurePosixPath(item[0].path).name != program):
+            self._add_mapping(p, strings, mapping, mapping_id)
         for (name, file), function_id in self._function_ids.items():
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),

@@ -157,9 +157,11 @@ def wait_for_program(process, duration_ms, stops: StopSignals) -> Optional[Progr
         return ProgramExit(128 - code if code < 0 else code, stops.name)
 
 
-def run_attached(device, session, pids, targets, duration_ms, note):
+def run_attached(device, session, pids, targets, duration_ms, note) -> Optional[str]:
     """Profiles `pids` (signalled) and, from their start, the programs `targets` names (or all)
-    until -d, Ctrl-C or, when no program is taken at its start, every profiled process's exit."""
+    until -d, Ctrl-C or, when no program is taken at its start, every profiled process's exit.
+    Returns what went wrong when none of the processes named -n ran at all (a name mistyped), else
+    None."""
     startup_names = targets.startup_names()
     every_process = targets.every_process and targets.startup  # else the pids found running
     session.start(pids=pids, names=startup_names, every_process=every_process,
@@ -217,25 +219,38 @@ def run_attached(device, session, pids, targets, duration_ms, note):
         if every_process:
             device.disable_all_at_start()
     session.stop()
+    apps = _say_who_was_not_profiled(device, session, pids, startup_names, apps, ticks, note)
+    if targets.names and not pids and not apps and not session.connected_pids():
+        return (f"no process named {' or '.join(targets.names)} ran during the session (-n takes "
+                "a process's name: the basename of its argv[0], or an app's process name)")
+    return None
+
+
+def _say_who_was_not_profiled(device, session, pids, startup_names, apps, ticks, note):
+    """Notes why each process asked for never connected, and returns {pid: app name} of the apps
+    among them (`apps`: those known so far). An app is asked about at the end, whether or not its
+    CPU time moved: idle or not, one that is not profileable never takes the signal."""
+    connected = session.connected_pids()
+    unconnected = [pid for pid in pids if pid not in connected]
     for name in startup_names:  # apps that started during the session and never connected
         try:
-            named = device.pidof(name)
+            unconnected += device.pidof(name)
         except DroidheapError:  # only processes elsewhere have the name (another local device)
-            named = []
-        for pid in named:
-            if pid not in apps and pid not in session.connected_pids():
-                apps[pid] = device.app_name(pid)
-    for pid in pids:
-        if pid in ticks and not apps.get(pid) and pid not in session.connected_pids():
+            pass
+    for pid in sorted(set(unconnected) - connected):
+        if pid not in apps:
+            apps[pid] = device.app_name(pid)
+        if not apps[pid] and pid in ticks:
             reason = malloc_only_reason(device, pid, ticks)
             if reason:
                 note(f"warning: pid {pid} was not profiled: {reason}")
+    apps = {pid: name for pid, name in apps.items() if name and pid not in connected}
     for pid, name in sorted(apps.items()):
-        if name and pid not in session.connected_pids():
-            note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes "
-                  "the profiling signal in an app only when the app is profileable "
-                  '(<profileable android:shell="true"/> in its manifest, or a debuggable build '
-                  "of it, or a userdebug phone)")
+        note(f"warning: pid {pid} ({name}) was not profiled: it is an app, and bionic takes the "
+             "profiling signal in an app only when the app is profileable "
+             '(<profileable android:shell="true"/> in its manifest, or a debuggable build of it, '
+             "or a userdebug phone)")
+    return apps
 
 
 # bionic (malloc_heapprofd.cpp, Android 10 and later) answers the profiling signal by hooking

@@ -194,13 +194,13 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         _note(f"an earlier session's trace is still on the device ({trace}): `droidheap pull` "
               f"collects it")
     session = Session(device, options)
-    program_exit = None
+    program_exit = unmatched = None
     try:
         with StopSignals() as stops:
             if argv:
                 program_exit = run_spawned(device, session, list(argv), duration_ms, _note, stops)
             else:
-                run_attached(device, session, running, targets, duration_ms, _note)
+                unmatched = run_attached(device, session, running, targets, duration_ms, _note)
         _collect(session, out, symbol_dirs)
     except BaseException:
         # The first failure is what the user needs; one in undoing (a device gone) is a note.
@@ -214,6 +214,8 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         session.close(out)
     finally:
         device.unlock()
+    if unmatched:  # after the outputs, empty as they are: a mistyped name is still an error
+        raise DroidheapError(f"{unmatched}; nothing was profiled")
     return _exit_status(program_exit, stops)
 
 

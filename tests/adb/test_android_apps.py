@@ -304,3 +304,28 @@ def test_platform_mode_profiles_the_app_with_the_platforms_heapprofd(app_cli, ap
     assert f"{files.device_apk}!libjnidemo.so" in \
         {profile.string_table[m.filename] for m in profile.mapping}
     app_cli.assert_left_as_it_was()
+
+
+@ANDROID_11_ONLY
+def test_an_idle_app_that_is_not_profileable_is_named_so_after_an_early_ctrl_c(app_cli, app_files,
+                                                                              tmp_path):
+    """An app that is not profileable never takes the signal, whatever its CPU does: the end of
+    the session says so even when Ctrl-C came before droidheap stopped waiting for it to
+    connect."""
+    (files,) = app_files.values()
+    zygote = files.start_zygote(app_cli, OTHER + ":unprofileable", linger_ms=30000)
+    session, pids = None, {}
+    try:
+        pids = waiting_apps(zygote, 1)
+        session = app_cli.start("-n", OTHER, "-o", tmp_path / "out")
+        read_line_containing(session.stderr, "Ctrl-C to stop", 60)
+        time.sleep(1)  # within the 5 s droidheap waits for signalled processes to connect
+        session.send_signal(signal.SIGINT)
+        _, stderr = session.communicate(timeout=120)
+    finally:
+        kill_all(session, zygote)
+        stop_apps(app_cli, pids)
+    assert (f"warning: pid {pids[OTHER]} ({OTHER}) was not profiled: it is an app, and bionic "
+            "takes the profiling signal in an app only when the app is profileable") in stderr, \
+        stderr
+    app_cli.assert_left_as_it_was()

@@ -96,3 +96,12 @@ def test_a_spawned_program_is_profiled_alone_not_others_of_its_name(cli, alloc_p
     per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
     assert set(per_pid) == {spawned}, (per_pid.keys(), spawned, other_pid)
     assert_sites(per_pid[spawned], 1)
+
+
+def test_a_name_no_process_had_is_an_error_not_an_empty_profile(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli.run("--local", "-n", "no_such_program", "-d", "500", "-o", out)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "droidheap: no process named no_such_program ran during the session"), result.stderr
+    assert (out / "raw-trace").is_file()  # what was written is kept

@@ -201,3 +201,11 @@ def test_go_tool_pprof_base_and_droidheap_diff_agree(pprof_files, go_validator, 
     # pprof -top sums a function's lines; droidheap's sites are lines.
     assert ours == {"make_cache (cache.c:7)": 77824 - 40960, "make_cache (cache.c:9)": 4096,
                     "make_buffers (app.c:12)": -4096}
+
+
+def test_the_programs_own_mapping_comes_first_as_pprof_takes_it_for_the_main_binary():
+    b = TraceBuilder().process(7, f"{APP.path} --fast")
+    b.dump({7: [(b.callstack([(LIBC, 0x10), (APP, 0x2000)]), 64, 0, 1, 0)]})
+    (dump,) = rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[7]
+    p = PprofWriter(_symbols()).profile(dump, f"{APP.path} --fast")
+    assert [p.string_table[m.filename] for m in p.mapping] == [APP.path, LIBC.path]
