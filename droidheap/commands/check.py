@@ -1,7 +1,8 @@
 """`droidheap check OUT [--max-growth BYTES] [--max-unreachable BYTES] [--site REGEX]`: a gate for
-CI. Exits 1, naming each call site whose bytes in use grew past the bound from the first dump to
-the last (from when profiling began, for a single dump), or each process whose last sweep found
-more unreachable bytes than the bound, with the call sites holding the most of them."""
+CI. Exits 1, naming each call site whose bytes in use grew past the bound while the program ran
+(from its first dump to its last before the exit, from when profiling began for a single dump,
+or to the peak: results/series.py), or each process whose last sweep found more unreachable
+bytes than the bound, with the call sites holding the most of them."""
 import re
 from typing import List, Tuple
 
@@ -50,25 +51,26 @@ def _growth_gate(path, profiles, max_growth: int, site_pattern) -> Tuple[List[st
     from droidheap.results.text import human_bytes, signed_bytes
     series = first_to_last(profiles)
     if not series:
-        raise DroidheapError(f"{path} has no dumps to check (dumps at the peak are not a series)")
+        raise DroidheapError(f"{path} has no dumps to check")
     failed, largest = [], None
     for s in series:
-        since = f"dump {s.base.dump_index}" if s.base else "the start of profiling"
+        span = (f"from {s.base.dump_name if s.base else 'the start of profiling'} to "
+                f"{s.current.dump_name}")
         for g in s.growth:
             if site_pattern and not _matches(site_pattern, g.site):
                 continue
             if largest is None or g.in_use_delta > largest[0].in_use_delta:
-                largest = (g, s, since)
+                largest = (g, s, span)
             if g.in_use_delta > max_growth:
                 failed.append(f"{g.site} grew by {human_bytes(g.in_use_delta)} in "
-                              f"{s.current.series_title} from {since} to dump "
-                              f"{s.current.dump_index} (bound {human_bytes(max_growth)})")
+                              f"{s.current.series_title} {span} (bound "
+                              f"{human_bytes(max_growth)})")
     if largest is None:
         return failed, "no call site matched" if site_pattern else "nothing was allocated"
-    g, s, since = largest
+    g, s, span = largest
     return failed, (f"no call site grew by more than {human_bytes(max_growth)}; the most, "
                     f"{signed_bytes(g.in_use_delta)}, was {g.site} in {s.current.series_title} "
-                    f"from {since}")
+                    f"{span}")
 
 
 def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tuple[List[str], str]:
@@ -120,8 +122,9 @@ def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tup
 @click.pass_context
 @gc_paused
 def command(ctx, path, max_growth, max_unreachable, site_pattern, symbol_dirs):
-    """Exit 1 when a call site in PATH grew past --max-growth between its first and last dump, or
-    a process's last sweep found more unreachable memory than --max-unreachable."""
+    """Exit 1 when a call site in PATH grew past --max-growth while the program ran (first dump
+    to last before its exit), or a process's last sweep found more unreachable memory than
+    --max-unreachable."""
     if max_growth is None and max_unreachable is None:
         raise click.UsageError("give --max-growth, --max-unreachable or both")
     results = load(path, symbol_dirs)

@@ -1,6 +1,8 @@
 """`droidheap diff A [B]`: growth of bytes in use per call site, from A's last dumps to B's (two
-output directories, traces or pprof files, i.e. two runs or two dumps), or within A from its first
-dump to its last. `go tool pprof -base A.pb.gz B.pb.gz` reads our pprof files the same way."""
+output directories, traces or pprof files, i.e. two runs or two dumps), or within A over the
+dumps taken while the program ran, first to last (results/series.py: not to the dump after its
+exit, which a program that frees at exit would make all shrinkage). `go tool pprof -base A.pb.gz
+B.pb.gz` reads our pprof files the same way."""
 import json
 import pathlib
 
@@ -32,17 +34,17 @@ def _say_if_unrelated(base_path, base, current_path, current) -> None:
 @symbols_option
 @gc_paused
 def command(path, current, as_json, top, html, symbol_dirs):
-    """Growth per call site from PATH to CURRENT, or within PATH from its first dump to its
-    last."""
+    """Growth per call site from PATH to CURRENT, or within PATH while the program ran: from its
+    first dump to its last before the exit."""
     from droidheap.results.diff import first_to_last, site_growth
     from droidheap.results.report import chosen_dumps, location_json
     from droidheap.results.text import format_growth
     base_results = load(path, symbol_dirs)
     say_warnings(base_results)
     if current is None:
-        comparisons = [(f"dump {s.base.dump_index}" if s.base else "the start",
-                        f"dump {s.current.dump_index}", s.current.series_title,
-                        s.growth) for s in first_to_last(base_results.profiles)]
+        comparisons = [(s.base.dump_name if s.base else "the start", s.current.dump_name,
+                        s.current.series_title, s.growth)
+                       for s in first_to_last(base_results.profiles)]
     else:
         base = chosen_dumps(base_results.profiles)
         current_results = load(current, symbol_dirs)
@@ -60,7 +62,7 @@ def command(path, current, as_json, top, html, symbol_dirs):
         growth = sorted((g for *_, growth in comparisons for g in growth),
                         key=lambda g: -g.in_use_delta)
         base_label = str(path) if current else "the first dumps"
-        current_label = str(current) if current else "the last dumps"
+        current_label = str(current) if current else "the last dumps while running"
         write_page(page_data(profiles, f"droidheap diff: {base_label} to {current_label}",
                              (base_label, current_label, growth)), html)
         return

@@ -4,8 +4,8 @@ import pathlib
 import re
 from typing import List, Optional, Sequence, Set
 
-from droidheap.results.leaks import dump_series
 from droidheap.results.model import Location, Profile
+from droidheap.results.series import by_heap, growth_span
 from droidheap.results.sites import SiteFigures, site_figures
 
 
@@ -44,20 +44,19 @@ def site_growth(base: Sequence[Profile], current: Sequence[Profile]) -> List[Sit
 
 @dataclasses.dataclass
 class SeriesGrowth:
-    """One process's heap from its first dump to its last."""
-    base: Optional[Profile]  # None for a single dump: growth from when profiling began
+    """One process's heap over the dumps its growth is measured between (results/series.py)."""
+    base: Optional[Profile]  # None: from when profiling began
     current: Profile
     growth: List[SiteGrowth]
 
 
 def first_to_last(profiles: Sequence[Profile]) -> List[SeriesGrowth]:
-    """Per process and heap, the growth from the first dump to the last (dumps at the peak,
-    which are not a series, left out)."""
+    """Per process and heap, the growth from its first dump taken while running to its last (not
+    to the dump after its exit), or from the start to its peak: series.growth_span."""
     result = []
-    for dumps in dump_series(profiles).values():
-        base = dumps[0] if len(dumps) > 1 else None
-        result.append(SeriesGrowth(base, dumps[-1],
-                                   site_growth([base] if base else [], [dumps[-1]])))
+    for dumps in by_heap(profiles).values():
+        base, current = growth_span(dumps)
+        result.append(SeriesGrowth(base, current, site_growth([base] if base else [], [current])))
     return result
 
 

@@ -404,7 +404,7 @@ def test_check_judges_a_sampled_sweep_by_its_estimate_at_the_last_dump_swept(tmp
         "FAIL: 2.9 KiB (estimated) unreachable in pid 1 (/data/app/bin), heap libc.malloc, dump 1 "
         "(bound 2.0 KiB): lost (app.c:1) 2.9 KiB",
         "ok: no call site grew by more than 1.0 MiB; the most, +200 B, was leak (app.c:1) in pid "
-        "1 (/data/app/bin), heap libc.malloc from dump 0"]
+        "1 (/data/app/bin), heap libc.malloc from dump 0 to dump 2"]
 
 
 def test_check_max_unreachable_of_a_run_never_swept_is_an_error(tmp_path, capsys):
