@@ -4,12 +4,13 @@ CI. Exits 1, naming each call site whose bytes in use grew past the bound while 
 or to the peak: results/series.py), or each process whose last sweep found more unreachable
 bytes than the bound, with the call sites holding the most of them."""
 import re
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.reading import load, path_argument, say_warnings
+from droidheap.commands.reading import (growth_within, load, path_argument, say_warnings,
+                                        span_options)
 from droidheap.gc_pause import gc_paused
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
@@ -44,33 +45,33 @@ def _matches(pattern, site) -> bool:
     return any(pattern.search(text) for text in (str(site), site.file, site.module) if text)
 
 
-def _growth_gate(path, profiles, max_growth: int, site_pattern) -> Tuple[List[str], str]:
-    """(what failed, or else what passed)."""
+def _growth_gate(path, profiles, max_growth: int, site_pattern,
+                 span: Tuple[Optional[int], Optional[int]]) -> Tuple[List[str], str]:
+    """(what failed, or else what passed); `span`: --from and --to."""
     from droidheap.errors import DroidheapError
-    from droidheap.results.diff import first_to_last
     from droidheap.results.text import human_bytes, signed_bytes
-    series = first_to_last(profiles)
+    series = growth_within(path, profiles, *span)
     if not series:
         raise DroidheapError(f"{path} has no dumps to check")
     failed, largest = [], None
     for s in series:
-        span = (f"from {s.base.dump_name if s.base else 'the start of profiling'} to "
-                f"{s.current.dump_name}")
+        between = (f"from {s.base.dump_name if s.base else 'the start of profiling'} to "
+                   f"{s.current.dump_name}")
         for g in s.growth:
             if site_pattern and not _matches(site_pattern, g.site):
                 continue
             if largest is None or g.in_use_delta > largest[0].in_use_delta:
-                largest = (g, s, span)
+                largest = (g, s, between)
             if g.in_use_delta > max_growth:
                 failed.append(f"{g.site} grew by {human_bytes(g.in_use_delta)} in "
-                              f"{s.current.series_title} {span} (bound "
+                              f"{s.current.series_title} {between} (bound "
                               f"{human_bytes(max_growth)})")
     if largest is None:
         return failed, "no call site matched" if site_pattern else "nothing was allocated"
-    g, s, span = largest
+    g, s, between = largest
     return failed, (f"no call site grew by more than {human_bytes(max_growth)}; the most, "
                     f"{signed_bytes(g.in_use_delta)}, was {g.site} in {s.current.series_title} "
-                    f"{span}")
+                    f"{between}")
 
 
 def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tuple[List[str], str]:
@@ -118,20 +119,25 @@ def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tup
                    "unreachable.")
 @click.option("--site", "site_pattern", type=Pattern(), default=None, metavar="REGEX",
               help="Check only the call sites whose name, file or module matches.")
+@span_options
 @symbols_option
 @click.pass_context
 @gc_paused
-def command(ctx, path, max_growth, max_unreachable, site_pattern, symbol_dirs):
+def command(ctx, path, max_growth, max_unreachable, site_pattern, base_dump, current_dump,
+            symbol_dirs):
     """Exit 1 when a call site in PATH grew past --max-growth while the program ran (first dump
-    to last before its exit), or a process's last sweep found more unreachable memory than
-    --max-unreachable."""
+    to last before its exit; --from and --to choose other dumps), or a process's last sweep found
+    more unreachable memory than --max-unreachable."""
     if max_growth is None and max_unreachable is None:
         raise click.UsageError("give --max-growth, --max-unreachable or both")
+    if max_growth is None and (base_dump, current_dump) != (None, None):
+        raise click.UsageError("--from and --to choose the dumps --max-growth compares")
     results = load(path, symbol_dirs)
     say_warnings(results)
     gates = []
     if max_growth is not None:
-        gates.append(_growth_gate(path, results.profiles, max_growth, site_pattern))
+        gates.append(_growth_gate(path, results.profiles, max_growth, site_pattern,
+                                  (base_dump, current_dump)))
     if max_unreachable is not None:
         gates.append(_unreachable_gate(path, results.profiles, max_unreachable, site_pattern))
     for failed, _ in gates:

@@ -2,10 +2,10 @@
 import dataclasses
 import pathlib
 import re
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set, Tuple
 
 from droidheap.results.model import Location, Profile
-from droidheap.results.series import by_heap, growth_span
+from droidheap.results.series import spans
 from droidheap.results.sites import SiteFigures, site_figures
 
 
@@ -50,14 +50,16 @@ class SeriesGrowth:
     growth: List[SiteGrowth]
 
 
-def first_to_last(profiles: Sequence[Profile]) -> List[SeriesGrowth]:
-    """Per process and heap, the growth from its first dump taken while running to its last (not
-    to the dump after its exit), or from the start to its peak: series.growth_span."""
-    result = []
-    for dumps in by_heap(profiles).values():
-        base, current = growth_span(dumps)
-        result.append(SeriesGrowth(base, current, site_growth([base] if base else [], [current])))
-    return result
+def series_growth(profiles: Sequence[Profile], base_index: Optional[int] = None,
+                  current_index: Optional[int] = None,
+                  path: str = "the profile") -> Tuple[List[SeriesGrowth], List[str]]:
+    """Per process and heap, the growth while it ran (series.growth_span: first running dump to
+    last, not to the dump after its exit; or from the start to its peak), or between the dumps
+    numbered base_index and current_index where given; and the series that lack one of those
+    (series.spans)."""
+    chosen, left_out = spans(profiles, base_index, current_index, path)
+    return [SeriesGrowth(base, current, site_growth([base] if base else [], [current]))
+            for base, current in chosen], left_out
 
 
 def program_names(profiles: Sequence[Profile]) -> Set[str]:

@@ -5,7 +5,7 @@ import gzip
 
 import pytest
 
-from droidheap.results.diff import first_to_last, site_growth
+from droidheap.results.diff import series_growth, site_growth
 from droidheap.results.leaks import leak_suspects
 from droidheap.cli import main
 from droidheap.results.load import load_results
@@ -125,9 +125,9 @@ def test_growth_between_two_profiles_puts_the_most_grown_first():
     growth = site_growth([before], [after])
     assert [(g.site.function, g.in_use_delta) for g in growth] == [
         ("a", 300), ("new", 10), ("gone", -50)]
-    (series,) = first_to_last([after, before])
+    (series,), _ = series_growth([after, before])
     assert (series.base, series.current) == (before, after)
-    (single,) = first_to_last([before])
+    (single,), _ = series_growth([before])
     assert single.base is None and single.growth[0].in_use_delta == 100
 
 
