@@ -2,7 +2,10 @@
 CI. Exits 1, naming each call site whose bytes in use grew past the bound while the program ran
 (from its first dump to its last before the exit, from when profiling began for a single dump,
 or to the peak: results/series.py), or each process whose last sweep found more unreachable
-bytes than the bound, with the call sites holding the most of them."""
+bytes than the bound, with the call sites holding the most of them. Exits 2 when it cannot judge
+(a bad flag, OUT missing or damaged, a dump or sweep not there), as diff(1) and grep(1) do: a CI
+script tells a regression from a broken run."""
+import functools
 import re
 from typing import List, Optional, Tuple
 
@@ -11,11 +14,13 @@ import click
 from droidheap.commands.output import symbols_option
 from droidheap.commands.reading import (growth_within, load, path_argument, say_warnings,
                                         span_options)
+from droidheap.errors import DroidheapError
 from droidheap.gc_pause import gc_paused
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _UNREACHABLE_SITES = 3  # named in a failure
+GATE_FAILED, NOT_JUDGED = 1, 2  # exit codes; click's usage errors are 2 already
 
 
 class ByteSize(click.ParamType):
@@ -48,7 +53,6 @@ def _matches(pattern, site) -> bool:
 def _growth_gate(path, profiles, max_growth: int, site_pattern,
                  span: Tuple[Optional[int], Optional[int]]) -> Tuple[List[str], str]:
     """(what failed, or else what passed); `span`: --from and --to."""
-    from droidheap.errors import DroidheapError
     from droidheap.results.text import human_bytes, signed_bytes
     series = growth_within(path, profiles, *span)
     if not series:
@@ -77,7 +81,6 @@ def _growth_gate(path, profiles, max_growth: int, site_pattern,
 def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tuple[List[str], str]:
     """(what failed, or else what passed): per process and heap, its last sweep. Its bytes are
     exact when every block was known, else an estimate; with --site, its matching sites'."""
-    from droidheap.errors import DroidheapError
     from droidheap.results.report import judged_bytes, last_sweeps
     from droidheap.results.sites import top_sites
     from droidheap.results.text import human_bytes
@@ -110,6 +113,20 @@ def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tup
                     f"most, {human_bytes(size)}{how}, in {p.title}")
 
 
+def _not_judged_exits_2(function):
+    """`function`, with the errors that keep it from judging (what reading OUT or the gates
+    raise) exiting NOT_JUDGED instead of every other command's 1."""
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except DroidheapError as e:
+            raise DroidheapError(e.message, NOT_JUDGED) from e
+        except OSError as e:  # as the top level would say it
+            raise DroidheapError(str(e), NOT_JUDGED) from e
+    return run
+
+
 @click.command("check")
 @path_argument
 @click.option("--max-growth", type=ByteSize(), default=None, metavar="BYTES",
@@ -123,11 +140,13 @@ def _unreachable_gate(path, profiles, max_unreachable: int, site_pattern) -> Tup
 @symbols_option
 @click.pass_context
 @gc_paused
+@_not_judged_exits_2
 def command(ctx, path, max_growth, max_unreachable, site_pattern, base_dump, current_dump,
             symbol_dirs):
     """Exit 1 when a call site in PATH grew past --max-growth while the program ran (first dump
     to last before its exit; --from and --to choose other dumps), or a process's last sweep found
-    more unreachable memory than --max-unreachable."""
+    more unreachable memory than --max-unreachable; exit 2 when PATH cannot be judged (missing,
+    damaged, no such dump) or a flag is wrong."""
     if max_growth is None and max_unreachable is None:
         raise click.UsageError("give --max-growth, --max-unreachable or both")
     if max_growth is None and (base_dump, current_dump) != (None, None):
@@ -147,4 +166,4 @@ def command(ctx, path, max_growth, max_unreachable, site_pattern, base_dump, cur
         if not failed:
             click.echo(f"ok: {passed}")
     if any(failed for failed, _ in gates):
-        ctx.exit(1)
+        ctx.exit(GATE_FAILED)

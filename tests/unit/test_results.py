@@ -183,6 +183,9 @@ def test_report_reads_a_pprof_directory(tmp_path):
     (["report", "{tmp}/garbage"], "is neither a Perfetto trace nor a pprof file", 1),
     (["report", "{out}", "--dump", "3"], "no dump 3 (the dumps are 0 to 0)", 1),
     (["diff", "{tmp}/missing"], "does not exist", 1),
+    (["check", "{tmp}/missing", "--max-growth", "1k"], "does not exist", 2),
+    (["check", "{tmp}/garbage.pb.gz", "--max-growth", "1k"], "is not a readable pprof file", 2),
+    (["check", "{out}", "--max-growth", "1k", "--from", "3"], "has no dump 3 (dump 0)", 2),
     (["check", "{out}"], "give --max-growth, --max-unreachable or both", 2),
     (["check", "{out}", "--max-growth", "lots"], "'lots' is not a size", 2),
     (["check", "{out}", "--max-growth", "1k", "--site", "("], "is not a regular expression", 2),
@@ -410,7 +413,7 @@ def test_check_judges_a_sampled_sweep_by_its_estimate_at_the_last_dump_swept(tmp
 def test_check_max_unreachable_of_a_run_never_swept_is_an_error(tmp_path, capsys):
     code, lines, err = _check(capsys, _stored(tmp_path, _series({"leak": [100, 200]})),
                               "--max-unreachable", "1k")
-    assert code == 1 and lines == []
+    assert code == 2 and lines == []
     assert err == (f"droidheap: {tmp_path / 'out'} has no sweep for unreachable memory (profile "
                    "with --unreachable)\n")
 
