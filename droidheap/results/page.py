@@ -136,7 +136,8 @@ def _profile_data(profile: Profile, frames: _Frames, start_ns: int, dumps: int) 
         "dump": profile.dump_index, "dumps": dumps,
         "time_s": (profile.timestamp_ns - start_ns) / 1e9 if start_ns and profile.timestamp_ns
         else None,
-        "at_peak": profile.at_peak, "sampling_interval": profile.sampling_interval_bytes,
+        "at_peak": profile.at_peak, "at_exit": profile.at_exit,
+        "sampling_interval": profile.sampling_interval_bytes,
         "totals": None if totals is None else {
             "alloc_count": totals.alloc_count, "alloc_bytes": totals.alloc_bytes,
             "free_count": totals.free_count, "free_bytes": totals.free_bytes,

@@ -154,3 +154,10 @@ def test_from_and_to_are_of_one_path_and_of_the_growth_gate(tmp_path, capsys):
         code, lines, err = _run(capsys, *args)
         assert code == 2 and lines == [] and len(err.splitlines()) == 1, (args, err)
         assert "--from and --to" in err
+
+
+def test_the_page_shows_the_last_running_dump_and_the_exit_dump_whatever_the_cap():
+    from droidheap.results.page import MAX_FLAMEGRAPH_DUMPS, page_data
+    dumps = _exited(_series({"a": list(range(100, 6100, 100))}))  # 60 running, then the exit
+    shown = [(p["dump"], p["at_exit"]) for p in page_data(dumps, "droidheap: bin")["profiles"]]
+    assert len(shown) <= MAX_FLAMEGRAPH_DUMPS and shown[-2:] == [(59, False), (60, True)]
