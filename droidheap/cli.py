@@ -37,7 +37,10 @@ _USAGE_FORMS = [
     "symbolize TRACE [-o DIR] [--symbols DIR]       symbolize and convert a trace again",
     "report PATH [--json] [--dump N]                top call sites, totals, leak suspects",
     "diff A [B] [--json]                            growth per call site, A to B or within A",
-    "check OUT [--max-growth BYTES] [--max-unreachable BYTES]    exit 1 past a bound",
+    "diff A [--from N] [--to M]                     growth within A from dump N to dump M",
+    "check OUT [--max-growth BYTES] [--max-unreachable BYTES]    exit 1 past a bound, 2 on bad "
+    "input",
+    "check OUT --max-growth BYTES [--from N] [--to M]    the bound on growth from dump N to M",
 ]
 
 

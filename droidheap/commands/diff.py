@@ -1,13 +1,16 @@
 """`droidheap diff A [B]`: growth of bytes in use per call site, from A's last dumps to B's (two
-output directories, traces or pprof files, i.e. two runs or two dumps), or within A from its first
-dump to its last. `go tool pprof -base A.pb.gz B.pb.gz` reads our pprof files the same way."""
+output directories, traces or pprof files, i.e. two runs or two dumps), or within A over the
+dumps taken while the program ran, first to last (results/series.py: not to the dump after its
+exit, which a program that frees at exit would make all shrinkage). `go tool pprof -base A.pb.gz
+B.pb.gz` reads our pprof files the same way."""
 import json
 import pathlib
 
 import click
 
 from droidheap.commands.output import symbols_option
-from droidheap.commands.reading import html_option, load, path_argument, say_warnings, write_page
+from droidheap.commands.reading import (growth_within, html_option, load, path_argument,
+                                        say_warnings, span_options, write_page)
 from droidheap.gc_pause import gc_paused
 
 
@@ -22,27 +25,39 @@ def _say_if_unrelated(base_path, base, current_path, current) -> None:
                    "had become the other", err=True)
 
 
+def _labels(comparisons) -> tuple:
+    """What a page of growth within one PATH is from and to: the dumps, when every process's heap
+    was compared over the same ones."""
+    spans = {(a, b) for a, b, *_ in comparisons}
+    return spans.pop() if len(spans) == 1 else ("the first dumps", "the last dumps while running")
+
+
 @click.command("diff")
 @path_argument
 @click.argument("current", required=False, type=click.Path(path_type=pathlib.Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the growth as JSON.")
 @click.option("--top", type=click.IntRange(1), default=20, metavar="N",
               help="Call sites shown per heap (default 20).")
+@span_options
 @html_option
 @symbols_option
 @gc_paused
-def command(path, current, as_json, top, html, symbol_dirs):
-    """Growth per call site from PATH to CURRENT, or within PATH from its first dump to its
-    last."""
-    from droidheap.results.diff import first_to_last, site_growth
+def command(path, current, as_json, top, base_dump, current_dump, html, symbol_dirs):
+    """Growth per call site from PATH to CURRENT, or within PATH while the program ran: from its
+    first dump to its last before the exit, or from dump N to dump M (--from, --to)."""
+    from droidheap.results.diff import site_growth
     from droidheap.results.report import chosen_dumps, location_json
     from droidheap.results.text import format_growth
+    if current is not None and (base_dump, current_dump) != (None, None):
+        raise click.UsageError("--from and --to choose dumps within one PATH; with two, each "
+                               "one's last dumps are compared")
     base_results = load(path, symbol_dirs)
     say_warnings(base_results)
     if current is None:
-        comparisons = [(f"dump {s.base.dump_index}" if s.base else "the start",
-                        f"dump {s.current.dump_index}", s.current.series_title,
-                        s.growth) for s in first_to_last(base_results.profiles)]
+        comparisons = [(s.base.dump_name if s.base else "the start", s.current.dump_name,
+                        s.current.series_title, s.growth)
+                       for s in growth_within(path, base_results.profiles, base_dump,
+                                              current_dump)]
     else:
         base = chosen_dumps(base_results.profiles)
         current_results = load(current, symbol_dirs)
@@ -59,8 +74,7 @@ def command(path, current, as_json, top, html, symbol_dirs):
         # One table of growth per page: the comparisons' sites, most grown first.
         growth = sorted((g for *_, growth in comparisons for g in growth),
                         key=lambda g: -g.in_use_delta)
-        base_label = str(path) if current else "the first dumps"
-        current_label = str(current) if current else "the last dumps"
+        base_label, current_label = (str(path), str(current)) if current else _labels(comparisons)
         write_page(page_data(profiles, f"droidheap diff: {base_label} to {current_label}",
                              (base_label, current_label, growth)), html)
         return

@@ -2,10 +2,10 @@
 import dataclasses
 import pathlib
 import re
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set, Tuple
 
-from droidheap.results.leaks import dump_series
 from droidheap.results.model import Location, Profile
+from droidheap.results.series import spans
 from droidheap.results.sites import SiteFigures, site_figures
 
 
@@ -44,21 +44,22 @@ def site_growth(base: Sequence[Profile], current: Sequence[Profile]) -> List[Sit
 
 @dataclasses.dataclass
 class SeriesGrowth:
-    """One process's heap from its first dump to its last."""
-    base: Optional[Profile]  # None for a single dump: growth from when profiling began
+    """One process's heap over the dumps its growth is measured between (results/series.py)."""
+    base: Optional[Profile]  # None: from when profiling began
     current: Profile
     growth: List[SiteGrowth]
 
 
-def first_to_last(profiles: Sequence[Profile]) -> List[SeriesGrowth]:
-    """Per process and heap, the growth from the first dump to the last (dumps at the peak,
-    which are not a series, left out)."""
-    result = []
-    for dumps in dump_series(profiles).values():
-        base = dumps[0] if len(dumps) > 1 else None
-        result.append(SeriesGrowth(base, dumps[-1],
-                                   site_growth([base] if base else [], [dumps[-1]])))
-    return result
+def series_growth(profiles: Sequence[Profile], base_index: Optional[int] = None,
+                  current_index: Optional[int] = None,
+                  path: str = "the profile") -> Tuple[List[SeriesGrowth], List[str]]:
+    """Per process and heap, the growth while it ran (series.growth_span: first running dump to
+    last, not to the dump after its exit; or from the start to its peak), or between the dumps
+    numbered base_index and current_index where given; and the series that lack one of those
+    (series.spans)."""
+    chosen, left_out = spans(profiles, base_index, current_index, path)
+    return [SeriesGrowth(base, current, site_growth([base] if base else [], [current]))
+            for base, current in chosen], left_out
 
 
 def program_names(profiles: Sequence[Profile]) -> Set[str]:

@@ -1,30 +1,23 @@
-"""Leak suspects: over the continuous dumps of one process's heap (`-c`), the call sites whose bytes
-in use grew steadily.
+"""Leak suspects: over the continuous dumps of one process's heap (`-c`) taken while it ran (not
+the dump after its exit, where a program that frees at exit would hide every leak; nor dumps at
+the peak, each a moment of its own: results/series.py), the call sites whose bytes in use grew
+steadily.
 
 A leak grows a little at every dump; a cache filled once, or a buffer taken at start, jumps once
 and stays. So a site is ranked by its growth weighted by how steadily it came: the share of
 dump-to-dump steps in which it grew, and how evenly the growth spread over those steps.
 """
 import itertools
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence
 
 from droidheap.results.model import LeakSuspect, Profile
+from droidheap.results.series import by_heap, running
 from droidheap.results.sites import profile_sites
 
 # Fewer dumps than this tell a jump from a trend no better than a coin.
 MIN_DUMPS = 3
 # Sites that grew in fewer steps than this share are not suspects however much they grew.
 MIN_STEADINESS = 0.5
-
-
-def dump_series(profiles: Sequence[Profile]) -> Dict[Tuple[int, str], List[Profile]]:
-    """The dumps of each (pid, heap) in dump order; peak dumps (--dump-at-max) are snapshots of
-    one moment each, not a series, and are left out."""
-    series: Dict[Tuple[int, str], List[Profile]] = {}
-    for profile in sorted(profiles, key=lambda p: (p.pid, p.heap, p.dump_index)):
-        if not profile.at_peak:
-            series.setdefault((profile.pid, profile.heap), []).append(profile)
-    return series
 
 
 def _suspects_of(dumps: List[Profile]) -> List[LeakSuspect]:
@@ -50,7 +43,7 @@ def _suspects_of(dumps: List[Profile]) -> List[LeakSuspect]:
 
 def leak_suspects(profiles: Sequence[Profile], limit: int = 10) -> List[LeakSuspect]:
     """The `limit` strongest suspects over all processes and heaps, strongest first."""
-    suspects = [s for dumps in dump_series(profiles).values() if len(dumps) >= MIN_DUMPS
-                for s in _suspects_of(dumps)]
+    series = [running(dumps) for dumps in by_heap(profiles).values()]
+    suspects = [s for dumps in series if len(dumps) >= MIN_DUMPS for s in _suspects_of(dumps)]
     suspects.sort(key=lambda s: (-s.score, s.site.function))
     return suspects[:limit]

@@ -118,8 +118,26 @@ class Profile:
         return f"pid {self.pid} ({name}), heap {self.heap}"
 
     @property
+    def at_exit(self) -> bool:
+        """Taken after the process was gone (it exited, or its connection was lost: a crash, a
+        kill, _exit): what it left, once its teardown had freed what it frees; not a moment of its
+        run (results/series.py). A profile a guardrail ended, or cut off, ends while the process
+        runs on: its last dump is a moment of the run. A dump at the peak holds the peak
+        whenever it was taken."""
+        return self.disconnected and not self.at_peak and self.ending not in (GUARDRAIL, CUT_OFF)
+
+    @property
+    def moment(self) -> str:
+        """What the dump's labels add to its number: " (at exit)", " (peak)", or ""."""
+        return " (at exit)" if self.at_exit else " (peak)" if self.at_peak else ""
+
+    @property
+    def dump_name(self) -> str:
+        return f"dump {self.dump_index}{self.moment}"
+
+    @property
     def title(self) -> str:
-        return f"{self.series_title}, dump {self.dump_index}"
+        return f"{self.series_title}, {self.dump_name}"
 
 
 class ProgramExit(NamedTuple):

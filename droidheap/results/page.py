@@ -14,8 +14,9 @@ import pathlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.results.diff import SiteGrowth
-from droidheap.results.leaks import dump_series, leak_suspects
+from droidheap.results.leaks import leak_suspects
 from droidheap.results.model import LeakSuspect, Location, Profile, StackSample, ending_note
+from droidheap.results.series import by_heap, running
 from droidheap.results.sites import CallStack, SiteFigures, profile_sites, site_figures
 from droidheap.results.text import unreachable_verdict
 
@@ -135,7 +136,8 @@ def _profile_data(profile: Profile, frames: _Frames, start_ns: int, dumps: int) 
         "dump": profile.dump_index, "dumps": dumps,
         "time_s": (profile.timestamp_ns - start_ns) / 1e9 if start_ns and profile.timestamp_ns
         else None,
-        "at_peak": profile.at_peak, "sampling_interval": profile.sampling_interval_bytes,
+        "at_peak": profile.at_peak, "at_exit": profile.at_exit,
+        "sampling_interval": profile.sampling_interval_bytes,
         "totals": None if totals is None else {
             "alloc_count": totals.alloc_count, "alloc_bytes": totals.alloc_bytes,
             "free_count": totals.free_count, "free_bytes": totals.free_bytes,
@@ -158,12 +160,22 @@ def _unreachable_data(profile: Profile, frames: _Frames) -> dict:
 
 
 def _shown(profiles: Sequence[Profile]) -> List[Profile]:
-    """Per process's heap, at most MAX_FLAMEGRAPH_DUMPS dumps spread evenly, the last always."""
-    shown = [p for p in profiles if p.at_peak]
-    for dumps in dump_series(profiles).values():
-        step = max(1, -(-len(dumps) // MAX_FLAMEGRAPH_DUMPS))
-        shown += dumps[::-1][::step][::-1]
+    """Per process's heap, at most MAX_FLAMEGRAPH_DUMPS dumps spread evenly over those taken
+    while it ran, the last of them always (the page opens there), and the dumps at the peak and at
+    exit."""
+    shown = []
+    for dumps in by_heap(profiles).values():
+        ran = running(dumps)
+        step = max(1, -(-len(ran) // (MAX_FLAMEGRAPH_DUMPS - 1)))
+        shown += ran[::-1][::step][::-1] + [d for d in dumps if d.at_peak or d.at_exit]
     return shown
+
+
+def _over_time(profiles: Sequence[Profile]) -> List[List[Profile]]:
+    """Per process's heap, the dumps its chart of bytes in use draws: those taken while it ran and
+    the one after its exit (what its teardown freed shows as the last step); not those at the
+    peak, each a moment of its own."""
+    return [[d for d in dumps if not d.at_peak] for dumps in by_heap(profiles).values()]
 
 
 def page_data(profiles: Sequence[Profile], title: str,
@@ -178,7 +190,7 @@ def page_data(profiles: Sequence[Profile], title: str,
     growth = [{"label": dumps[0].series_title,
                "points": [[(p.timestamp_ns - start_ns) / 1e9 if start_ns else p.dump_index,
                            p.in_use_bytes, p.alloc_bytes] for p in dumps]}
-              for dumps in dump_series(profiles).values() if len(dumps) > 1]
+              for dumps in _over_time(profiles) if len(dumps) > 1]
     leaks = [{"label": f"pid {s.pid}, heap {s.heap}", "frame": frames.id(s.site),
               "growth_bytes": s.growth_bytes, "steadiness": s.steadiness,
               "in_use_by_dump": s.in_use_by_dump}

@@ -118,7 +118,7 @@ def report_json(report: Report) -> dict:
             "live_blocks": p.totals.live_blocks, "in_use_bytes": p.totals.in_use_bytes}
         profiles.append({
             "pid": p.pid, "cmdline": p.cmdline, "heap": p.heap, "dump": p.dump_index,
-            "dumps": r.dumps, "seconds": r.seconds, "at_peak": p.at_peak,
+            "dumps": r.dumps, "seconds": r.seconds, "at_peak": p.at_peak, "at_exit": p.at_exit,
             "sampling_interval_bytes": p.sampling_interval_bytes,
             "sampled": {"alloc_count": sum(s.alloc_count for s in p.samples),
                         "alloc_bytes": p.alloc_bytes,

@@ -102,11 +102,12 @@ def _tree_rows(node: TreeNode, metric: str, depth: int = 0) -> List[str]:
 
 def _dump_label(p: Profile, dumps: int, seconds: Optional[float]) -> str:
     """Which dump of how many (`dumps` of the process's heap), and when: seconds after the
-    process's first dump, which the first has no use for, nor a heap dumped once."""
+    process's first dump, which the first has no use for, nor a heap dumped once; and whether it
+    is the dump after the exit or at the peak."""
     if dumps == 1:
-        return f"{p.series_title}, one dump"
+        return f"{p.series_title}, one dump{p.moment}"
     after = f", {seconds:.1f} s after the first" if seconds else ""
-    return f"{p.title} of {dumps}{after}"
+    return f"{p.series_title}, dump {p.dump_index} of {dumps}{after}{p.moment}"
 
 
 def _profile_block(r: ProfileReport) -> List[str]:

@@ -1,6 +1,8 @@
 """report, diff and check on a real run with continuous dumps (tests/programs/leaky.c): the leak
 ranks first among the suspects, the one-off cache and the churn do not; check fails naming the
-leak and passes where the bound or the site filter allows; diff shows the leak's growth."""
+leak and passes where the bound or the site filter allows; diff shows the leak's growth. Run as
+`leaky free`, which frees it all before it exits, the growth is still the growth while it ran,
+and the dump after its exit is named so; check exits 2 when it has nothing to judge."""
 import json
 
 import pytest
@@ -19,6 +21,20 @@ def leaky_out(programs, abi, tmp_path_factory):
     result = cli.run("--local", "-c", "500", "-o", out, "--", programs("leaky"))
     assert result.returncode == 0, result.stderr
     return cli, out, result.stderr
+
+
+@pytest.fixture(scope="module")
+def freed_out(programs, abi, tmp_path_factory):
+    """A run of `leaky free` with continuous dumps: (cli, OUT, the number of the dump at exit)."""
+    from tests.e2e.conftest import Cli
+    root = tmp_path_factory.mktemp(f"freed-device-{abi}")
+    out = tmp_path_factory.mktemp(f"freed-{abi}") / "out"
+    cli = Cli(root, abi)
+    result = cli.run("--local", "-c", "500", "-o", out, "--", programs("leaky"), "free")
+    assert result.returncode == 0, result.stderr
+    (last,) = json.loads(cli.run("report", out, "--json").stdout)["profiles"]
+    assert last["at_exit"] and last["sampled"]["in_use_bytes"] < 64 * 1024, last
+    return cli, out, last["dump"]
 
 
 def test_summary_and_report_rank_the_steady_leak_first(leaky_out):
@@ -84,3 +100,32 @@ def test_report_html_in_the_output_directory_and_of_a_diff(leaky_out):
     assert result.returncode == 0 and result.stdout == f"Wrote {html}\n", result.stderr
     dom, console = dump_dom(html)
     assert console == [] and LEAK in Page(dom).tables["diff"]
+
+
+def test_growth_freed_at_exit_is_still_growth_and_fails_check(freed_out):
+    cli, out, exit_dump = freed_out
+    failed = cli.run("check", out, "--max-growth", "512k")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    leak = [line for line in failed.stdout.splitlines() if line.startswith(f"FAIL: {LEAK} (")]
+    assert leak and "from dump 0 to dump " in leak[0] and "at exit" not in leak[0], failed.stdout
+    within = cli.run("diff", out)
+    assert within.returncode == 0, within.stderr
+    total = within.stdout.splitlines()[1]
+    assert total.startswith("bytes in use from dump 0 to dump ") and ": +" in total, total
+    assert LEAK in within.stdout.splitlines()[3], within.stdout
+    # Asked for by number, the dump at exit shows what the teardown freed.
+    freed = cli.run("diff", out, "--from", exit_dump - 1, "--to", exit_dump)
+    assert freed.returncode == 0, freed.stderr
+    assert freed.stdout.splitlines()[1].startswith(
+        f"bytes in use from dump {exit_dump - 1} to dump {exit_dump} (at exit): -"), freed.stdout
+
+
+def test_check_exits_2_when_it_has_nothing_to_judge(freed_out):
+    cli, out, exit_dump = freed_out
+    for args, said in ((["check", out.parent / "missing", "--max-growth", "1M"], "does not exist"),
+                       (["check", out, "--max-growth", "1M", "--to", exit_dump + 1],
+                        f"has no dump {exit_dump + 1} (")):
+        result = cli.run(*args)
+        assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+        assert result.stderr.startswith("droidheap: ") and said in result.stderr, result.stderr
+        assert len(result.stderr.splitlines()) == 1, result.stderr

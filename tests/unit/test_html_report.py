@@ -194,6 +194,17 @@ def test_the_default_is_the_first_process_whose_last_dump_sampled_anything(page)
     assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
 
 
+def test_the_default_is_the_last_dump_taken_while_running_not_the_one_at_exit(page):
+    at_exit = dict(_freed(), dump=2, at_exit=True)  # the teardown freed it all
+    p = page(_data(profiles=[_profile(0, 8192), _profile(1, 65536), at_exit]))
+    assert p.texts["total"] == "Total in use (bytes): 68.0 KiB"
+    assert p.texts["profile"].endswith("pid 42 (app), heap libc.malloc, dump 2 (at exit)")
+    # Still there to choose; and, the only dump (no -c), what opens.
+    assert page(_data(profiles=[_profile(0, 8192), at_exit]), "profile=1").texts["total"] == \
+        "Total allocated (bytes): 136.0 KiB"
+    assert page(_data(profiles=[at_exit])).texts["total"] == "Total allocated (bytes): 136.0 KiB"
+
+
 def test_the_profile_menu_names_which_dump_of_how_many_and_when(page):
     data = _data(profiles=[dict(_profile(0, 8192, time_s=0.0), dumps=2),
                            dict(_profile(1, 65536, time_s=1.5), dumps=2),

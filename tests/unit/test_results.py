@@ -5,7 +5,7 @@ import gzip
 
 import pytest
 
-from droidheap.results.diff import first_to_last, site_growth
+from droidheap.results.diff import series_growth, site_growth
 from droidheap.results.leaks import leak_suspects
 from droidheap.cli import main
 from droidheap.results.load import load_results
@@ -125,9 +125,9 @@ def test_growth_between_two_profiles_puts_the_most_grown_first():
     growth = site_growth([before], [after])
     assert [(g.site.function, g.in_use_delta) for g in growth] == [
         ("a", 300), ("new", 10), ("gone", -50)]
-    (series,) = first_to_last([after, before])
+    (series,), _ = series_growth([after, before])
     assert (series.base, series.current) == (before, after)
-    (single,) = first_to_last([before])
+    (single,), _ = series_growth([before])
     assert single.base is None and single.growth[0].in_use_delta == 100
 
 
@@ -183,6 +183,9 @@ def test_report_reads_a_pprof_directory(tmp_path):
     (["report", "{tmp}/garbage"], "is neither a Perfetto trace nor a pprof file", 1),
     (["report", "{out}", "--dump", "3"], "no dump 3 (the dumps are 0 to 0)", 1),
     (["diff", "{tmp}/missing"], "does not exist", 1),
+    (["check", "{tmp}/missing", "--max-growth", "1k"], "does not exist", 2),
+    (["check", "{tmp}/garbage.pb.gz", "--max-growth", "1k"], "is not a readable pprof file", 2),
+    (["check", "{out}", "--max-growth", "1k", "--from", "3"], "has no dump 3 (dump 0)", 2),
     (["check", "{out}"], "give --max-growth, --max-unreachable or both", 2),
     (["check", "{out}", "--max-growth", "lots"], "'lots' is not a size", 2),
     (["check", "{out}", "--max-growth", "1k", "--site", "("], "is not a regular expression", 2),
@@ -404,13 +407,13 @@ def test_check_judges_a_sampled_sweep_by_its_estimate_at_the_last_dump_swept(tmp
         "FAIL: 2.9 KiB (estimated) unreachable in pid 1 (/data/app/bin), heap libc.malloc, dump 1 "
         "(bound 2.0 KiB): lost (app.c:1) 2.9 KiB",
         "ok: no call site grew by more than 1.0 MiB; the most, +200 B, was leak (app.c:1) in pid "
-        "1 (/data/app/bin), heap libc.malloc from dump 0"]
+        "1 (/data/app/bin), heap libc.malloc from dump 0 to dump 2"]
 
 
 def test_check_max_unreachable_of_a_run_never_swept_is_an_error(tmp_path, capsys):
     code, lines, err = _check(capsys, _stored(tmp_path, _series({"leak": [100, 200]})),
                               "--max-unreachable", "1k")
-    assert code == 1 and lines == []
+    assert code == 2 and lines == []
     assert err == (f"droidheap: {tmp_path / 'out'} has no sweep for unreachable memory (profile "
                    "with --unreachable)\n")
 

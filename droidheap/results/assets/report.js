@@ -103,7 +103,8 @@ function profileLabel(p) {
   const name = baseName((p.cmdline || "?").split(" ")[0]);
   const after = p.time_s ? `, ${p.time_s.toFixed(1)} s after the first` : "";
   const which = p.dumps === 1 ? "one dump" : `dump ${p.dump}${p.dumps ? ` of ${p.dumps}` : ""}${after}`;
-  return `pid ${p.pid} (${name}), heap ${p.heap}, ${which}${p.at_peak ? " (peak)" : ""}`;
+  const moment = p.at_exit ? " (at exit)" : p.at_peak ? " (peak)" : "";
+  return `pid ${p.pid} (${name}), heap ${p.heap}, ${which}${moment}`;
 }
 
 // Colours by module, so that a library reads as one band; shades by function within it.
@@ -186,10 +187,15 @@ function metricTotal(profile, metric) {
 }
 
 // What a person looks at first: the last dump of the first process's heap that sampled anything
-// (a shell that only started the program may have none).
+// (a shell that only started the program may have none), of those taken while it ran (or at its
+// peak): the dump after its exit shows what its teardown left, not what it grew to, and opens
+// only when there is no other (a run without -c).
 function defaultProfile() {
   const last = new Map();  // by process and heap, in the page's order: the index of its last dump
-  profiles.forEach((p, i) => last.set(`${p.pid} ${p.heap}`, i));
+  profiles.forEach((p, i) => {
+    const key = `${p.pid} ${p.heap}`;
+    if (!p.at_exit || !last.has(key)) last.set(key, i);
+  });
   const lasts = [...last.values()];
   return lasts.find((i) => metricTotal(profiles[i], "alloc_count") ||
                            metricTotal(profiles[i], "in_use_count")) ?? lasts[0];
