@@ -9,7 +9,7 @@ import subprocess
 import time
 from typing import List, Optional
 
-from droidheap.device.names import program_name
+from droidheap.device.names import is_pattern, matching_pids, program_name
 from droidheap.errors import DroidheapError
 from droidheap.results.model import ProgramExit
 
@@ -26,12 +26,20 @@ class Targets:
     running: bool
     startup: bool
 
+    def exact_names(self) -> List[str]:
+        return [name for name in self.names if not is_pattern(name)]
+
+    def patterns(self) -> List[str]:
+        return [name for name in self.names if is_pattern(name)]
+
     def startup_names(self) -> List[str]:
-        return self.names if self.startup else []
+        """The names taken at a program's start: the exact ones (bionic looks a starting program
+        up by a property named after its name; a pattern names no property)."""
+        return self.exact_names() if self.startup else []
 
     def from_startup(self) -> bool:
         """Whether processes that start during the session are profiled."""
-        return self.startup and bool(self.names or self.every_process)
+        return bool(self.startup_names()) or (self.startup and self.every_process)
 
 
 def resolve_targets(device, targets, note):
@@ -41,7 +49,15 @@ def resolve_targets(device, targets, note):
         return device.profileable_pids() if targets.running else []
     resolved = []
     if targets.running:
-        for name in targets.names:
+        programs = device.program_names() if targets.patterns() else {}
+        for pattern in targets.patterns():
+            found = matching_pids(pattern, programs)
+            if not found:
+                raise DroidheapError(f"no running process on {device.describe()} has a name "
+                                     f"{pattern} matches (a pattern takes running processes "
+                                     "only)")
+            resolved += found
+        for name in targets.exact_names():
             try:
                 found = device.pidof(name)
             except DroidheapError as e:  # named processes the device cannot reach

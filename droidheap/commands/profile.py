@@ -1,5 +1,6 @@
 """The default command: profile a program from its start (`-- CMD ARGS...`) or attach to running
 processes (`-n NAME[,NAME]`, `-p PID[,PID]`), then pull, symbolize and convert the trace."""
+import dataclasses
 import re
 import signal
 
@@ -61,7 +62,8 @@ def _heap_names(ctx, param, value):
 @click.command("profile", context_settings={"ignore_unknown_options": False})
 @click.option("-n", "--name", "names", metavar="NAME[,NAME]",
               help="Profile processes by name (basename of argv[0], cut at '@'; an app's process "
-                   "name): those running and those that start during the session.")
+                   "name): those running and those that start during the session. A glob "
+                   "pattern ('com.example.*') takes the running processes it matches.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Profile processes by pid.")
 @click.option("--all", "every_process", is_flag=True,
               help="Profile every process that can be: those running and those that start "
@@ -166,7 +168,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         # Check the program before anything else, so a typo costs nothing.
         device.check_program(argv)
     else:
-        if (targets.names or targets.every_process) and targets.startup \
+        if (targets.startup_names() or targets.every_process) and targets.startup \
                 and not device.can_profile_at_start():
             if not targets.running:
                 raise DroidheapError(f"{device.mode} mode cannot profile a process from its start "
@@ -175,6 +177,10 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
                   f"profile them); the running ones are")
             targets.startup = False
         running = resolve_targets(device, targets, _note)
+        if targets.patterns() and targets.startup:
+            _note(f"-n {','.join(targets.patterns())}: a pattern takes the running processes it "
+                  "matches, not those that start later: bionic looks a starting program up by "
+                  "its exact name (the property heapprofd.enable.<name>)")
         if device.prefer_platform_profiler(running):
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
@@ -248,6 +254,9 @@ def _check_targets(targets, argv) -> None:
     if targets.pids and not targets.running:
         raise click.UsageError("--no-running leaves -p nothing to profile: processes that "
                                "start later have other pids")
+    if targets.patterns() and not targets.running:
+        raise click.UsageError("--no-running leaves a pattern nothing to profile: it takes "
+                               "running processes only")
 
 
 _PLATFORM_CANNOT_SWEEP = ("--unreachable needs droidheap's own client in the process: the "
@@ -284,7 +293,11 @@ def _print_config(obj, options, targets, argv, duration_ms):
 
 def _run_platform(device, options, argv, targets, duration_ms, output, symbol_dirs):
     from droidheap import platform_heapprofd as platform
-    names, starter, namer = targets.names, None, None
+    # A pattern's processes by pid: Android 10 and 11's heapprofd matches names exactly.
+    names, pids, starter, namer = targets.exact_names(), targets.pids, None, None
+    if targets.patterns():
+        pids = resolve_targets(device, dataclasses.replace(targets, names=targets.patterns(),
+                                                           pids=[]), _note) + pids
     if argv:
         if device.facts.build_type == "user":
             raise DroidheapError("--mode platform cannot start a program on a user build: there "
@@ -296,7 +309,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
         starter = platform.ProgramStarter(device, argv, names[0])
     elif names:
         namer = platform.ProcessNamer(device, names)
-    for name in targets.names:
+    for name in names:
         if not platform.check_profileable(device, name).verified:
             _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "
                   f"if it is not profileable the trace will hold no dump")
@@ -306,7 +319,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     program = None
     try:
         with StopSignals() as stops:
-            raw = platform.run_platform_session(device, options, names, targets.pids,
+            raw = platform.run_platform_session(device, options, names, pids,
                                                 duration_ms, out,
                                                 stop_requested=starter or namer,
                                                 note=_note, running=targets.running,

@@ -30,7 +30,7 @@ from droidheap.device.adb_routes import PreloadRoute, RootRoute
 from droidheap.device.adb_shell import ANSWER_MAX_BYTES, LISTING_MAX_BYTES, run_command
 from droidheap.device.adb_sync import MIN_PULL_RATE_BYTES_S, SyncClient
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
-from droidheap.device.names import check_property_name
+from droidheap.device.names import check_property_name, program_name
 from droidheap.errors import DroidheapError
 from droidheap.output_files import make_private_dirs
 from droidheap.progress import progress_bar, watched
@@ -231,6 +231,19 @@ class AdbDevice(Device):
         except ValueError:
             raise DroidheapError(f"pidof on {self.serial} answered {result.stdout.strip()!r}") \
                 from None
+
+    def program_names(self) -> Dict[int, str]:
+        # Each process's pid and argv[0] (an app's is its process name, as zygote sets it), a line
+        # each; kernel threads have none.
+        result = self.run_script(
+            "for d in /proc/[0-9]*; do a=$(tr '\\0' '\\n' < $d/cmdline 2>/dev/null | head -n 1); "
+            '[ -n "$a" ] && echo "${d#/proc/} $a"; done')
+        names = {}
+        for line in result.stdout.splitlines():
+            pid, _, argv0 = line.partition(" ")
+            if pid.isdigit() and program_name([argv0]):
+                names[int(pid)] = program_name([argv0])
+        return names
 
     def app_name(self, pid: int) -> Optional[str]:
         pid = int(pid)

@@ -3,7 +3,7 @@ emulator device. Paths are device paths; everything is synchronous and raises Dr
 import abc
 import dataclasses
 import pathlib
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from droidheap.errors import DroidheapError
 
@@ -118,6 +118,11 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def pidof(self, name: str) -> List[int]:
         """Pids of running processes whose program name is `name`."""
+
+    @abc.abstractmethod
+    def program_names(self) -> Dict[int, str]:
+        """{pid: program name (names.program_name)} of the running processes that -n could
+        name, for a pattern to be matched against (names.is_pattern)."""
 
     @abc.abstractmethod
     def process_exists(self, pid: int) -> bool:

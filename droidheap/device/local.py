@@ -375,15 +375,26 @@ class LocalDevice(Device):
     def pidof(self, name: str) -> List[int]:
         """The processes named `name` on this device: those running with its emulated libc. When
         only processes elsewhere on the host have that name, says why they are not on it."""
-        named = []
-        for entry in pathlib.Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                if program_name(program_arguments(int(entry.name))) == name:
-                    named.append(int(entry.name))
+        named = [pid for pid, program in self._host_program_names().items() if program == name]
         on_device = [pid for pid in sorted(named) if self._runs_here(pid)]
         if named and not on_device:
             self.check_attachable(min(named))  # raises, saying where that process runs
         return on_device
+
+    def program_names(self) -> Dict[int, str]:
+        return {pid: name for pid, name in self._host_program_names().items()
+                if self._runs_here(pid)}
+
+    @staticmethod
+    def _host_program_names() -> Dict[int, str]:
+        """{pid: program name} of this machine's processes (droidheap's own left out)."""
+        names = {}
+        for entry in pathlib.Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                name = program_name(program_arguments(int(entry.name)))
+                if name:
+                    names[int(entry.name)] = name
+        return names
 
     def _runs_here(self, pid: int) -> bool:
         try:

@@ -5,12 +5,14 @@ not empty, no '.' at either end, no "..", only letters, digits and `. _ - @ :`),
 command is built from it -- the commands quote it too, but a name init would refuse can only
 fail, so it is refused at once, in one line that names it.
 
-A program's own name (program_name) is what those properties name. Pure functions, used from any
-thread.
+A program's own name (program_name) is what those properties name. -n also takes a glob pattern
+(`com.example.*`, as heapprofd's process_cmdline does): it matches running processes only, since
+bionic looks a starting program up by its exact name. Pure functions, used from any thread.
 """
+import fnmatch
 import posixpath
 import re
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 from droidheap.errors import DroidheapError
 
@@ -22,6 +24,16 @@ def program_name(args: Sequence[str]) -> str:
     """The name bionic matches a program by: basename of argv[0] (a device path, whatever the
     host's), cut at '@'."""
     return posixpath.basename(args[0]).split("@")[0] if args else ""
+
+
+def is_pattern(name: str) -> bool:
+    """Whether -n's `name` is a glob pattern (`*`, `?` or `[...]`): no property name has those."""
+    return any(c in name for c in "*?[")
+
+
+def matching_pids(pattern: str, names: Dict[int, str]) -> List[int]:
+    """The pids among `names` ({pid: program name}) whose name `pattern` matches, case and all."""
+    return sorted(pid for pid, name in names.items() if fnmatch.fnmatchcase(name, pattern))
 
 
 def check_property_name(key: str) -> str:

@@ -126,6 +126,11 @@ def test_pidof_tells_an_app_from_its_service_process(device):
         assert len(app) == 1 and len(service) == 1 and app != service
         assert device.process_exists(app[0])
         assert device.pidof("com.example.ap") == []
+        # What -n 'PATTERN' is matched against: argv[0]'s name, every process's.
+        names = device.program_names()
+        assert names[app[0]] == "com.example.app" and names[service[0]] == \
+            "com.example.app:service", names
+        assert names[1] == "init" and len(names) > 2, names
     finally:
         device.run_script("kill $(pidof com.example.app com.example.app:service)")
 

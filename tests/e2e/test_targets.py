@@ -105,3 +105,36 @@ def test_a_name_no_process_had_is_an_error_not_an_empty_profile(cli, tmp_path):
     assert result.stderr.splitlines()[-1].startswith(
         "droidheap: no process named no_such_program ran during the session"), result.stderr
     assert (out / "raw-trace").is_file()  # what was written is kept
+
+
+def test_a_pattern_takes_the_running_processes_it_matches(cli, alloc_program, tmp_path):
+    """-n with a glob pattern, as heapprofd's process_cmdline takes one: the running processes
+    whose names it matches, and (bionic looking a starting program up by its exact name) not
+    those that start later, so the session ends with them."""
+    go = tmp_path / "go"
+    out = tmp_path / "out"
+    running = cli.start("--local", "shell", "--", alloc_program, "--wait-file", go)
+    session = None
+    try:
+        pid = int(read_line_containing(running.stdout, "waiting pid=", 30).split("=")[1])
+        session = cli.start("--local", "-n", alloc_program.name[:5] + "*", "-i", "1", "-o", out)
+        read_line_containing(session.stderr, "a pattern takes the running processes it matches, "
+                                             "not those that start later", 30)
+        read_line_containing(session.stderr, f"attached to pid {pid}", 30)
+        go.touch()
+        assert running.wait(timeout=60) == 0
+        _, stderr = session.communicate(timeout=120)
+        assert session.returncode == 0, stderr
+    finally:
+        kill_all(running, session)
+    per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
+    assert set(per_pid) == {pid}, per_pid.keys()
+    assert_sites(per_pid[pid], 1)
+
+
+def test_a_pattern_nothing_running_matches_is_an_error(cli, tmp_path):
+    result = cli.run("--local", "-n", "no_such_prog*", "-o", tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("droidheap: no running process on ") and \
+        "no_such_prog* matches" in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.stderr

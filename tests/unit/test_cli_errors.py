@@ -107,6 +107,7 @@ def test_rejects_unknown_option(tmp_path):
     ([], "nothing to profile"),
     (["-n", "a", "--no-running", "--no-startup"], "leave nothing to profile"),
     (["-p", "1", "--no-running"], "leaves -p nothing to profile"),
+    (["-n", "com.example.*", "--no-running"], "leaves a pattern nothing to profile"),
 ])
 def test_requires_one_kind_of_target(tmp_path, args, expected):
     result = run_cli(["--local", *args], tmp_path)

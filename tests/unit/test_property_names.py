@@ -30,3 +30,16 @@ def test_a_program_is_named_by_its_basename():
     check_start_name(program_name(["/data/local/tmp/prog", "arg"]))
     with pytest.raises(DroidheapError):
         check_start_name(program_name(["/data/local/tmp/p;touch x"]))
+
+
+def test_a_pattern_is_told_from_a_name_and_matches_names_whole():
+    from droidheap.device.names import is_pattern, matching_pids
+    assert [is_pattern(n) for n in ("com.example.*", "app?", "app[12]", "com.example.app")] == \
+        [True, True, True, False]
+    names = {1: "init", 7: "com.example.app", 8: "com.example.app:remote", 9: "com.other"}
+    assert matching_pids("com.example.*", names) == [7, 8]
+    assert matching_pids("com.example.app", names) == [7]  # whole names, not prefixes
+    assert matching_pids("COM.example.*", names) == []  # case counts, as pidof's does
+    for bad in ("com.example.*", "app?"):  # never a start property
+        with pytest.raises(DroidheapError):
+            check_start_name(bad)
