@@ -122,7 +122,7 @@ def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
     process = device.spawn_held(argv, name)
     try:
         session.start(spawned=[process.pid])
-        device.enable_at_start(name)
+        device.enable_spawned_at_start(name)
         profiling = True
     except DroidheapError as e:
         # As ddprof's wrapper does: the program runs even when profiling cannot.
@@ -137,7 +137,7 @@ def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
             ended = wait_for_program(process, 0, stops)
     finally:
         if profiling:
-            device.disable_at_start(name)
+            device.disable_spawned_at_start(name)
     if ended.status != 0:
         note(f"{argv[0]} exited with status {ended.status}" +
              (f" (droidheap stopped it at {ended.stopped_at})" if ended.stopped_at else ""))

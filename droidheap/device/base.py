@@ -99,6 +99,15 @@ class Device(abc.ABC):
     def disable_at_start(self, name: str) -> None:
         ...
 
+    def enable_spawned_at_start(self, name: str) -> None:
+        """The program droidheap starts, named `name`, loads the client at its start, and, where
+        the device can at no cost to others, so do the programs its descendants exec (droidheapd
+        accepts the spawned program's descendants alone). Here: programs named `name` only."""
+        self.enable_at_start(name)
+
+    def disable_spawned_at_start(self, name: str) -> None:
+        self.disable_at_start(name)
+
     def profileable_pids(self) -> List[int]:
         """Every running process the profiling signal may reach (--all)."""
         raise DroidheapError(f"--all is not available on {self.describe()}")

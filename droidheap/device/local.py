@@ -362,6 +362,15 @@ class LocalDevice(Device):
     def enable_all_at_start(self) -> None:
         self.set_properties({START_PROPERTY: "all"})
 
+    # The emulated device's programs are those started on it, under its lock: every one loads
+    # the client, so that what `sh -c`, env or taskset exec is profiled, and droidheapd refuses
+    # all but the spawned program's descendants.
+    def enable_spawned_at_start(self, name: str) -> None:
+        self.enable_all_at_start()
+
+    def disable_spawned_at_start(self, name: str) -> None:
+        self.disable_all_at_start()
+
     def disable_all_at_start(self) -> None:
         self.set_properties({START_PROPERTY: ""})
 

@@ -7,6 +7,8 @@ import re
 import shutil
 import signal
 
+import pytest
+
 from droidheap.device.local import QEMU_SYSROOTS
 from droidheap.native import host_abi
 from droidheap.trace.heap_dumps import rebuild_dumps
@@ -138,3 +140,21 @@ def test_raw_clone_child_stays_out_of_the_totals(cli, abi, programs, tmp_path):
     # in a child (MADV_WIPEONFORK): not under qemu-user, whose calls it then counts.
     raw_clone = 0 if abi == host_abi() else BLOCKS * 7000 + SLACK
     assert totals.alloc_bytes < PARENT_BYTES + SLACK + raw_clone, totals
+
+
+def test_what_the_spawned_program_execs_is_profiled_too(cli, abi, alloc_program, tmp_path):
+    """`-- sh -c 'prog | cat'`, `-- env X=1 prog`: the programs a spawned wrapper or shell runs
+    are its descendants, each profiled from its start (the emulated device's programs all load
+    the client for the session, and droidheapd takes the spawned program's descendants alone)."""
+    if abi != host_abi():
+        pytest.skip("the host's sh and env run no program of another ABI")
+    out = tmp_path / "out"
+    script = f"{alloc_program} | cat >/dev/null; exec env X=1 {alloc_program}"
+    result = cli.run("--local", "-i", "1", "-o", out, "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    per_pid = totals_by_leaf_function(out / "raw-trace", alloc_program)
+    # The pipeline's, and the one env execs in the shell's own process; cat is profiled too.
+    programs = [totals for totals in per_pid.values() if "site_leak_malloc" in totals]
+    assert len(programs) == 2 and len(per_pid) == 3, per_pid.keys()
+    for totals in programs:
+        assert_sites(totals, 1)
