@@ -120,6 +120,9 @@ def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
     # into every process of that name that starts meanwhile (droidheap's own `sh -c` commands,
     # when the program is `sh`, or another user's), and droidheapd refuses those.
     process = device.spawn_held(argv, name)
+    unprofiled = device.unprofiled_descendants(name)
+    if unprofiled:
+        note(unprofiled)
     try:
         session.start(spawned=[process.pid])
         device.enable_spawned_at_start(name)

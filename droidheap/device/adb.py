@@ -26,7 +26,7 @@ from droidheap.device.adb_journal import (PLATFORM_TRACE_DIR, PLATFORM_TRACES, P
                                           TRACE_DIR, DeviceJournal)
 from droidheap.device.adb_processes import AdbDaemon, AdbProgram, exec_script, pid_announcing
 from droidheap.device.adb_root_dir import RootDirectory
-from droidheap.device.adb_routes import PreloadRoute, RootRoute
+from droidheap.device.adb_routes import PRELOAD_EVERY_PROGRAM, PreloadRoute, RootRoute
 from droidheap.device.adb_shell import ANSWER_MAX_BYTES, LISTING_MAX_BYTES, run_command
 from droidheap.device.adb_sync import MIN_PULL_RATE_BYTES_S, SyncClient
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
@@ -77,6 +77,12 @@ class DeviceFacts:
     root: Optional[str]     # "adbd" (adb root), "su", or None
     su_command: str         # what runs a command line as root through su ("" without su)
     selinux: str            # Enforcing, Permissive, Disabled (or "unknown")
+
+
+# Shells and the wrappers that exec a command: what they run is the point of running them.
+_RUNS_OTHER_PROGRAMS = frozenset({"sh", "mksh", "bash", "dash", "env", "taskset", "nice", "nohup",
+                                  "timeout", "time", "xargs", "chrt", "ionice", "su", "run-as",
+                                  "toybox", "busybox"})
 
 
 class AdbDevice(Device):
@@ -412,6 +418,15 @@ class AdbDevice(Device):
     def can_profile_at_start(self) -> bool:
         return self.route.name == "root"  # preload reaches only what droidheap starts
 
+    def unprofiled_descendants(self, name: str) -> Optional[str]:
+        # Root's route is bionic's: a starting program loads the client when a property names
+        # it, and heapprofd.enable=all would load it into every program the phone starts. The
+        # preload library is inherited by the spawned program's descendants alone.
+        if self.route.name != "root" or name not in _RUNS_OTHER_PROGRAMS:
+            return None
+        return (f"root mode profiles the programs {name} runs only when they are named {name}: "
+                f"--mode preload profiles every one of them, -n NAME one by its name")
+
     def enable_at_start(self, name: str) -> None:
         self.route.enable_at_start(name)
 
@@ -465,6 +480,8 @@ class AdbDevice(Device):
         """Starts a program to be profiled from its start as `start_name`, held until its
         release(): its pid is known before it runs, so that droidheapd takes that process alone,
         not every process of its name (droidheap's own `sh -c` commands among them, while root's
-        heapprofd.enable.<name> is set)."""
-        assignments = self.route.program_assignments(start_name)
+        heapprofd.enable.<name> is set). With the preload library, every program it and its
+        descendants exec loads the client at its start (DROIDHEAP_PROFILE=all, in their
+        environment alone): `sh -c`, env and taskset run what is profiled."""
+        assignments = self.route.program_assignments(PRELOAD_EVERY_PROGRAM)
         return AdbProgram(self, pid_announcing(exec_script(argv, assignments)), held=True)

@@ -116,6 +116,11 @@ class Route:
         return sorted(pids)
 
 
+# DROIDHEAP_PROFILE's value for every program that starts with the preload library
+# (preload/preload_routes.cc), as heapprofd.enable=all is bionic's.
+PRELOAD_EVERY_PROGRAM = "all"
+
+
 class PreloadRoute(Route):
     name = "preload"
     socket_path = f"{PROFILER_DIR}/droidheapd.socket"

@@ -108,6 +108,11 @@ class Device(abc.ABC):
     def disable_spawned_at_start(self, name: str) -> None:
         self.disable_at_start(name)
 
+    def unprofiled_descendants(self, name: str) -> Optional[str]:
+        """What to tell a user whose spawned program `name` runs others that the session cannot
+        take at their start, and how to take them; None when it takes them all."""
+        return None
+
     def profileable_pids(self) -> List[int]:
         """Every running process the profiling signal may reach (--all)."""
         raise DroidheapError(f"--all is not available on {self.describe()}")

@@ -9,7 +9,8 @@ import operator
 import pathlib
 from typing import List, NamedTuple, Optional, Tuple
 
-from droidheap.trace.process_figures import CONNECTION_LOST, CUT_OFF, EXITED, GUARDRAIL, HeapTotals
+from droidheap.trace.process_figures import (CONNECTION_LOST, CUT_OFF, EXECED, EXITED, GUARDRAIL,
+                                             HeapTotals)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +161,9 @@ def ending_note(disconnected: bool, ending: str, program_exit: Optional[ProgramE
     status = str(program_exit or "")
     if ending == EXITED:
         return status or "the process exited"
+    if ending == EXECED:  # a wrapper (env, taskset) or a shell's last command, say
+        return ("it exec'd another program, which its profile ends at (the program is profiled "
+                "from its start when the session takes it)" + (f"; {status}" if status else ""))
     if ending == GUARDRAIL:  # samples_lost says which, before this
         return "its profile ended early" + (f"; {status}" if status else "")
     if ending == CUT_OFF:

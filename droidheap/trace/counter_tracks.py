@@ -11,8 +11,8 @@ descriptor seen twice is one track). Each dump's values, one TYPE_COUNTER event 
 before its profile packets. A counter that did not arrive is unknown, not 0.
 
 A process's last dump also says how its profile ended, as an instant event on the process track
-named "process exited", "profile ended" (a guardrail), "connection lost" or "profile cut off" (the
-process kept droidheapd from reading its buffer in time) (ENDINGS).
+named "process exited", "process exec'd", "profile ended" (a guardrail), "connection lost" or
+"profile cut off" (the process kept droidheapd from reading its buffer in time) (ENDINGS).
 
 With --unreachable, the latest sweep's figures: "unreachable: blocks swept", "unreachable: blocks",
 "unreachable: bytes", "unreachable: threads held" (ns), "unreachable: blocks listed" (by the

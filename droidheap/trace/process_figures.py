@@ -5,7 +5,8 @@ import dataclasses
 
 EXITED, GUARDRAIL, CONNECTION_LOST = "process exited", "profile ended", "connection lost"
 CUT_OFF = "profile cut off"  # the process kept droidheapd from reading its buffer in time
-ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST, CUT_OFF)
+EXECED = "process exec'd"  # it runs another program now: its client's socket closed on exec
+ENDINGS = (EXITED, GUARDRAIL, CONNECTION_LOST, CUT_OFF, EXECED)
 
 
 @dataclasses.dataclass(frozen=True)

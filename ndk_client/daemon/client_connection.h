@@ -110,6 +110,9 @@ struct ClientConnection {
   // then, while it waited in its exit path (process_memory.h): its exit dump comes after the
   // process, and its memory, are gone.
   bool exiting = false;
+  // Its socket closed without its exit path while the process lives on as another program: it
+  // exec'd (ProcessMatcher::ExecedFrom), no crash and no kill.
+  bool execed = false;
   ProcessMemory memory_at_exit;
   // What its allocator last said it holds (its AllocatorStatsRecords).
   std::optional<AllocatorStatsRecord> allocator;

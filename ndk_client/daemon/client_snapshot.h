@@ -60,6 +60,7 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   // A process still connected is there to be read; one gone is known only as it exited.
   s.disconnected = client->socket_closed;
   s.exited = client->socket_closed && client->exiting;
+  s.execed = client->socket_closed && client->execed;
   s.memory = client->socket_closed ? client->memory_at_exit : ReadProcessMemory(client->pid);
   // Gone after its exit path, its socket not seen closed yet: known as it exited.
   if (!s.memory.known && client->exiting) s.memory = client->memory_at_exit;

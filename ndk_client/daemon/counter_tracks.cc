@@ -81,6 +81,7 @@ std::vector<Counter> CountersOf(const DumpSnapshot& process) {
 const char* EndingOf(const DumpSnapshot& process) {
   if (!process.disconnected) return nullptr;
   if (process.exited) return "process exited";
+  if (process.execed) return "process exec'd";
   if (process.stalled) return "profile cut off";
   if (process.buffer_overran || process.buffer_corrupted || process.hit_guardrail) {
     return "profile ended";

@@ -13,8 +13,9 @@
 // and a restarted sequence needs nothing remembered.
 //
 // A process's last dump also says, as an instant event on the process's track, how its profile
-// ended: "process exited" (through its exit path, kRecordExiting), "profile ended" (a guardrail:
-// the dump's flags say which) or "connection lost" (a crash, _exit, a kill, a closed socket). An
+// ended: "process exited" (through its exit path, kRecordExiting), "process exec'd" (it runs
+// another program now), "profile ended" (a guardrail: the dump's flags say which) or "connection
+// lost" (a crash, _exit, a kill, a closed socket). An
 // instant event "unreachable memory: NOTE" says what the sweep did not scan, or why none ran
 // ("not swept: ...").
 #pragma once

@@ -58,15 +58,6 @@ void SelectHeaps(const DaemonConfig& config, DaemonReply* reply) {
   }
 }
 
-std::string JoinArguments(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
-}
-
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config)
@@ -253,7 +244,7 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     Log("rejected pid=%d status=%u", client->pid, reply.status);
     return;
   }
-  client->cmdline = JoinArguments(ProcessMatcher::ReadArguments(client->pid));
+  client->cmdline = ProcessMatcher::ReadCmdline(client->pid);
   client->start_timestamp_ns = MonotonicCoarseNs();
   // A process signalled while it ran, or forked from a profiled one, frees blocks its session
   // never saw allocated.
@@ -328,6 +319,8 @@ void Daemon::HandleInbox() {
               s.buffer_overran ? "overran" : "was corrupted");
         } else if (s.exited) {
           Log("process exited pid=%d", s.pid);
+        } else if (s.execed) {
+          Log("process exec'd pid=%d", s.pid);
         } else {
           Log("connection lost pid=%d", s.pid);
         }

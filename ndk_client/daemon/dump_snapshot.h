@@ -88,6 +88,7 @@ struct DumpSnapshot {
   bool at_peak = false;  // the samples say what was in use at the peak (--dump-at-max)
   bool disconnected = false;   // the process exited or closed the connection
   bool exited = false;         // disconnected through its exit path (kRecordExiting): not lost
+  bool execed = false;         // disconnected as it exec'd another program: not lost either
   bool buffer_overran = false;
   bool buffer_corrupted = false;
   bool hit_guardrail = false;  // its profile ended at the session's memory cap

@@ -23,6 +23,25 @@ bool IsEmulatorName(const std::string& arg0) {
   return base.rfind("qemu-", 0) == 0;
 }
 
+struct ProcessStat {
+  char state = '\0';  // '\0': no such process
+  int parent = 0;     // 0: unknown
+};
+
+ProcessStat ReadStat(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  char stat[1024];
+  ProcessStat read;
+  if (ReadSmallFile(path, stat, sizeof(stat)) <= 0) return read;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so from the last ')'.
+  const char* end_of_comm = strrchr(stat, ')');
+  if (end_of_comm == nullptr || sscanf(end_of_comm + 1, " %c %d", &read.state, &read.parent) != 2) {
+    return ProcessStat{};
+  }
+  return read;
+}
+
 }  // namespace
 
 std::vector<std::string> ProcessMatcher::ReadArguments(int pid) {
@@ -46,6 +65,29 @@ std::vector<std::string> ProcessMatcher::ReadArguments(int pid) {
     start = end + 1;
   }
   return StripEmulator(std::move(args));
+}
+
+std::string ProcessMatcher::ReadCmdline(int pid) {
+  std::string out;
+  for (const auto& arg : ReadArguments(pid)) {
+    if (!out.empty()) out += ' ';
+    out += arg;
+  }
+  return out;
+}
+
+bool ProcessMatcher::ExecedFrom(int pid, const std::string& cmdline) {
+  // The kernel closes the socket between the exec's new address space and its arguments (an
+  // empty cmdline for a moment), and a dying process's cmdline is empty from its exit on: an
+  // empty one is asked again until the process is gone or a zombie.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const std::string now = ReadCmdline(pid);
+    if (!now.empty()) return now != cmdline;
+    const char state = ReadStat(pid).state;
+    if (state == '\0' || state == 'Z' || state == 'X') return false;
+    usleep(1000);
+  }
+  return false;
 }
 
 std::vector<std::string> ProcessMatcher::StripEmulator(std::vector<std::string> args) {
@@ -94,16 +136,7 @@ bool ProcessMatcher::DescendsFromSpawned(int pid) const {
 }
 
 int ProcessMatcher::ReadParentPid(int pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  char stat[1024];
-  if (ReadSmallFile(path, stat, sizeof(stat)) <= 0) return 0;
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so from the last ')'.
-  const char* end_of_comm = strrchr(stat, ')');
-  int parent = 0;
-  char state = 0;
-  if (end_of_comm == nullptr || sscanf(end_of_comm + 1, " %c %d", &state, &parent) != 2) return 0;
-  return parent;
+  return ReadStat(pid).parent;
 }
 
 }  // namespace droidheap

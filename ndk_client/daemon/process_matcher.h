@@ -31,6 +31,12 @@ class ProcessMatcher {
   // /proc/pid/cmdline as a list of arguments, with a qemu-user launcher (qemu-aarch64 [options])
   // removed, so that an emulated program is known by its own name.
   static std::vector<std::string> ReadArguments(int pid);
+  // ReadArguments joined by spaces, as the trace names a process.
+  static std::string ReadCmdline(int pid);
+  // Whether `pid`, whose connection just closed without its exit path, lives on as another
+  // program than `cmdline`: it exec'd (the client's socket is close-on-exec). Waits at most
+  // 20 ms for the exec to set the new program's arguments, or for a dying process to go.
+  static bool ExecedFrom(int pid, const std::string& cmdline);
   static std::vector<std::string> StripEmulator(std::vector<std::string> args);
   static std::string ProgramName(const std::vector<std::string>& args);
 

@@ -14,6 +14,7 @@
 #include "daemon/client_snapshot.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "daemon/process_matcher.h"
 #include "daemon/unreachable_scan.h"
 #include "reachability/thread_stopper.h"
 #include "protocol/wire_protocol.h"
@@ -190,6 +191,7 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
     if (n > 0) continue;
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       client->socket_closed = true;
+      client->execed = !client->exiting && ProcessMatcher::ExecedFrom(client->pid, client->cmdline);
     }
     return;
   }

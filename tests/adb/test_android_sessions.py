@@ -72,6 +72,29 @@ def spawning_cli(request, adb_server, android_program):
     return request.getfixturevalue(name), request.param
 
 
+@ANDROID_11_ONLY
+def test_what_a_spawned_shell_runs_is_profiled_in_preload_mode_and_said_in_root(
+        spawning_cli, android_program, tmp_path):
+    """`-- sh -c 'prog | cat'`: the preload library is in the environment of every program the
+    shell runs, each loading the client at its start (DROIDHEAP_PROFILE=all), and droidheapd
+    takes the shell's descendants; root's route takes programs by name, and says how to take
+    them."""
+    cli, mode = spawning_cli
+    out = tmp_path / "out"
+    result = cli.run("-o", out, "-i", "1", "--", "sh", "-c", f"{DEVICE_PROGRAM} | cat")
+    assert result.returncode == 0, result.stderr
+    per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
+    programs = [totals for totals in per_pid.values() if "site_leak_malloc" in totals]
+    if mode == "preload":
+        assert len(programs) == 1, per_pid.keys()
+        assert_sites(programs[0], 1)
+    else:
+        assert programs == [], per_pid.keys()
+        assert "root mode profiles the programs sh runs only when they are named sh: --mode " \
+            "preload profiles every one of them" in result.stderr, result.stderr
+    cli.assert_left_as_it_was()
+
+
 def test_spawn_through_bionic_is_exact(spawning_cli, android_program, android_release, tmp_path):
     cli, mode = spawning_cli
     out = tmp_path / "out"

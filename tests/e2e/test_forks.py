@@ -1,8 +1,8 @@
 """Forks and execs, through the emulator device (tests/programs/fork_exec.c). A forked child leaves
 its parent's profile at the fork: its calls never reach the parent's samples or exact totals; with
 --disable-fork-teardown it is profiled as a process of its own from the fork on. A vfork child is
-left alone, its parent's profile goes on. A child that execs a program the session names is
-profiled from that program's start."""
+left alone, its parent's profile goes on. A child that execs a program the session names, or any
+program when it descends from the spawned one, is profiled from that program's start."""
 import re
 import shutil
 import signal
@@ -98,8 +98,12 @@ def test_vfork_child_is_left_alone(cli, programs, tmp_path):
     assert "vforked" in result.stdout  # the program the child ran
     parent = int(re.search(r"parent pid=(\d+) child exited 0", result.stdout).group(1))
     per_pid = totals_by_leaf_function(out / "raw-trace", program)
-    assert set(per_pid) == {parent}, per_pid.keys()
     assert per_pid[parent]["parent_after_fork"].allocated == BLOCKS * 5000
+    # The program it execs (echo, when it allocates at all) is profiled from its start, as the
+    # spawned program's every descendant: a process of its own, nothing of fork_exec's in it.
+    assert len(per_pid) <= 2 and all("parent_after_fork" not in sites and "child_allocation"
+                                     not in sites for pid, sites in per_pid.items()
+                                     if pid != parent), per_pid
 
 
 def test_child_exec_of_a_named_program_is_profiled_from_its_start(cli, abi, programs,
@@ -158,3 +162,21 @@ def test_what_the_spawned_program_execs_is_profiled_too(cli, abi, alloc_program,
     assert len(programs) == 2 and len(per_pid) == 3, per_pid.keys()
     for totals in programs:
         assert_sites(totals, 1)
+
+
+def test_a_forked_child_that_execs_ends_its_profile_as_exec_not_as_a_lost_connection(
+        cli, abi, programs, alloc_program, tmp_path):
+    """--disable-fork-teardown: the child, profiled as a process of its own, execs the program
+    (its client's socket closes on exec). That profile ends "process exec'd"; the program it
+    execs, the same pid, is profiled from its start."""
+    program = programs("fork_exec")
+    out = tmp_path / "out"
+    result = cli.run("--local", "-i", "1", "--disable-fork-teardown", "-o", out, "--", program,
+                     "fork", *exec_args(abi, alloc_program))
+    assert result.returncode == 0, result.stderr
+    parent, child = pids_of(result.stdout)
+    dumps = rebuild_dumps(parse_trace((out / "raw-trace").read_bytes()).packets).dumps[child]
+    assert [d.ending for d in dumps if d.disconnected] == ["process exec'd", "process exited"], \
+        dumps
+    assert f"process exec'd pid={child}" in (out / "droidheapd.log").read_text()
+    assert_sites(totals_by_leaf_function(out / "raw-trace", alloc_program)[child], 1)

@@ -110,6 +110,9 @@ def test_the_note_says_how_the_profile_ended():
     assert _ending_note("connection lost", {7: ProgramExit(137)}) == (
         "  note: its connection was lost before the process exited normally (the process exited "
         "with status 137)")
+    assert _ending_note("process exec'd") == (
+        "  note: it exec'd another program, which its profile ends at (the program is profiled "
+        "from its start when the session takes it)")
     assert _ending_note("profile ended", buffer_overran=True) == (
         "  note: samples were lost (the buffer overran); its profile ended early")
     # A trace of an older droidheapd, or of heapprofd, says only that it disconnected.
