@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
-from droidheap.device.names import START_PROPERTY, program_name, start_properties
+from droidheap.device.local_processes import host_pids, host_program_names, running_daemons
+from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
 from droidheap.output_files import copy_output
 
@@ -35,9 +36,6 @@ ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
 _OWN_ROOT_PREFIX = "droidheap-device-"  # a session's root of its own (LocalDevice.lock)
 _ORPHAN_STOP_TIMEOUT_S = 15.0
 QEMU_SYSROOTS = {"arm64-v8a": ("qemu-aarch64", "/usr/aarch64-linux-gnu")}
-# qemu-user options that take a value: the first other word is the emulated program.
-_QEMU_VALUE_OPTIONS = {"-L", "-E", "-U", "-cpu", "-g", "-s", "-R", "-B", "-d", "-D", "-p", "-r",
-                       "-0", "-seed", "-trace", "-plugin", "-dfilter", "-t"}
 
 
 def default_root() -> pathlib.Path:
@@ -45,21 +43,6 @@ def default_root() -> pathlib.Path:
         return pathlib.Path(os.environ[ROOT_ENV])
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return pathlib.Path(cache) / "droidheap" / "device"
-
-
-def program_arguments(pid: int) -> List[str]:
-    """A process's arguments, without a qemu-user launcher in front."""
-    try:
-        raw = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    args = [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
-    if args and os.path.basename(args[0]).startswith("qemu-"):
-        i = 1
-        while i < len(args) and args[i].startswith("-") and len(args[i]) > 1:
-            i += 2 if args[i] in _QEMU_VALUE_OPTIONS else 1
-        args = args[i:]
-    return args
 
 
 def read_properties(root: pathlib.Path) -> Dict[str, str]:
@@ -170,12 +153,6 @@ class LocalDaemon(DaemonProcess):
             self._closed_log = self.log()
             self._log_file.close()
             self._process.stdin.close()
-
-
-def running_daemons(daemon: str) -> List[int]:
-    """The processes running the droidheapd at path `daemon` (directly or under qemu-user)."""
-    return [int(entry.name) for entry in pathlib.Path("/proc").iterdir()
-            if entry.name.isdigit() and program_arguments(int(entry.name))[:1] == [daemon]]
 
 
 class LocalDevice(Device):
@@ -377,33 +354,20 @@ class LocalDevice(Device):
     # Processes -------------------------------------------------------------------------------
     def profileable_pids(self) -> List[int]:
         """The processes running with this device's emulated libc (of its ABI)."""
-        pids = [int(entry.name) for entry in pathlib.Path("/proc").iterdir()
-                if entry.name.isdigit() and int(entry.name) != os.getpid()]
-        return sorted(pid for pid in pids if self._runs_here(pid))
+        return sorted(pid for pid in host_pids() if self._runs_here(pid))
 
     def pidof(self, name: str) -> List[int]:
         """The processes named `name` on this device: those running with its emulated libc. When
         only processes elsewhere on the host have that name, says why they are not on it."""
-        named = [pid for pid, program in self._host_program_names().items() if program == name]
+        named = [pid for pid, program in host_program_names().items() if program == name]
         on_device = [pid for pid in sorted(named) if self._runs_here(pid)]
         if named and not on_device:
             self.check_attachable(min(named))  # raises, saying where that process runs
         return on_device
 
     def program_names(self) -> Dict[int, str]:
-        return {pid: name for pid, name in self._host_program_names().items()
+        return {pid: name for pid, name in host_program_names().items()
                 if self._runs_here(pid)}
-
-    @staticmethod
-    def _host_program_names() -> Dict[int, str]:
-        """{pid: program name} of this machine's processes (droidheap's own left out)."""
-        names = {}
-        for entry in pathlib.Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                name = program_name(program_arguments(int(entry.name)))
-                if name:
-                    names[int(entry.name)] = name
-        return names
 
     def _runs_here(self, pid: int) -> bool:
         try:

@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from droidheap import native
-from droidheap.device.local import QEMU_SYSROOTS, running_daemons
+from droidheap.device.local import QEMU_SYSROOTS
+from droidheap.device.local_processes import running_daemons
 from droidheap.native import host_abi
 from droidheap.errors import DroidheapError
 

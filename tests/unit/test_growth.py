@@ -9,7 +9,7 @@ from droidheap.results.leaks import leak_suspects
 from droidheap.results.report import build_report, report_json
 from droidheap.results.text import format_report
 from droidheap.trace.process_figures import CONNECTION_LOST, EXITED, GUARDRAIL
-from test_results import MAIN, _series, _stored, app, profile, sample
+from test_results import _series, _stored, app, profile, sample
 
 
 def _exited(dumps, left=0, ending=EXITED):

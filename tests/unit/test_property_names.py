@@ -2,7 +2,7 @@
 init accepts property names, everything else refused in one line before any reaches a device."""
 import pytest
 
-from droidheap.device.local import program_name
+from droidheap.device.names import program_name
 from droidheap.device.names import check_start_name, start_properties
 from droidheap.errors import DroidheapError
 
