@@ -161,11 +161,16 @@ def start_on_device(cli: AdbCli, *argv: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
+@pytest.mark.parametrize("name", ["alloc_sites", "alloc_site?"])
 def test_attach_by_name_and_by_pid_through_bionics_profiling_signal(android_cli, android_program,
-                                                                    tmp_path):
+                                                                    android_release, tmp_path,
+                                                                    name):
     """Bionic's own handler of the profiling signal loads the client into two running programs,
-    one named by -n, one given by -p; both outlive the session with the client still mapped, and
-    the bind mount over the platform's client is undone all the same."""
+    one named by -n (by its name, or by a pattern matching its name alone), one given by -p;
+    both outlive the session with the client still mapped, and the bind mount over the
+    platform's client is undone all the same."""
+    if name != "alloc_sites" and android_release.version == 10:
+        pytest.skip("a pattern resolves as a name does but for the listing (Android 11 runs it)")
     out = tmp_path / "out"
     # The same program under a name -n does not match (toybox's pidof compares whole names).
     by_pid = DEVICE_PROGRAM + "_by_pid"
@@ -178,7 +183,7 @@ def test_attach_by_name_and_by_pid_through_bionics_profiling_signal(android_cli,
     try:
         pids = [int(read_line_containing(p.stdout, "waiting pid=", 30).split("=")[1])
                 for p in programs]
-        session = android_cli.start("-n", "alloc_sites", "-p", pids[1], "--no-startup", "-o", out,
+        session = android_cli.start("-n", name, "-p", pids[1], "--no-startup", "-o", out,
                                     "-i", "1")
         attached = {read_line_containing(session.stderr, "attached to pid", 60).split()[-1]
                     for _ in pids}
