@@ -177,10 +177,7 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
                   f"profile them); the running ones are")
             targets.startup = False
         running = resolve_targets(device, targets, _note)
-        if targets.patterns() and targets.startup:
-            _note(f"-n {','.join(targets.patterns())}: a pattern takes the running processes it "
-                  "matches, not those that start later: bionic looks a starting program up by "
-                  "its exact name (the property heapprofd.enable.<name>)")
+        _say_what_patterns_take(targets)
         if device.prefer_platform_profiler(running):
             _note(f"{device.mode} mode: without root, droidheap can attach only to programs it "
                   f"started; the platform's heapprofd profiles these")
@@ -232,6 +229,13 @@ def _exit_status(program_exit, stops) -> int:
     if program_exit is None:
         return 0
     return stops.exit_status or program_exit.status
+
+
+def _say_what_patterns_take(targets) -> None:
+    if targets.patterns() and targets.startup:
+        _note(f"-n {','.join(targets.patterns())}: a pattern takes the running processes it "
+              "matches, not those that start later: bionic looks a starting program up by its "
+              "exact name (the property heapprofd.enable.<name>)")
 
 
 def _check_targets(targets, argv) -> None:
@@ -298,6 +302,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     if targets.patterns():
         pids = resolve_targets(device, dataclasses.replace(targets, names=targets.patterns(),
                                                            pids=[]), _note) + pids
+        _say_what_patterns_take(targets)
     if argv:
         if device.facts.build_type == "user":
             raise DroidheapError("--mode platform cannot start a program on a user build: there "

@@ -189,6 +189,30 @@ def test_attach_by_name_and_pid_with_continuous_dumps(cli, program, heapprofd, t
     assert_report_and_symbolize_read_it(cli, out)
 
 
+@pytest.mark.parametrize("android_release", ["android11"], indirect=True)
+def test_a_pattern_takes_the_running_programs_it_matches_by_pid(cli, program, tmp_path):
+    """-n 'alloc_site?': Android 10 and 11's heapprofd matches process_cmdline exactly, so
+    droidheap hands it the pids of the running programs the pattern matches."""
+    out = tmp_path / "out"
+    cli.shell(f"rm -f {GO}")
+    running = start_on_device(cli, DEVICE_PROGRAM, "--wait-file", GO, "--linger-freeing", "2000",
+                              "2>&1")
+    session = None
+    try:
+        pid = int(read_line_containing(running.stdout, "waiting pid=", 30).split("=")[1])
+        session = cli.start("--mode", "platform", "-n", "alloc_site?", "-o", out)
+        read_line_containing(running.stdout, CLIENT_READY, 90)
+        cli.shell(f"touch {GO}")
+        read_line_containing(running.stdout, "done", 90)
+        said = stop(session)
+    finally:
+        kill_all(session, running)
+        cli.shell("killall alloc_sites")
+    assert "a pattern takes the running processes it matches" in said, said
+    assert list(read_dumps(out / "raw-trace")) == [pid]
+    assert "site_leak_malloc (alloc_sites.c:" in said, said
+
+
 def assert_report_and_symbolize_read_it(cli, out):
     report = cli.run("report", out)
     assert report.returncode == 0 and "site_leak_malloc" in report.stdout, report
