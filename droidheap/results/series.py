@@ -19,15 +19,22 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
 from droidheap.results.model import Profile
+from droidheap.trace.process_figures import EXECED
 
 Span = Tuple[Optional[Profile], Profile]  # (base, current); base None: the start of profiling
 
 
-def by_heap(profiles: Sequence[Profile]) -> Dict[Tuple[int, str], List[Profile]]:
-    """Every dump of each (pid, heap), in dump order."""
-    series: Dict[Tuple[int, str], List[Profile]] = {}
+def by_heap(profiles: Sequence[Profile]) -> Dict[Tuple[int, str, int], List[Profile]]:
+    """Every dump of each process's heap and program, in dump order, by (pid, heap, the execs
+    before it): a process that exec'd runs another program, whose dumps are a series of their own
+    (`env prog`, a shell's `exec prog`, pyenv's shims exec'ing one another)."""
+    series: Dict[Tuple[int, str, int], List[Profile]] = {}
+    execs: Dict[Tuple[int, str], int] = {}
     for profile in sorted(profiles, key=lambda p: (p.pid, p.heap, p.dump_index)):
-        series.setdefault((profile.pid, profile.heap), []).append(profile)
+        key = (profile.pid, profile.heap)
+        series.setdefault((*key, execs.get(key, 0)), []).append(profile)
+        if profile.disconnected and profile.ending == EXECED:
+            execs[key] = execs.get(key, 0) + 1
     return series
 
 

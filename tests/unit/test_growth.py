@@ -8,7 +8,7 @@ from droidheap.results.diff import series_growth
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.report import build_report, report_json
 from droidheap.results.text import format_report
-from droidheap.trace.process_figures import CONNECTION_LOST, EXITED, GUARDRAIL
+from droidheap.trace.process_figures import CONNECTION_LOST, EXECED, EXITED, GUARDRAIL
 from test_results import _series, _stored, app, profile, sample
 
 
@@ -161,3 +161,18 @@ def test_the_page_shows_the_last_running_dump_and_the_exit_dump_whatever_the_cap
     dumps = _exited(_series({"a": list(range(100, 6100, 100))}))  # 60 running, then the exit
     shown = [(p["dump"], p["at_exit"]) for p in page_data(dumps, "droidheap: bin")["profiles"]]
     assert len(shown) <= MAX_FLAMEGRAPH_DUMPS and shown[-2:] == [(59, False), (60, True)]
+
+
+def test_a_process_that_execs_starts_a_series_anew():
+    """A shell that execs the program (`exec env X=1 prog`, pyenv's shims): growth is the
+    program's, from its own first dump, not from the shell's."""
+    shell = [profile([sample(app("sh_site"), alloc=64 << 20, in_use=64 << 20)], dump=0),
+             dataclasses.replace(profile([sample(app("sh_site"), alloc=64 << 20)], dump=1),
+                                 disconnected=True, ending=EXECED)]
+    program = [profile([sample(app("grows"), alloc=size, in_use=size)], dump=i)
+               for i, size in ((2, 1 << 20), (3, 5 << 20))]
+    growth, _ = series_growth(shell + program)
+    assert [(s.base and s.base.dump_index, s.current.dump_index) for s in growth] == [
+        (None, 0), (2, 3)]  # the shell's from the start to its one dump before the exec
+    s = growth[1]
+    assert [(g.site.function, g.in_use_delta) for g in s.growth] == [("grows", 4 << 20)]
