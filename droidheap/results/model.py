@@ -120,9 +120,9 @@ class Profile:
 
     @property
     def at_exit(self) -> bool:
-        """Taken after the process was gone (it exited, or its connection was lost: a crash, a
-        kill, _exit): what it left, once its teardown had freed what it frees; not a moment of its
-        run (results/series.py). A profile a guardrail ended, or cut off, ends while the process
+        """Taken after the process was gone (it exited, exec'd another program, or its connection
+        was lost: a crash, a kill, _exit): what it left, once its teardown had freed what it
+        frees; not a moment of its run (results/series.py). A profile a guardrail ended, or cut off, ends while the process
         runs on: its last dump is a moment of the run. A dump at the peak holds the peak
         whenever it was taken."""
         return self.disconnected and not self.at_peak and self.ending not in (GUARDRAIL, CUT_OFF)
