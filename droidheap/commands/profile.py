@@ -90,8 +90,8 @@ def _heap_names(ctx, param, value):
                    "room (default), or end that process's profile instead.")
 @click.option("--block-client-timeout", "block_client_timeout_us",
               type=click.IntRange(1, _UINT32_MAX), default=5_000_000, metavar="US",
-              help="With --block-client, pause an allocation at most US microseconds, then end "
-                   "that process's profile. Default 5000000.")
+              help="With --block-client, end a process's profile when an allocation waited US "
+                   "microseconds with droidheapd reading nothing of its buffer. Default 5000000.")
 @click.option("--shmem-size", type=int, default=8 * 1024 * 1024, callback=_shmem_size,
               metavar="BYTES", help="Shared buffer per process: a power of two, at least 8192. "
                                     "Default 8 MiB.")

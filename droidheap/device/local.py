@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 from droidheap import native
 from droidheap.device.base import TRACE_GLOB, DaemonProcess, Device, DeviceLayout
+from droidheap.device.local_daemon import start_local_daemon
 from droidheap.device.local_processes import host_pids, host_program_names, running_daemons
 from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
@@ -117,42 +118,6 @@ def _remove_abandoned(runs: pathlib.Path) -> None:
         except OSError:  # held (BlockingIOError)
             continue
 
-
-class LocalDaemon(DaemonProcess):
-    """droidheapd on the emulator device, held by this process. Its log is a file without a name
-    (nothing is left on the device, whatever ends this process) and its stdin a pipe from this
-    process, its lifeline: when this process dies the daemon stops, with a final dump, as it does
-    over adb."""
-
-    def __init__(self, process: subprocess.Popen, log_file):
-        self._process = process
-        self._log_file = log_file
-        self._closed_log: Optional[str] = None
-
-    def poll(self) -> Optional[int]:
-        return self._process.poll()
-
-    def wait(self, timeout_s: float) -> Optional[int]:
-        try:
-            return self._process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def signal(self, signum: int) -> None:
-        if self._process.poll() is None:
-            self._process.send_signal(signum)
-
-    def log(self) -> str:
-        if self._closed_log is not None:
-            return self._closed_log
-        fd = self._log_file.fileno()
-        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
-
-    def close(self) -> None:
-        if self._closed_log is None:
-            self._closed_log = self.log()
-            self._log_file.close()
-            self._process.stdin.close()
 
 
 class LocalDevice(Device):
@@ -464,17 +429,8 @@ class LocalDevice(Device):
         return 128 - code if code < 0 else code
 
     def start_daemon(self, args: Sequence[str]) -> DaemonProcess:
-        command = [*self._runner, self._daemon_path, *args, "--stop-when-stdin-closes"]
-        log = tempfile.TemporaryFile(dir=self.layout.tmp_dir)
-        try:
-            # Its own session: not a child of the target, and untouched by the terminal's ^C
-            # (the host stops it with SIGTERM once it has the data).
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                       start_new_session=True)
-        except OSError as e:
-            log.close()
-            raise DroidheapError(f"cannot start droidheapd: {e.strerror}") from None
-        return LocalDaemon(process, log)
+        return start_local_daemon([*self._runner, self._daemon_path, *args,
+                                   "--stop-when-stdin-closes"], self.layout.tmp_dir)
 
 
 class HeldProgram(subprocess.Popen):

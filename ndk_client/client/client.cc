@@ -263,7 +263,16 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
 }
 
 bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out) {
+  // Full: the thread waits for the daemon to read. Its pause doubles up to kMaxPauseUs, so that a
+  // program's many threads waiting at once do not take the cores the daemon needs to make room
+  // (32 threads polling every 100 us starved it on a busy machine). The timeout runs from the
+  // daemon's last progress, not from the wait's start: a daemon that reads on, however slowly,
+  // keeps the profile, and one that reads nothing for that long is gone or stuck.
+  constexpr uint64_t kFirstPauseUs = 100;
+  constexpr uint64_t kMaxPauseUs = 4000;
+  uint64_t pause_us = kFirstPauseUs;
   uint64_t deadline = 0;
+  uint64_t read_pos_seen = 0;
   for (;;) {
     switch (buffer_->Reserve(type, body_size, out)) {
       case SharedRingBuffer::ReserveResult::kOk:
@@ -274,15 +283,18 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
       case SharedRingBuffer::ReserveResult::kFull:
         break;
     }
-    // Full. Dropping a record would corrupt the daemon's view (a lost free leaves a phantom live
+    // Dropping a record would corrupt the daemon's view (a lost free leaves a phantom live
     // allocation), so either wait for the daemon or end the session.
     if (!(config_.flags & kFlagBlockClient)) {
       Shutdown(kClientBufferOverran);
       return false;
     }
-    uint64_t now = NowUs();
-    if (deadline == 0) deadline = now + config_.block_timeout_us;
-    if (now > deadline) {
+    const uint64_t now = NowUs();
+    const uint64_t read_pos = buffer_->metadata()->read_pos.load(std::memory_order_acquire);
+    if (deadline == 0 || read_pos != read_pos_seen) {
+      read_pos_seen = read_pos;
+      deadline = now + config_.block_timeout_us;
+    } else if (now > deadline) {
       Shutdown(kClientBufferOverran);
       return false;
     }
@@ -291,9 +303,10 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
       Shutdown(kClientDisconnected);
       return false;
     }
-    timespec pause{0, 100 * 1000};
+    timespec pause{0, static_cast<long>(pause_us * 1000)};
     nanosleep(&pause, nullptr);
-    buffer_->metadata()->blocked_us.fetch_add(100, std::memory_order_relaxed);
+    buffer_->metadata()->blocked_us.fetch_add(pause_us, std::memory_order_relaxed);
+    pause_us = pause_us * 2 < kMaxPauseUs ? pause_us * 2 : kMaxPauseUs;
     if (!enabled()) return false;
   }
 }

@@ -16,5 +16,8 @@ inline uint64_t BoottimeNs() { return ClockNs(CLOCK_BOOTTIME); }
 // Dump and connection times, as heapprofd stamps ProcessHeapSamples (trace_writer.h).
 inline uint64_t MonotonicCoarseNs() { return ClockNs(CLOCK_MONOTONIC_COARSE); }
 inline uint64_t MonotonicUs() { return ClockNs(CLOCK_MONOTONIC) / 1000u; }
+// What the calling thread ran: a client's drain budget, which the machine's other load must not
+// spend.
+inline uint64_t ThreadCpuUs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID) / 1000u; }
 
 }  // namespace droidheap

@@ -37,7 +37,7 @@ struct DaemonConfig {
   // heap, libc's and the custom ones (--all-heaps).
   std::vector<std::string> heaps;
   bool all_heaps = false;
-  uint32_t block_timeout_us = 5000000;  // how long one allocation may wait for buffer room
+  uint32_t block_timeout_us = 5000000;  // how long an allocation waits for room with nothing read
   // Every dump also finds the live sampled blocks the process can no longer reach
   // (daemon/unreachable_scan.h); the clients of protocol 11 fork the copies it sweeps.
   bool find_unreachable = false;

@@ -226,6 +226,9 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   if (client->buffer_corrupted || client->hit_guardrail || client->stalled) return true;
   // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
   const uint64_t begin_us = MonotonicUs();
+  // A budget counts the worker's own CPU time: on a busy machine (or a slow sanitized daemon's)
+  // the wall clock runs on while the worker waits for a core, and an honest client was cut off.
+  const uint64_t begin_cpu_us = spent_us != nullptr ? ThreadCpuUs() : 0;
   // Files' tables an unwind needs count against the same time (ElfCache, HandleAlloc).
   booker_.elf_cache().SetLoadDeadline(limits.deadline_us);
   bool done = DrainRecords(client, limits);
@@ -233,7 +236,7 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
-  if (spent_us != nullptr) *spent_us += end_us - begin_us;
+  if (spent_us != nullptr) *spent_us += ThreadCpuUs() - begin_cpu_us;
   return done;
 }
 

@@ -37,7 +37,9 @@ class SnapshotSink {
   virtual void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) = 0;
 };
 
-// How much of the worker's time each client may take. A buffer of honest records takes a
+// How much of the worker's time each client may take. The dump and last-drain budgets count the
+// worker thread's CPU time, which the machine's other load does not spend; the rounds and the
+// dump's deadline are on the wall clock. A buffer of honest records takes a
 // fraction of a dump's budget (their unwinds are mostly found in the UnwoundStackCache, and the
 // rest cost tens of microseconds), and the host waits far longer for the session's last dump.
 // Tests and fuzzers shorten them.
@@ -83,7 +85,7 @@ class UnwindingWorker {
   DrainLimits RoundLimits(uint64_t now_us) const;
   // True when the client is done for now: its buffer is empty (or holds a record not yet
   // committed), it was read up to until_bytes, or it is cut off; false when a limit stopped it.
-  // Adds the time it took to *spent_us.
+  // Adds the worker's CPU time it took to *spent_us.
   bool Drain(ClientConnection* client, const DrainLimits& limits, uint64_t* spent_us = nullptr);
   bool DrainRecords(ClientConnection* client, const DrainLimits& limits);
   // A client whose socket closed, read up to its last mark within its budget; true once it is
