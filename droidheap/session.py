@@ -143,6 +143,15 @@ class Session:
         return (self._logged_pids("process exited") | self._logged_pids("profile ended")
                 | self._logged_pids("connection lost"))
 
+    def unconnected_descendants(self) -> Tuple[List[Tuple[int, str]], int]:
+        """What the spawned programs' descendants ran that never connected, as (pid, command
+        line), and how many more droidheapd did not list."""
+        log = self.daemon.log() if self.daemon else ""
+        listed = [(int(pid), cmdline) for pid, cmdline in
+                  re.findall(r"droidheapd: descendant never connected pid=(\d+) cmdline=(.*)", log)]
+        more = re.search(r"droidheapd: descendants never connected: (\d+) more", log)
+        return listed, int(more.group(1)) if more else 0
+
     def warnings(self) -> List[str]:
         """What droidheapd warned of (a guardrail reached), for the user."""
         return re.findall(r"droidheapd: warning: (.*)", self.daemon.log()) if self.daemon else []

@@ -153,7 +153,28 @@ def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
     else:
         session.wait_until(lambda: process.pid in session.exited_pids(), _EXIT_DUMP_TIMEOUT_S)
     session.stop()
+    _say_which_descendants_did_not_connect(device, session, name, note)
     return ended
+
+
+def _say_which_descendants_did_not_connect(device, session, name: str, note) -> None:
+    listed, more = session.unconnected_descendants()
+    if not listed:
+        return
+    shown = listed[:8]
+    unnamed = len(listed) - len(shown) + more
+    count = len(shown) + unnamed
+    programs = ", ".join(f"pid {pid} ({_shortened(cmdline)})" for pid, cmdline in shown)
+    note(f"warning: {count} program{'s' if count > 1 else ''} that {name} ran never connected "
+         f"({device.why_descendants_did_not_connect(name)}): {programs}"
+         + (f" and {unnamed} more" if unnamed else ""))
+
+
+def _shortened(cmdline: str, width: int = 60) -> str:
+    """A command line as a process list shows it: its program by name, its arguments cut."""
+    program, _, arguments = cmdline.partition(" ")
+    shown = " ".join(filter(None, (program.rsplit("/", 1)[-1], arguments)))
+    return shown if len(shown) <= width else shown[:width - 3] + "..."
 
 
 def wait_for_program(process, duration_ms, stops: StopSignals) -> Optional[ProgramExit]:

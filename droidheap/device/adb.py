@@ -427,6 +427,12 @@ class AdbDevice(Device):
         return (f"root mode profiles the programs {name} runs only when they are named {name}: "
                 f"--mode preload profiles every one of them, -n NAME one by its name")
 
+    def why_descendants_did_not_connect(self, name: str) -> str:
+        if self.route.name == "root":
+            return (f"root mode loads droidheap only into programs named {name}: --mode preload "
+                    f"profiles them all")
+        return "statically linked, no allocation, or started without droidheap's LD_PRELOAD"
+
     def enable_at_start(self, name: str) -> None:
         self.route.enable_at_start(name)
 

@@ -113,6 +113,11 @@ class Device(abc.ABC):
         take at their start, and how to take them; None when it takes them all."""
         return None
 
+    def why_descendants_did_not_connect(self, name: str) -> str:
+        """Why programs that the spawned program `name` ran never connected to droidheapd, and
+        how to take them, for the session's end."""
+        return "statically linked, or no allocation"
+
     def profileable_pids(self) -> List[int]:
         """Every running process the profiling signal may reach (--all)."""
         raise DroidheapError(f"--all is not available on {self.describe()}")

@@ -63,7 +63,8 @@ void SelectHeaps(const DaemonConfig& config, DaemonReply* reply) {
 Daemon::Daemon(DaemonConfig config)
     : config_(std::move(config)),
       matcher_(config_.pids, config_.spawned_pids, config_.names, config_.all,
-               config_.profile_forked_children) {}
+               config_.profile_forked_children),
+      descendants_(config_.spawned_pids) {}
 
 Daemon::~Daemon() {
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -360,6 +361,18 @@ bool Daemon::WriteDump(const std::vector<DumpSnapshot>& snapshots) {
   return false;
 }
 
+void Daemon::LogUnconnectedDescendants() const {
+  constexpr size_t kMaxLogged = 64;
+  const auto unconnected = descendants_.Unconnected(matcher_.accepted());
+  for (size_t i = 0; i < unconnected.size() && i < kMaxLogged; ++i) {
+    Log("descendant never connected pid=%d cmdline=%s", unconnected[i].pid,
+        unconnected[i].cmdline.c_str());
+  }
+  if (unconnected.size() > kMaxLogged) {
+    Log("descendants never connected: %zu more", unconnected.size() - kMaxLogged);
+  }
+}
+
 int Daemon::Run() {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
       pipe2(inbox_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -396,7 +409,9 @@ int Daemon::Run() {
   uint64_t next_periodic_ms = config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
   while (!stopped_) {
     uint64_t wake_ms = NextHandshakeDeadlineMs();
-    if (next_periodic_ms && (wake_ms == 0 || next_periodic_ms < wake_ms)) wake_ms = next_periodic_ms;
+    for (uint64_t due_ms : {next_periodic_ms, stopping_ ? 0 : descendants_.NextLookMs()}) {
+      if (due_ms && (wake_ms == 0 || due_ms < wake_ms)) wake_ms = due_ms;
+    }
     int timeout_ms = -1;
     if (wake_ms) {
       const uint64_t now_ms = MonotonicUs() / 1000;
@@ -430,6 +445,8 @@ int Daemon::Run() {
     }
     ContinueHandshakes(fds, kFirstHandshake);
     if (!stopping_ && (fds[0].revents & POLLIN)) AcceptClients();
+    const uint64_t look_ms = stopping_ ? 0 : descendants_.NextLookMs();
+    if (look_ms && MonotonicUs() / 1000 >= look_ms) descendants_.Look(MonotonicUs() / 1000);
     if (next_periodic_ms && MonotonicUs() / 1000 >= next_periodic_ms) {
       next_periodic_ms += config_.dump_interval_ms;
       if (!stopping_) RequestDump(false);
@@ -441,6 +458,7 @@ int Daemon::Run() {
     }
   }
   for (auto& worker : workers_) worker->Join();
+  LogUnconnectedDescendants();
   trace_.Close();
   unlink(config_.socket_path.c_str());
   // What the session cost the phone, for the log and the benchmarks (bench/overhead.py).

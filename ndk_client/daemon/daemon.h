@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/daemon_config.h"
+#include "daemon/descendant_watch.h"
 #include "daemon/handshake.h"
 #include "daemon/process_matcher.h"
 #include "daemon/trace_writer.h"
@@ -56,9 +57,12 @@ class Daemon : public SnapshotSink {
   void HandleInbox();
   // Writes a dump to the trace; a trace at its size cap stops the session, once, saying so.
   bool WriteDump(const std::vector<DumpSnapshot>& snapshots);
+  // Logs what the spawned programs' descendants ran that never connected.
+  void LogUnconnectedDescendants() const;
 
   const DaemonConfig config_;
   ProcessMatcher matcher_;
+  DescendantWatch descendants_;
   TraceWriter trace_;
   // What the workers' bookkeeping takes, against config_.max_memory_bytes.
   std::atomic<uint64_t> session_bytes_{0};

@@ -24,6 +24,7 @@ class ProcessMatcher {
   bool IsTarget(int pid) const;
   // `pid` connected and was accepted: its forked children are targets too, if so configured.
   void Accepted(int pid) { accepted_.push_back(pid); }
+  const std::vector<int>& accepted() const { return accepted_; }
 
   // The parent of `pid` (/proc/pid/stat), 0 when unknown.
   static int ReadParentPid(int pid);

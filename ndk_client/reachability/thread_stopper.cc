@@ -1,6 +1,5 @@
 #include "reachability/thread_stopper.h"
 
-#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +14,7 @@
 
 #include <algorithm>
 
+#include "common/numbered_entries.h"
 #include "common/platform.h"
 #include "daemon/clock.h"
 
@@ -101,16 +101,7 @@ Report Poll(int tid, int* signal) {
 bool ListThreads(int pid, std::vector<int>* tids) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task", pid);
-  DIR* dir = opendir(path);
-  if (dir == nullptr) return false;
-  tids->clear();
-  while (const dirent* entry = readdir(dir)) {
-    char* end = nullptr;
-    const long tid = strtol(entry->d_name, &end, 10);
-    if (tid > 0 && *end == '\0') tids->push_back(static_cast<int>(tid));
-  }
-  closedir(dir);
-  return true;
+  return ListNumberedEntries(path, tids);
 }
 
 // Whether thread `tid` has exited: gone from /proc, or a zombie (a thread group leader that

@@ -77,11 +77,12 @@ def test_what_a_spawned_shell_runs_is_profiled_in_preload_mode_and_said_in_root(
         spawning_cli, android_program, tmp_path):
     """`-- sh -c 'prog | cat'`: the preload library is in the environment of every program the
     shell runs, each loading the client at its start (DROIDHEAP_PROFILE=all), and droidheapd
-    takes the shell's descendants; root's route takes programs by name, and says how to take
-    them."""
+    takes the shell's descendants; root's route takes programs by name, says how to take them,
+    and names those that ran."""
     cli, mode = spawning_cli
     out = tmp_path / "out"
-    result = cli.run("-o", out, "-i", "1", "--", "sh", "-c", f"{DEVICE_PROGRAM} | cat")
+    result = cli.run("-o", out, "-i", "1", "--", "sh", "-c",
+                     f"{DEVICE_PROGRAM} --linger 300 | cat")
     assert result.returncode == 0, result.stderr
     per_pid = totals_by_leaf_function(out / "raw-trace", android_program)
     programs = [totals for totals in per_pid.values() if "site_leak_malloc" in totals]
@@ -92,6 +93,10 @@ def test_what_a_spawned_shell_runs_is_profiled_in_preload_mode_and_said_in_root(
         assert programs == [], per_pid.keys()
         assert "root mode profiles the programs sh runs only when they are named sh: --mode " \
             "preload profiles every one of them" in result.stderr, result.stderr
+        # And at the end, which ones.
+        assert "that sh ran never connected (root mode loads droidheap only into programs " \
+            "named sh: --mode preload profiles them all): pid " in result.stderr, result.stderr
+        assert "(alloc_sites --linger 300)" in result.stderr, result.stderr
     cli.assert_left_as_it_was()
 
 

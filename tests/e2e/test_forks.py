@@ -6,6 +6,7 @@ program when it descends from the spawned one, is profiled from that program's s
 import re
 import shutil
 import signal
+import subprocess
 
 import pytest
 
@@ -13,7 +14,7 @@ from droidheap.device.local import QEMU_SYSROOTS
 from droidheap.native import host_abi
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import PROGRAMS, compiler, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 from tests.trace_processor import LoadedTrace
@@ -162,6 +163,24 @@ def test_what_the_spawned_program_execs_is_profiled_too(cli, abi, alloc_program,
     assert len(programs) == 2 and len(per_pid) == 3, per_pid.keys()
     for totals in programs:
         assert_sites(totals, 1)
+    # The shell's forked copies, which exec'd what connected, are not programs that did not.
+    assert "never connected" not in result.stderr, result.stderr
+
+
+def test_a_program_the_spawned_one_ran_that_never_connected_is_named(cli, abi, tmp_path):
+    """A statically linked program (no dynamic linker, so no client) that the spawned shell runs
+    is named at the end, with why, rather than missed without a word."""
+    if abi != host_abi():
+        pytest.skip("the host's sh runs no program of another ABI")
+    static = tmp_path / "alloc_static"
+    subprocess.run([compiler(abi), "-static", "-O1", "-pthread", str(PROGRAMS / "alloc_sites.c"),
+                    "-o", str(static)], check=True)
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "--", "sh", "-c", f"{static} --linger 400; true")
+    assert result.returncode == 0, result.stderr
+    assert "warning: 1 program that sh ran never connected (statically linked, or no " \
+        f"allocation): pid " in result.stderr, result.stderr
+    assert "(alloc_static --linger 400)" in result.stderr, result.stderr
 
 
 def test_a_forked_child_that_execs_ends_its_profile_as_exec_not_as_a_lost_connection(
