@@ -6,11 +6,20 @@ as the user's own decision."""
 import pathlib
 import shutil
 
+import pytest
+
 from droidheap.convert import convert_trace
 from droidheap.results.load import load_results
 from fixtures_trace import FakeMapping
 
 from test_convert import _trace
+
+
+@pytest.fixture(autouse=True)
+def _cache_of_its_own(tmp_path, monkeypatch):
+    """Each test's own cache: the traces here are the same bytes, and one that a test converted
+    as made on this machine is known as such from then on (made_here.py), in any test after it."""
+    monkeypatch.setenv("DROIDHEAP_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _foreign_trace(program, other_pid: int = 0) -> bytes:
