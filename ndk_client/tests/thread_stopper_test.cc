@@ -232,12 +232,19 @@ void CheckAllHeld(const ThreadStopper& stopper, pid_t pid, int except_tid) {
   std::sort(held.begin(), held.end());
   std::vector<int> listed = ListTids(pid);
   // A thread past its exit (a zombie until reaped, or gone) can be held no more; it runs nothing.
+  // One the stopper met in its exit may still read as running for a moment (on a busy machine,
+  // longer): it must be a zombie or gone soon, or it was missed.
+  const auto exited = [&](int tid) {
+    if (std::binary_search(held.begin(), held.end(), tid)) return false;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const char state = StateOf(pid, tid);
+      if (state == 'Z' || state == 'X' || state == '?') return true;
+      usleep(10 * 1000);
+    }
+    return false;
+  };
   listed.erase(std::remove_if(listed.begin(), listed.end(),
-                              [&](int tid) {
-                                const char state = StateOf(pid, tid);
-                                return tid == except_tid || state == 'Z' || state == 'X' ||
-                                       state == '?';
-                              }),
+                              [&](int tid) { return tid == except_tid || exited(tid); }),
                listed.end());
   CHECK(held == listed);
 }
