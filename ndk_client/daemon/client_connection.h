@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/callstack_table.h"
+#include "daemon/drain_budgets.h"
 #include "daemon/dump_snapshot.h"
 #include "daemon/heap_tracker.h"
 #include "daemon/process_memory.h"
@@ -78,11 +79,11 @@ struct ClientConnection {
   // marks are set against (read_pos lies in memory the client can write, and move back).
   uint64_t consumed_bytes = 0;
   // Its socket closed: it is read up to last_mark (what it had written then), never until its
-  // buffer is empty (a process behind a closed socket may go on writing), with last_budget_us of
-  // the worker's time, then given its final dump and forgotten.
+  // buffer is empty (a process behind a closed socket may go on writing), within the worker's
+  // last-drain budget (last_drain_time), then given its final dump and forgotten.
   bool closing = false;
   uint64_t last_mark = 0;
-  uint64_t last_budget_us = 0;
+  DrainTime last_drain_time;
   bool recording = false;      // its kRecordRecording was read
   uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
   ProcessMaps maps;

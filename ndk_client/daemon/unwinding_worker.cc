@@ -205,8 +205,8 @@ bool UnwindingWorker::DrainClosing(ClientConnection* client) {
   }
   DrainLimits limits = RoundLimits(MonotonicUs());
   limits.until_bytes = client->last_mark;
-  if (Drain(client, limits, &client->last_budget_us)) return true;
-  if (client->last_budget_us < budgets_.last_drain_us) {
+  if (Drain(client, limits, &client->last_drain_time)) return true;
+  if (client->last_drain_time.Within(budgets_.last_drain_us)) {
     behind_ = true;
     return false;
   }
@@ -222,13 +222,13 @@ void UnwindingWorker::Stall(ClientConnection* client, const char* mark, uint64_t
 }
 
 bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
-                            uint64_t* spent_us) {
+                            DrainTime* spent) {
   if (client->buffer_corrupted || client->hit_guardrail || client->stalled) return true;
   // Timed per batch: two clock reads per sample cost 6% of the daemon's time at -i 1.
   const uint64_t begin_us = MonotonicUs();
   // A budget counts the worker's own CPU time: on a busy machine (or a slow sanitized daemon's)
   // the wall clock runs on while the worker waits for a core, and an honest client was cut off.
-  const uint64_t begin_cpu_us = spent_us != nullptr ? ThreadCpuUs() : 0;
+  const uint64_t begin_cpu_us = spent != nullptr ? ThreadCpuUs() : 0;
   // Files' tables an unwind needs count against the same time (ElfCache, HandleAlloc).
   booker_.elf_cache().SetLoadDeadline(limits.deadline_us);
   bool done = DrainRecords(client, limits);
@@ -236,7 +236,10 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
   if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
   const uint64_t end_us = MonotonicUs();
   client->unwinding_time_us += end_us - begin_us;
-  if (spent_us != nullptr) *spent_us += ThreadCpuUs() - begin_cpu_us;
+  if (spent != nullptr) {
+    spent->cpu_us += ThreadCpuUs() - begin_cpu_us;
+    spent->wall_us += end_us - begin_us;
+  }
   return done;
 }
 
@@ -351,12 +354,13 @@ void UnwindingWorker::CutOff(ClientConnection* client) {
 // Each client is read up to its mark, what it had written when the dump was asked, and
 // snapshotted there; round by round, so that one client's records do not keep the others' dump
 // (or the others' writers, read on meanwhile) waiting. One that is not at its mark within
-// budgets_.dump_us of the worker's time, or when the whole dump's deadline passes, is cut off.
+// budgets_.dump_us of the worker's time (DrainTime), or when the whole dump's deadline passes, is
+// cut off.
 void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   const size_t count = clients_.size();
   const uint64_t deadline_us = MonotonicUs() + budgets_.dump_deadline_us;
   std::vector<uint64_t> marks(count);
-  std::vector<uint64_t> spent_us(count, 0);
+  std::vector<DrainTime> spent(count);
   std::vector<bool> taken(count, false);
   // Taken at its mark, its sweep still running: the verdict joins the dump when it ends, and the
   // client is read on meanwhile (its program would stand still with its buffer full).
@@ -390,9 +394,9 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
       limits.until_bytes = marks[i];
       if (late) {
         Stall(client, "a dump's mark", budgets_.dump_deadline_us);
-      } else if (!Drain(client, limits, &spent_us[i]) || SnapshotAwaitsRecords(*client)) {
+      } else if (!Drain(client, limits, &spent[i]) || SnapshotAwaitsRecords(*client)) {
         // (A snapshot waits for records its held threads had begun: they commit them soon.)
-        if (spent_us[i] < budgets_.dump_us) continue;
+        if (spent[i].Within(budgets_.dump_us)) continue;
         Stall(client, "a dump's mark", budgets_.dump_us);
       }
       snapshots[i] = SnapshotOf(config_, client, timestamp_ns);

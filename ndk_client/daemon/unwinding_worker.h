@@ -24,6 +24,7 @@
 
 #include "daemon/client_connection.h"
 #include "daemon/daemon_config.h"
+#include "daemon/drain_budgets.h"
 #include "daemon/dump_snapshot.h"
 #include "daemon/sample_booker.h"
 #include "daemon/unreachable_sweeper.h"
@@ -35,20 +36,6 @@ class SnapshotSink {
   virtual ~SnapshotSink() = default;
   // request_id 0: an unsolicited dump (a process went away). Called on a worker thread.
   virtual void PostSnapshots(uint64_t request_id, std::vector<DumpSnapshot> snapshots) = 0;
-};
-
-// How much of the worker's time each client may take. The dump and last-drain budgets count the
-// worker thread's CPU time, which the machine's other load does not spend; the rounds and the
-// dump's deadline are on the wall clock. A buffer of honest records takes a
-// fraction of a dump's budget (their unwinds are mostly found in the UnwoundStackCache, and the
-// rest cost tens of microseconds), and the host waits far longer for the session's last dump.
-// Tests and fuzzers shorten them.
-struct DrainBudgets {
-  // A round's share per client: ten milliseconds are hundreds of unwinds, most rounds' whole work.
-  uint64_t round_us = 10 * 1000;
-  uint64_t dump_us = 2 * 1000 * 1000;             // reading one client up to a dump's mark
-  uint64_t dump_deadline_us = 20 * 1000 * 1000;   // the whole dump, however many clients
-  uint64_t last_drain_us = 2 * 1000 * 1000;       // a closed client's last records
 };
 
 class UnwindingWorker {
@@ -85,8 +72,8 @@ class UnwindingWorker {
   DrainLimits RoundLimits(uint64_t now_us) const;
   // True when the client is done for now: its buffer is empty (or holds a record not yet
   // committed), it was read up to until_bytes, or it is cut off; false when a limit stopped it.
-  // Adds the worker's CPU time it took to *spent_us.
-  bool Drain(ClientConnection* client, const DrainLimits& limits, uint64_t* spent_us = nullptr);
+  // Adds the time it took to *spent.
+  bool Drain(ClientConnection* client, const DrainLimits& limits, DrainTime* spent = nullptr);
   bool DrainRecords(ClientConnection* client, const DrainLimits& limits);
   // A client whose socket closed, read up to its last mark within its budget; true once it is
   // done and its final dump is due.

@@ -300,7 +300,16 @@ void TestAMatchedSampleIsBookedToThePublishedCallStack() {
 
 }  // namespace
 
+// A budget is the worker's CPU time, and twice that on the wall clock: a machine busy enough to
+// give the worker less than half its time does not make a hog's cut-off wait longer.
+void TestABudgetEndsAtItsCpuTimeOrTwiceThatOnTheWallClock() {
+  CHECK((DrainTime{999, 1999}.Within(1000)));
+  CHECK(!(DrainTime{1000, 1000}.Within(1000)));
+  CHECK(!(DrainTime{10, 2000}.Within(1000)));
+}
+
 int main() {
+  TestABudgetEndsAtItsCpuTimeOrTwiceThatOnTheWallClock();
   TestADumpCutsOffAClientThatNeverDrainsAndGoesOn();
   TestAClosedClientIsReadUpToWhatItHadWritten();
   TestAMatchedSampleIsBookedToThePublishedCallStack();

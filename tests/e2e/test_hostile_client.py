@@ -220,10 +220,14 @@ def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli
     full of records that each cost an unwind through its memory (a 300-frame chain, no stack
     copy), connected or with its socket shut. The session still ends on time, its dumps every
     2 s written, the honest process beside it is served all along (no malloc of its waits long,
-    nothing is lost), and the hog's profile ends, saying so."""
+    nothing is lost), and the hog's profile ends, saying so.
+
+    The dump that cuts the hog off takes 2 s of droidheapd's worker, at most 4 s of the wall clock
+    on a machine busy with other tests: it swallows the dump due meanwhile, and the session lasts
+    long enough for the next."""
     hog_program = programs("ring_hog")
     out = tmp_path / "out"
-    duration_ms = 6000
+    duration_ms = 10000
     began = time.monotonic()
     # Connected, the hog's chain is spread over pages and its buffer is large: reading one buffer
     # of its records takes longer than a dump may spend on a client, even where each costs the
@@ -256,7 +260,8 @@ def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli
     print(f"session of {duration_ms} ms took {elapsed:.1f} s; the honest process's longest "
           f"malloc took {longest_us / 1000:.0f} ms")
     log = (out / "droidheapd.log").read_text()
-    assert log.count("dump written") >= 3, log[-4000:]  # at 2 s, 4 s and the last
+    # At 2 s, one due at 6 s or 8 s, and the last.
+    assert log.count("dump written") >= 3, log[-4000:]
     assert "samples were lost" not in _summary_block(stderr, honest_pid), stderr
     assert longest_us < 2_000_000, (longest_us, log[-4000:])
     hog_summary = _summary_block(stderr, hog_pid)
