@@ -38,6 +38,7 @@ struct ClientConnection {
 
   int pid = 0;
   std::string cmdline;
+  std::string exe;  // its program's file, as it connected (ProcessMatcher::ExecedFrom)
   // The ABI the process runs (its ClientHello's): how to read its records' registers and stack.
   const RegisterLayout* layout = &kNativeLayout;
   // The protocol version of its ClientHello: how its records are laid out (wire_protocol.h).

@@ -246,6 +246,7 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     return;
   }
   client->cmdline = ProcessMatcher::ReadCmdline(client->pid);
+  client->exe = ProcessMatcher::ReadExe(client->pid);
   client->start_timestamp_ns = MonotonicCoarseNs();
   // A process signalled while it ran, or forked from a profiled one, frees blocks its session
   // never saw allocated.

@@ -76,10 +76,31 @@ std::string ProcessMatcher::ReadCmdline(int pid) {
   return out;
 }
 
-bool ProcessMatcher::ExecedFrom(int pid, const std::string& cmdline) {
-  // The kernel closes the socket between the exec's new address space and its arguments (an
-  // empty cmdline for a moment), and a dying process's cmdline is empty from its exit on: an
-  // empty one is asked again until the process is gone or a zombie.
+std::string ProcessMatcher::ReadExe(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+  char target[4096];
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n <= 0) return {};
+  std::string exe(target, static_cast<size_t>(n));
+  // A file replaced or removed since it ran is still the program it runs.
+  constexpr char kDeleted[] = " (deleted)";
+  const size_t suffix = sizeof(kDeleted) - 1;
+  if (exe.size() > suffix && exe.compare(exe.size() - suffix, suffix, kDeleted) == 0) {
+    exe.resize(exe.size() - suffix);
+  }
+  return exe;
+}
+
+bool ProcessMatcher::ExecedFrom(int pid, const std::string& cmdline, const std::string& exe) {
+  // The kernel names the new program's file before it closes the socket: where the exec runs
+  // another file, that is the answer, however long a busy machine keeps the program from its
+  // arguments. (A qemu-user program's file is qemu's, whatever it exec'd.)
+  const std::string exe_now = exe.empty() ? std::string() : ReadExe(pid);
+  if (!exe_now.empty() && exe_now != exe) return true;
+  // Otherwise by its arguments. The kernel closes the socket between the exec's new address space
+  // and its arguments (an empty cmdline for a moment), and a dying process's cmdline is empty
+  // from its exit on: an empty one is asked again until the process is gone or a zombie.
   for (int attempt = 0; attempt < 20; ++attempt) {
     const std::string now = ReadCmdline(pid);
     if (!now.empty()) return now != cmdline;

@@ -34,10 +34,13 @@ class ProcessMatcher {
   static std::vector<std::string> ReadArguments(int pid);
   // ReadArguments joined by spaces, as the trace names a process.
   static std::string ReadCmdline(int pid);
+  // The file /proc/pid/exe names ("" when unreadable: gone, or not ours to look at).
+  static std::string ReadExe(int pid);
   // Whether `pid`, whose connection just closed without its exit path, lives on as another
-  // program than `cmdline`: it exec'd (the client's socket is close-on-exec). Waits at most
-  // 20 ms for the exec to set the new program's arguments, or for a dying process to go.
-  static bool ExecedFrom(int pid, const std::string& cmdline);
+  // program than the one that ran `exe` with `cmdline`: it exec'd (the client's socket is
+  // close-on-exec). Where the file is the same, waits at most 20 ms for the exec to set the new
+  // program's arguments, or for a dying process to go.
+  static bool ExecedFrom(int pid, const std::string& cmdline, const std::string& exe);
   static std::vector<std::string> StripEmulator(std::vector<std::string> args);
   static std::string ProgramName(const std::vector<std::string>& args);
 

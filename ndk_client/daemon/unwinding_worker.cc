@@ -191,7 +191,8 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
     if (n > 0) continue;
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       client->socket_closed = true;
-      client->execed = !client->exiting && ProcessMatcher::ExecedFrom(client->pid, client->cmdline);
+      client->execed = !client->exiting &&
+                       ProcessMatcher::ExecedFrom(client->pid, client->cmdline, client->exe);
     }
     return;
   }
