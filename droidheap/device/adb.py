@@ -145,7 +145,9 @@ class AdbDevice(Device):
         without root the program gets the preload library, so that droidheap can attach to it."""
         assignments = self.route.program_assignments()
         if assignments:
-            self.install_profiler()  # what the assignments point at
+            # What the assignments point at (the preload route's files, which change nothing to
+            # undo; no session, and so no daemon socket to journal).
+            self._install_files()
         try:
             process = subprocess.Popen([adb_executable(), "-s", self.serial, "shell",
                                         exec_script(argv, assignments)])
@@ -393,9 +395,12 @@ class AdbDevice(Device):
                     f"profiled (build it with {native.build_command(abi32)})"]
         return []
 
-    def install_profiler(self) -> None:
+    def _install_files(self) -> None:
         self.route.install(native.binary_dir(self.abi, required=self.route.files()),
                            self._binaries32())
+
+    def install_profiler(self) -> None:
+        self._install_files()
         # Journaled after the route's own changes, so undone before them: a daemon that was
         # killed leaves its socket, which goes before the platform's is moved back.
         self.journal.record(f"rm -f {shlex.quote(self.route.socket_path)}",
