@@ -10,6 +10,7 @@ Android test devices' processes, though in namespaces of their own, are seen fro
 import os
 import pathlib
 import platform
+import random
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ from typing import Optional
 import pytest
 
 from tests.build_lock import build_lock
+from tests.leftovers import Leftovers
 from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -26,6 +28,8 @@ THIS_MACHINES_PROCESSES = pytest.mark.xdist_group("this_machines_processes")
 # with `pytestmark = THIS_MACHINES_PROCESSES`.
 _DEVICE_TEST_DIRS = (ROOT / "tests" / "e2e", ROOT / "tests" / "adb")
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
+_LEFTOVERS = pytest.StashKey()
+_PROGRAM_DIRS = pytest.StashKey()
 
 
 def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
@@ -105,12 +109,76 @@ def _private_cache(tmp_path_factory):
     os.environ["DROIDHEAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("droidheap-cache"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Notes the processes running as a test of THIS_MACHINES_PROCESSES begins (its fixtures all
+    made, those it asked for by name too)."""
+    program_dirs = item.stash.get(_PROGRAM_DIRS, None)
+    if program_dirs is not None:
+        item.stash[_LEFTOVERS] = Leftovers(program_dirs)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _leaves_nothing_running(request, tmp_path_factory):
+    """A test of THIS_MACHINES_PROCESSES leaves no process of its own running (tests/leftovers.py):
+    checked once its other fixtures are torn down, whether it failed or not."""
+    if request.node.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
+        # The test programs: built in this worker's temporary directory, pushed to a device's.
+        request.node.stash[_PROGRAM_DIRS] = [str(tmp_path_factory.getbasetemp()), "/data/local/"]
+    yield
+    leftovers = request.node.stash.get(_LEFTOVERS, None)
+    left = leftovers.check() if leftovers is not None else ""
+    if left:
+        pytest.fail(f"the test left these running (killed now): {left}", pytrace=False)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", type=int, metavar="SEED", default=None,
+                     help="Runs the modules, and each module's tests, in an order drawn from "
+                          "SEED (the same in every worker).")
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle")
+    return None if seed is None else f"shuffled: --shuffle {seed}"
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Each test's group: THIS_MACHINES_PROCESSES, or its module's own (a module's fixtures, such
-    as a build, are then made once, by the process that runs the whole module)."""
+    as a build, are then made once, by the process that runs the whole module). With --shuffle,
+    a seeded order: modules shuffled, and the tests within each (a module's fixtures, such as a
+    test device, are still made once)."""
     for item in items:
         if any(directory in item.path.parents for directory in _DEVICE_TEST_DIRS):
             item.add_marker(THIS_MACHINES_PROCESSES)
         elif item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        items[:] = _shuffled(items, random.Random(seed))
+    items.sort(key=_start_order)
+
+
+def _start_order(item) -> int:
+    """pytest-xdist hands the groups out in the order of their first tests (scripts/test:
+    --no-loadscope-reorder): THIS_MACHINES_PROCESSES first, the longest, to one worker; then the
+    modules that make what it uses (MADE_EARLY: tests/wheels.py), to the other, early."""
+    if item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
+        return 0
+    return 1 if getattr(getattr(item, "module", None), "MADE_EARLY", False) else 2
+
+
+def _shuffled(items, draw: random.Random) -> list:
+    by_module = {}
+    for item in items:
+        by_module.setdefault(item.path, []).append(item)
+    modules = sorted(by_module)  # the same order in every worker before the draw
+    draw.shuffle(modules)
+    order = []
+    for module in modules:
+        tests = sorted(by_module[module], key=lambda item: item.nodeid)
+        draw.shuffle(tests)
+        order += tests
+    return order

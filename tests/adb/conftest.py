@@ -22,7 +22,7 @@ from droidheap import native
 from droidheap.native import host_abi
 from tests.android import RELEASES, AndroidRelease
 from tests.conftest import why_no_m32
-from tests.e2e.conftest import compile_program
+from tests.e2e.conftest import compile_program, ran
 from tests.requirements import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -218,6 +218,56 @@ def extra_adbds():
         adbd.stop()
 
 
+def device_state(adb_server: AdbServer, serial: str) -> str:
+    """What a session changes on a device and must put back, and what a test must leave as it
+    found it: the properties, the platform's heapprofd (its service and socket), its clients of
+    each bitness (nothing mounted over them), the platform's traces, droidheap's session files (its
+    pushed binaries stay: droidheap shell needs them). A property set empty reads as an unset one
+    (Android never forgets a property's name); the platform's traced sets and clears its lazy
+    services' own on a timer of its own (traced.lazy.heapprofd, 30 s after a session)."""
+    return adb_server.adb("-s", serial, "shell", (
+        "getprop | grep -v -e ': \\[\\]$' -e '^\\[traced\\.lazy\\.'; ls /dev/socket; md5sum /system/lib*/heapprofd_client.so; "
+        "grep -c heapprofd_client /proc/self/mountinfo; ls /data/misc/perfetto-traces; "
+        f"ls {PROFILER_DIR} {PROFILER_DIR}/traces {ROOT_DIR} | "
+        "grep -E '^(session\\.lock|undo|droidheapd\\.socket|.*\\.trace)$'"),
+        check=False).stdout
+
+
+# The fixtures whose values are test devices: each a device's AdbdProcess, or (serial, mode).
+_DEVICE_FIXTURES = ("device", "shell_device", "root_device", "android_root_device",
+                    "android_shell_device")
+_DEVICE_STATES = pytest.StashKey()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Notes the state of the test devices a test uses as it begins (its fixtures all made)."""
+    adb_server = item.funcargs.get("adb_server")
+    if adb_server is not None:
+        serials = [value[0] if isinstance(value, tuple) else value.serial
+                   for name, value in item.funcargs.items() if name in _DEVICE_FIXTURES]
+        item.stash[_DEVICE_STATES] = (adb_server, {serial: device_state(adb_server, serial)
+                                                   for serial in serials})
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _leaves_devices_as_they_were(request):
+    """A test leaves each test device it used as it found it (device_state), whether it failed or
+    not: checked once its own fixtures are torn down."""
+    yield
+    adb_server, before = request.node.stash.get(_DEVICE_STATES, (None, {}))
+    changed = []
+    for serial, state in before.items():
+        now = device_state(adb_server, serial)
+        if now != state:
+            gone = sorted(set(state.splitlines()) - set(now.splitlines()))
+            new = sorted(set(now.splitlines()) - set(state.splitlines()))
+            changed.append(f"{serial}: gone {gone}, new {new}")
+    if changed:
+        pytest.fail("the test changed its devices: " + "; ".join(changed), pytrace=False)
+
+
 # Whole sessions: the test program on a device of each mode, and droidheap's CLI against it.
 DEVICE_PROGRAM = "/data/local/tmp/alloc_sites"
 PROFILER_DIR = "/data/local/tmp/droidheap"
@@ -260,8 +310,7 @@ class AdbCli:
         return [sys.executable, "-m", "droidheap.cli", "-s", self.serial, *map(str, args)]
 
     def run(self, *args, timeout=180):
-        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
-                              timeout=timeout, cwd=ROOT)
+        return ran(self.command(*args), timeout, env=self.env, cwd=ROOT)
 
     def start(self, *args):
         return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE,
@@ -272,12 +321,7 @@ class AdbCli:
         return self.adb_server.adb("-s", self.serial, "shell", script, check=False).stdout
 
     def platform_state(self) -> str:
-        """What a root session changes and must put back: the platform's heapprofd (its service
-        and socket), its clients of each bitness (nothing mounted over them), the properties."""
-        return self.shell("getprop init.svc.heapprofd; ls /dev/socket; "
-                          "md5sum /system/lib*/heapprofd_client.so; "
-                          "grep -c heapprofd_client /proc/self/mountinfo; "
-                          "getprop heapprofd.enable")
+        return device_state(self.adb_server, self.serial)
 
     def assert_left_as_it_was(self):
         deadline = time.monotonic() + 15

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from tests.android import compile_android_program, write_apk
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import read_line_containing
 from tests.e2e.trace_check import assert_trace_processor_agrees, last_pprof_of, read_dumps
 
@@ -138,7 +138,7 @@ def let_the_app_allocate(cli: AdbCli, zygote: subprocess.Popen, session: subproc
     read_line_containing(zygote.stdout, f"app {APP} pid={pid} done", 120)
     time.sleep(settle_s)
     session.send_signal(signal.SIGINT)
-    stdout, stderr = session.communicate(timeout=300)
+    stdout, stderr = finished(session, 300)
     assert session.returncode == 0, stderr
     return stdout, stderr
 
@@ -199,7 +199,7 @@ def test_attach_to_apps_through_their_jni_library_in_the_apk(app_cli, app_files,
             read_line_containing(zygote.stdout, f"app {APP} pid={pids[APP]} done", 120)
             app_cli.shell("killall -USR1 droidheapd")
             session.send_signal(signal.SIGINT)
-            _, stderr = session.communicate(timeout=300)
+            _, stderr = finished(session, 300)
             assert session.returncode == 0, stderr
         finally:
             kill_all(session, zygote)
@@ -321,7 +321,7 @@ def test_an_idle_app_that_is_not_profileable_is_named_so_after_an_early_ctrl_c(a
         read_line_containing(session.stderr, "Ctrl-C to stop", 60)
         time.sleep(1)  # within the 5 s droidheap waits for signalled processes to connect
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session, zygote)
         stop_apps(app_cli, pids)

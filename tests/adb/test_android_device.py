@@ -48,6 +48,9 @@ def test_setprop_goes_through_inits_property_service_with_androids_rules(
                 "setprop debug.droidheap.seen a; (sleep 1; setprop debug.droidheap.seen bb) & "
                 "for i in 1 2 3 4 5 6 7 8 9 10; do getprop debug.droidheap.seen; sleep 0.3; done")
     assert out.split()[0] == "a" and out.split()[-1] == "bb"
+    # Left as they were: empty, as unset ones read.
+    shell(adb_server, android_root_device, "setprop debug.droidheap.seen ''")
+    shell(adb_server, android_shell_device, "setprop debug.droidheap.test ''")
 
 
 def test_init_stops_and_starts_the_platforms_heapprofd(adb_server, android_root_device):

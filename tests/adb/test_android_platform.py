@@ -32,7 +32,7 @@ import time
 import pytest
 
 from tests.android import compile_android_program
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.test_profile import read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
@@ -94,7 +94,7 @@ def stop(session: subprocess.Popen) -> str:
     """Ctrl-C: perfetto stops, heapprofd writes its final dumps, the trace is pulled. Returns
     what droidheap said (its summary among it)."""
     session.send_signal(signal.SIGINT)
-    _, stderr = session.communicate(timeout=180)
+    _, stderr = finished(session, 180)
     assert session.returncode == 0, stderr
     assert "platform mode" in stderr
     return stderr
@@ -238,7 +238,7 @@ def profile_from_its_start(cli, out, *flags) -> str:
             time.sleep(0.5)
         started = start_on_device(cli, DEVICE_PROGRAM, "--threads", "1",
                                   "--linger-freeing", "2000")
-        assert "done" in started.communicate(timeout=180)[0]
+        assert "done" in finished(started, 180, "the started program")[0]
         said = stop(session)
     finally:
         kill_all(session, started)

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.android import compile_android_program
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import (assert_trace_processor_agrees, function_frames,
                                    read_dumps, totals_by_leaf_function)
@@ -197,7 +197,7 @@ def test_attach_by_name_and_by_pid_through_bionics_profiling_signal(android_cli,
         for program in programs:
             read_line_containing(program.stdout, "done", 60)
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
         for pid, program in zip(pids, (android_program, host_copy)):
             assert_sites(totals_by_leaf_function(out / "raw-trace", program)[pid], 1)
@@ -222,7 +222,7 @@ def continuous_dumps_and_killall_usr1(cli, out: pathlib.Path, root: bool, period
             assert cli.shell("getprop init.svc.heapprofd").strip() == "stopped"
             assert cli.shell("ls /dev/socket/heapprofd.droidheap-saved").strip()
         cli.shell("killall -USR1 droidheapd")
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session)
@@ -248,7 +248,7 @@ def attach_to_a_program_started_with_droidheap_shell(cli, out: pathlib.Path, by:
         time.sleep(0.2)
         cli.shell(f"touch {go}")
         assert program.wait(timeout=120) == 0
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
@@ -275,9 +275,9 @@ def test_a_program_started_during_the_session_is_profiled_from_its_start_where_r
         session = cli.start("-n", "alloc_sites", "-o", out)
         read_line_containing(session.stderr, "from the start of each new process", 60)
         program = start_on_device(cli, DEVICE_PROGRAM)
-        assert "done" in program.communicate(timeout=120)[0]
+        assert "done" in finished(program, 120, "the program")[0]
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session, program)
@@ -331,7 +331,7 @@ def test_all_signals_every_bionic_process_but_the_platforms_heapprofd(android_cl
         android_cli.shell(f"touch {GO}")
         assert running.wait(timeout=120) == 0 and started.wait(timeout=120) == 0
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, started, session)

@@ -1,14 +1,12 @@
-"""What a phone owner without a compiler installs: the wheels scripts/build_wheel makes, each
-carrying the Android binaries of every ABI built here, installed with pip alone into a virtual
-environment of its own (no source tree on its path, no $DROIDHEAP_BIN_DIR), then profiling a
-program on the Android 11 test device in root mode from another directory. The Linux wheel adds
-the Linux emulator's binaries; the wheel for any host OS (py3-none-any) has Android's alone, and
-its phone session runs here with what only Linux has taken away: fcntl, termios, pty, resource
-and tty unimportable, this machine's /proc empty."""
+"""What a phone owner without a compiler installs: the wheels scripts/build_wheel makes (their
+contents: tests/unit/test_wheels.py), each installed with pip alone into a virtual environment of
+its own (no source tree on its path, no $DROIDHEAP_BIN_DIR; tests/wheels.py), then profiling a
+program on the Android 11 test device in root mode from another directory. The wheel for any host
+OS (py3-none-any) has its phone session run here with what only Linux has taken away: fcntl,
+termios, pty, resource and tty unimportable, this machine's /proc empty."""
 import os
 import pathlib
 import subprocess
-import zipfile
 
 import pytest
 
@@ -16,10 +14,10 @@ from tests.android import compile_android_program
 from tests.e2e.test_profile import assert_sites, single_process
 from tests.e2e.trace_check import totals_by_leaf_function
 from tests.unit.test_any_os import LINUX_ONLY_MODULES, WITHOUT_LINUX_MODULES
+from tests.wheels import installed_wheel
 
 from .conftest import DEVICE_PROGRAM, ROOT, serve_adb
 
-ANDROID_ABIS = ("arm64-v8a", "armeabi-v7a", "x86_64")  # what ../shared/android builds
 # Runs the rest of its command line with an empty tmpfs over /proc, in a mount namespace of its
 # own: this machine's processes out of sight (the adb server, reached over TCP, is unaffected).
 WITHOUT_PROC = ["unshare", "--mount", "--", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"',
@@ -38,20 +36,9 @@ def alloc_sites(android_release, tmp_path_factory):
                                    android_release.abi)
 
 
-def build_wheel(out: pathlib.Path, *kind: str) -> pathlib.Path:
-    built = subprocess.run([str(ROOT / "scripts" / "build_wheel"), "--out", str(out), *kind],
-                           capture_output=True, text=True, timeout=900)
-    assert built.returncode == 0, built.stderr
-    return pathlib.Path(built.stdout.strip().splitlines()[-1])
-
-
-def install_alone(wheel: pathlib.Path, env_dir: pathlib.Path, adb_server) -> dict:
-    """A fresh virtual environment at `env_dir` holding only the wheel and what it depends on
-    (click, adbutils, protobuf, perfetto, pyelftools); the environment its programs run in."""
-    subprocess.run(["/usr/bin/python3", "-m", "venv", str(env_dir)], check=True, timeout=120)
-    installed = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)],
-                               capture_output=True, text=True, timeout=600)
-    assert installed.returncode == 0, installed.stderr
+def alone(env_dir: pathlib.Path, adb_server) -> dict:
+    """The environment the programs of the virtual environment at `env_dir` run in: that
+    environment's alone, with this test's adb server."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("ANDROID_SERIAL", "DROIDHEAP_BIN_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(adb_server.env, PATH=f"{env_dir / 'bin'}{os.pathsep}/usr/bin:/bin")
@@ -62,26 +49,14 @@ def install_alone(wheel: pathlib.Path, env_dir: pathlib.Path, adb_server) -> dic
     return env
 
 
-def assert_android_binaries(names, archive: zipfile.ZipFile) -> None:
-    for abi in ANDROID_ABIS:
-        assert archive.read(f"droidheap/bin/{abi}/droidheapd").startswith(b"\x7fELF")
-        assert archive.read(f"droidheap/bin/{abi}/heapprofd_client.so").startswith(b"\x7fELF")
-        # The custom heaps' header, beside the client that reads what it writes.
-        assert f"droidheap/bin/{abi}/include/droidheap/heaps.h" in names
-
-
 @pytest.mark.parametrize("android_release", ["android11"], indirect=True)  # native: seconds
 def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android_release,
-                                        alloc_sites, tmp_path):
-    wheel = build_wheel(tmp_path / "dist")
-    with zipfile.ZipFile(wheel) as archive:
-        assert_android_binaries(set(archive.namelist()), archive)
-        assert archive.read("droidheap/bin/linux/x86_64/droidheapd").startswith(b"\x7fELF")
-
-    env = install_alone(wheel, tmp_path / "env", adb_server)
+                                        alloc_sites, tmp_path, tmp_path_factory):
+    env_dir = installed_wheel("linux", tmp_path_factory).env_dir
+    env = alone(env_dir, adb_server)
     adb_server.adb("-s", android_root_device.serial, "push", str(alloc_sites), DEVICE_PROGRAM)
     out = tmp_path / "out"
-    result = subprocess.run([str(tmp_path / "env" / "bin" / "droidheap"),
+    result = subprocess.run([str(env_dir / "bin" / "droidheap"),
                              "-s", android_root_device.serial, "-o", str(out), "-i", "1", "--",
                              DEVICE_PROGRAM], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
@@ -93,18 +68,10 @@ def test_a_wheel_alone_profiles_a_phone(adb_server, android_root_device, android
 
 @pytest.mark.parametrize("android_release", ["android11"], indirect=True)
 def test_the_any_os_wheel_profiles_a_phone_without_what_only_linux_has(
-        adb_server, android_root_device, android_release, alloc_sites, tmp_path):
-    wheel = build_wheel(tmp_path / "dist here", "any")
-    assert wheel.name.endswith("-py3-none-any.whl"), wheel
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        assert_android_binaries(names, archive)
-        assert not [name for name in names if name.startswith("droidheap/bin/linux/")]
-        wheel_file = next(name for name in names if name.endswith(".dist-info/WHEEL"))
-        assert "Tag: py3-none-any\n" in archive.read(wheel_file).decode()
-
-    env_dir = tmp_path / "any os env"
-    env = install_alone(wheel, env_dir, adb_server)
+        adb_server, android_root_device, android_release, alloc_sites, tmp_path,
+        tmp_path_factory):
+    env_dir = installed_wheel("any", tmp_path_factory).env_dir
+    env = alone(env_dir, adb_server)
     without_modules = tmp_path / "without linux modules"
     without_modules.mkdir()
     (without_modules / "sitecustomize.py").write_text(WITHOUT_LINUX_MODULES)

@@ -4,7 +4,7 @@ as tests/e2e tests it on --local: which processes each mode reaches. Fork teardo
 (test_android_sessions.py)."""
 import signal
 
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 
@@ -40,7 +40,7 @@ def test_all_profiles_every_bionic_process_running_and_starting_where_root_allow
         assert running.wait(timeout=60) == 0 and started.wait(timeout=60) == 0
         if device[1] == "root":  # it waits for more processes until Ctrl-C
             session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         cli.shell(f"touch {go}")

@@ -12,7 +12,7 @@ import time
 
 from droidheap import native
 from droidheap.elf.headers import read_headers
-from tests.e2e.conftest import compile_program, kill_all
+from tests.e2e.conftest import compile_program, finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.test_stress import assert_nothing_lost, checksum
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
@@ -95,7 +95,7 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, lo
     try:
         read_line_containing(session.stderr, "stopped profiling after 1500 ms", 60)
         cli.shell(f"touch {go}")  # the program's sites come after the profile has ended
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         cli.shell(f"touch {go}")
@@ -150,7 +150,7 @@ def test_a_daemon_killed_mid_session_leaves_nothing(cli, device, tmp_path):
     try:
         cli.shell("killall -9 droidheapd")
         cli.shell(f"touch {go}")
-        stdout, stderr = session.communicate(timeout=120)
+        stdout, stderr = finished(session, 120)
     finally:
         cli.shell(f"touch {go}")
         kill_all(session)
@@ -210,7 +210,7 @@ def test_a_device_lost_midway_is_one_line(adb_server, local_program, extra_adbds
     try:
         pid = int(read_line_containing(session.stdout, "waiting pid=", 30).split("=")[1])
         adbd.stop()  # the phone is unplugged
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session)
         kill_device_program(pid)
@@ -234,7 +234,7 @@ def test_a_dropped_adb_link_leaves_the_dumps_for_pull(adb_server, local_program,
     try:
         read_line_containing(session.stdout, "done", 60)
         adb_server.adb("disconnect", serial)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session)
     assert session.returncode != 0 and "Traceback" not in stderr, stderr
@@ -256,7 +256,7 @@ def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, l
     try:
         read_line_containing(session.stdout, "done", 60)
         session.terminate()
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session)
     assert "Traceback" not in stderr

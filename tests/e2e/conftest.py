@@ -121,8 +121,7 @@ class Cli:
         return [sys.executable, "-m", "droidheap.cli", *args]
 
     def run(self, *args, timeout=180):
-        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env,
-                              timeout=timeout)
+        return ran(self.command(*args), timeout, env=self.env)
 
     def start(self, *args):
         """Runs the CLI in a process group of its own, which kill_all() ends with what it started."""
@@ -141,6 +140,40 @@ def kill_all(*processes):
             except ProcessLookupError:
                 pass
             process.wait()
+
+
+def _fail_not_ended(what: str, timeout_s: float, stdout, stderr):
+    def tail(text, size):
+        text = text.decode(errors="replace") if isinstance(text, bytes) else (text or "")
+        return text[-size:]
+    pytest.fail(f"{what} had not ended after {timeout_s:g} s; it printed: "
+                f"{tail(stdout, 2000)!r}, and on stderr: {tail(stderr, 4000)!r}")
+
+
+def finished(process, timeout_s: float, what: str = "the session"):
+    """`process`'s (stdout, stderr) once it has ended, within `timeout_s`; past that it is killed
+    (with what it started, where it leads a process group) and the test fails naming `what` and
+    what it had printed, not with a bare timeout."""
+    try:
+        return process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        process.kill()
+    _fail_not_ended(what, timeout_s, *process.communicate())
+
+
+def ran(command, timeout_s: float, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run of `command`, its output captured as text; when it has not ended within
+    `timeout_s` (killed then), the test fails saying what it had printed."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                              **kwargs)
+    except subprocess.TimeoutExpired as timed_out:
+        _fail_not_ended(" ".join(map(str, command))[-300:], timeout_s, timed_out.stdout,
+                        timed_out.stderr)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import daemon_pids, kill_all
+from tests.e2e.conftest import daemon_pids, finished, kill_all
 from tests.e2e.test_forks import exec_args
 from tests.e2e.test_profile import (assert_sites, profile_attached, read_line_containing,
                                     single_process)
@@ -49,7 +49,7 @@ def test_app_goes_on_when_the_daemon_dies_mid_session(cli, alloc_program, device
         # Every allocation after the daemon's death must still succeed, without blocking.
         assert program.wait(timeout=60) == 0
         assert "done" in program.stdout.read()
-        _, stderr = session.communicate(timeout=60)
+        _, stderr = finished(session, 60)
     finally:
         kill_all(program, session)
     assert session.returncode != 0

@@ -14,7 +14,7 @@ from droidheap.device.local import QEMU_SYSROOTS
 from droidheap.native import host_abi
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from tests.e2e.conftest import PROGRAMS, compiler, kill_all
+from tests.e2e.conftest import PROGRAMS, compiler, finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 from tests.trace_processor import LoadedTrace
@@ -118,12 +118,12 @@ def test_child_exec_of_a_named_program_is_profiled_from_its_start(cli, abi, prog
         read_line_containing(session.stderr, "from the start of each new process", 30)
         launcher = cli.start("--local", "shell", "--", program, "fork",
                              *exec_args(abi, alloc_program))
-        stdout, _ = launcher.communicate(timeout=120)
+        stdout, _ = finished(launcher, 120, "the launcher")
         assert launcher.returncode == 0
         parent, child = pids_of(stdout)
         read_line_containing(session.stderr, f"profiling pid {child} from its start", 30)
         session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(launcher, session)

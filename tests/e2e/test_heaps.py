@@ -9,7 +9,7 @@ import re
 from droidheap.pprof import Profile
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import parse_trace
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import read_line_containing
 from tests.trace_processor import LoadedTrace, totals_by_site_in_pprof
 
@@ -92,9 +92,9 @@ def test_heaps_registered_before_the_profiler_attached_are_found(cli, programs, 
         session = cli.start("--local", "-p", str(pid), "--heaps", "pool", "-o", out)
         read_line_containing(session.stderr, f"attached to pid {pid}", 60)
         go.touch()
-        stdout, _ = running.communicate(timeout=120)
+        stdout, _ = finished(running, 120, "the running program")
         assert running.returncode == 0
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, session)

@@ -14,7 +14,7 @@ import pytest
 
 from droidheap import native
 from droidheap.native import host_abi
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 from tests.requirements import require
@@ -79,7 +79,7 @@ def test_junk_clients_are_refused_and_the_session_goes_on(cli, alloc_program, de
         silent = connect(socket_path)  # says nothing: the daemon gives up on it
         time.sleep(0.5)
         go.touch()
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         silent.close()
         assert session.returncode == 0, stderr
     finally:
@@ -132,7 +132,7 @@ def test_forged_fds_and_slow_clients(cli, alloc_program, device_root, tmp_path):
         slow.close()
 
         go.touch()
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session)
@@ -253,7 +253,7 @@ def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli
                         "the hog stalled its dumps")
         elapsed = time.monotonic() - began
         assert session.returncode == 0, stderr
-        honest_out, _ = honest.communicate(timeout=60)
+        honest_out, _ = finished(honest, 60, "the honest process")
     finally:
         kill_all(session, hog, honest)
     longest_us = int(honest_out.split("longest malloc us=")[1].split()[0])

@@ -13,7 +13,7 @@ import time
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from tests.e2e.conftest import daemon_pids, kill_all
+from tests.e2e.conftest import daemon_pids, finished, kill_all
 from tests.e2e.test_profile import single_process
 from tests.e2e.trace_check import read_dumps, totals_by_leaf_function
 
@@ -87,7 +87,7 @@ def run_to_the_end(cli, device_root, program, mode, trap_dir, tmp_path):
     session = cli.start("--local", "-o", tmp_path / "out", "-i", "1", "--", program, mode,
                         trap_dir)
     try:
-        stdout, stderr = session.communicate(timeout=SESSION_TIMEOUT_S)
+        stdout, stderr = finished(session, SESSION_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the session did not end within {SESSION_TIMEOUT_S} s ({mode})")
     finally:
@@ -136,7 +136,7 @@ def test_a_mapped_file_truncated_after_the_daemon_read_it_costs_nothing(cli, abi
     copy_dir.mkdir()
     session = cli.start("--local", "-o", tmp_path / "out", "-i", "1", "--", program, copy_dir)
     try:
-        stdout, stderr = session.communicate(timeout=SESSION_TIMEOUT_S)
+        stdout, stderr = finished(session, SESSION_TIMEOUT_S)
     finally:
         kill_all(session)
     assert session.returncode == 0 and "truncated" in stdout and "done" in stdout, stdout + stderr

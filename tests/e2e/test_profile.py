@@ -11,7 +11,7 @@ import time
 import pytest
 
 from droidheap.native import host_abi
-from tests.e2e.conftest import daemon_pids, kill_all
+from tests.e2e.conftest import daemon_pids, finished, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 from tests.trace_processor import SiteTotals
@@ -117,7 +117,7 @@ def profile_attached(cli, argv, out, interval, target=lambda pid: ["-p", pid]) -
         time.sleep(0.2)  # the client swaps its table in right after the handshake
         go.touch()
         assert program.wait(timeout=60) == 0
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(program, session)
@@ -145,7 +145,7 @@ def test_sigterm_stops_a_spawned_session_and_keeps_the_profile(cli, alloc_progra
     try:
         read_line_containing(session.stdout, "done", 60)
         session.terminate()
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session)
     assert "Traceback" not in stderr
@@ -164,7 +164,7 @@ def test_ctrl_c_stops_a_spawned_program_and_droidheap_exits_130(cli, alloc_progr
     try:
         read_line_containing(session.stdout, "done", 60)
         os.killpg(session.pid, signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
     finally:
         kill_all(session)
     assert session.returncode == 130, stderr
@@ -207,7 +207,7 @@ def test_continuous_dumps_and_on_demand_dump(cli, alloc_program, device_root, tm
         assert before, "droidheapd is not running"
         for pid in before:
             subprocess.run(["kill", "-USR1", str(pid)], check=True)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session)

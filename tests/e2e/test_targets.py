@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from tests.e2e.conftest import kill_all
+from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 
@@ -44,7 +44,7 @@ def test_running_and_starting_processes_are_taken_unless_told(cli, alloc_program
         assert started.wait(timeout=60) == 0
         if flag != "--no-startup":  # it waits for more processes named so until Ctrl-C
             session.send_signal(signal.SIGINT)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, started, session)
@@ -64,7 +64,7 @@ def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, alloc_prog
         read_line_containing(session.stderr, "stopped profiling after 1500 ms", 60)
         go.touch()  # the program's sites come after the profile has ended
         read_line_containing(session.stdout, "done", 60)
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session)
@@ -87,7 +87,7 @@ def test_a_spawned_program_is_profiled_alone_not_others_of_its_name(cli, alloc_p
         other_pid = int(read_line_containing(other.stdout, "waiting pid=", 30).split("=")[1])
         go.touch()
         assert other.wait(timeout=60) == 0
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(session, other)
@@ -123,7 +123,7 @@ def test_a_pattern_takes_the_running_processes_it_matches(cli, alloc_program, tm
         read_line_containing(session.stderr, f"attached to pid {pid}", 30)
         go.touch()
         assert running.wait(timeout=60) == 0
-        _, stderr = session.communicate(timeout=120)
+        _, stderr = finished(session, 120)
         assert session.returncode == 0, stderr
     finally:
         kill_all(running, session)

@@ -51,6 +51,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--android": "tests/adbd/__main__.py",
     "--perfetto": "tests/adbd/__main__.py",
     "--wait-file": "tests/programs/alloc_sites.c",
+    "--shuffle": "tests/conftest.py",
     "--no-rosegment": None,  # lld's
     "--query": None,  # Perfetto's perfetto command
 }
