@@ -204,9 +204,12 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
       reply.status = kReplyDaemonBusy;
     }
     // Read the maps now, while the client waits for this reply: a short-lived process may be gone
-    // (its maps empty) before its first record is unwound.
+    // (its maps empty) before its first record is unwound. Its program too: once answered, it may
+    // exec at once (a forked child), and ExecedFrom must compare the new program with the old.
     if (MapsAreEmulated()) client->maps.SetHostViewPid(cred.pid);
     client->maps.Reload(client->maps_fd);
+    client->cmdline = ProcessMatcher::ReadCmdline(cred.pid);
+    client->exe = ProcessMatcher::ReadExe(cred.pid);
   }
   client->pid = cred.pid;  // the kernel's word, not the client's
   int fds[4] = {-1, -1, -1, -1};
@@ -245,8 +248,6 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     Log("rejected pid=%d status=%u", client->pid, reply.status);
     return;
   }
-  client->cmdline = ProcessMatcher::ReadCmdline(client->pid);
-  client->exe = ProcessMatcher::ReadExe(client->pid);
   client->start_timestamp_ns = MonotonicCoarseNs();
   // A process signalled while it ran, or forked from a profiled one, frees blocks its session
   // never saw allocated.
