@@ -35,7 +35,7 @@ struct Child {
       close(fds[1]);
       char byte;
       if (read(fds[0], &byte, 1) != 1 || !exec) _exit(0);
-      execl(Shell(), Shell(), "-c", "sleep 30", static_cast<char*>(nullptr));
+      execl(Shell(), Shell(), "-c", "exec sleep 30", static_cast<char*>(nullptr));
       _exit(127);
     }
     close(fds[0]);
