@@ -1,5 +1,6 @@
 """`droidheap diff A [B]`: growth of bytes in use per call site, from A's last dumps to B's (two
-output directories, traces or pprof files, i.e. two runs or two dumps), or within A over the
+output directories, traces or pprof files, i.e. two runs or two dumps; of a run, the dumps a report
+opens on: the last taken while it ran, series.opening_dumps), or within A over the
 dumps taken while the program ran, first to last (results/series.py: not to the dump after its
 exit, which a program that frees at exit would make all shrinkage). `go tool pprof -base A.pb.gz
 B.pb.gz` reads our pprof files the same way."""
@@ -46,11 +47,12 @@ def command(path, current, as_json, top, base_dump, current_dump, html, symbol_d
     """Growth per call site from PATH to CURRENT, or within PATH while the program ran: from its
     first dump to its last before the exit, or from dump N to dump M (--from, --to)."""
     from droidheap.results.diff import site_growth
-    from droidheap.results.report import chosen_dumps, location_json
+    from droidheap.results.report import location_json
+    from droidheap.results.series import opening_dumps
     from droidheap.results.text import format_growth
     if current is not None and (base_dump, current_dump) != (None, None):
         raise click.UsageError("--from and --to choose dumps within one PATH; with two, each "
-                               "one's last dumps are compared")
+                               "one's last dumps while running are compared")
     base_results = load(path, symbol_dirs)
     say_warnings(base_results)
     if current is None:
@@ -59,10 +61,10 @@ def command(path, current, as_json, top, base_dump, current_dump, html, symbol_d
                        for s in growth_within(path, base_results.profiles, base_dump,
                                               current_dump)]
     else:
-        base = chosen_dumps(base_results.profiles)
+        base = opening_dumps(base_results.profiles)
         current_results = load(current, symbol_dirs)
         say_warnings(current_results)
-        after = chosen_dumps(current_results.profiles)
+        after = opening_dumps(current_results.profiles)
         _say_if_unrelated(path, base_results.profiles, current, current_results.profiles)
         comparisons = [(str(path), str(current), f"heap {heap}",
                         site_growth([p for p in base if p.heap == heap],

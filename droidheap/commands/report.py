@@ -13,7 +13,8 @@ from droidheap.gc_pause import gc_paused
 @path_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--dump", type=click.IntRange(0), default=None, metavar="N",
-              help="Report dump N of each process (default: the last).")
+              help="Report dump N of each process (default: the last taken while it ran, or "
+                   "at its peak; the one after its exit when there is no other).")
 @click.option("--top", type=click.IntRange(1), default=10, metavar="N",
               help="Call sites per table (default 10).")
 @html_option

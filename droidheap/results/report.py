@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 from droidheap.errors import DroidheapError
 from droidheap.results.leaks import leak_suspects
 from droidheap.results.model import LeakSuspect, Location, Profile, Unreachable
+from droidheap.results.series import by_heap, opening_dumps
 from droidheap.results.sites import SiteFigures, TreeNode, bottom_up, top_sites
 
 
@@ -19,7 +20,9 @@ class ProfileReport:
     by_in_use: List[SiteFigures]
     by_allocated: List[SiteFigures]
     tree: List[TreeNode]  # bottom-up, by bytes in use (allocated, for a profile with none in use)
-    unreachable: List[SiteFigures]  # by unreachable bytes (in in_use_*), when its sweep ran
+    swept: Optional[Profile]  # the dump whose sweep's verdict is reported (--unreachable)
+    unreachable: List[SiteFigures]  # its sites, by unreachable bytes (in in_use_*)
+    exit_dump: Optional[Profile]  # the dump after its exit, when the one reported is another
 
 
 @dataclasses.dataclass
@@ -46,22 +49,33 @@ def last_sweeps(profiles: Sequence[Profile]) -> List[Profile]:
     return chosen_dumps([p for p in profiles if p.unreachable and p.unreachable.swept])
 
 
+def _verdict(series: Sequence[Profile]) -> Optional[Profile]:
+    """Of one program's dumps, the last whose sweep ran (the one as it exited, when it did:
+    LeakSanitizer's moment), else the last that says why none ran."""
+    said = [p for p in series if p.unreachable]
+    return ([p for p in said if p.unreachable.swept] or said or [None])[-1]
+
+
 def build_report(profiles: Sequence[Profile], warnings: Sequence[str] = (),
                  dump: Optional[int] = None, top: int = 10) -> Report:
+    """Of dump `dump` of each process's heap, or of the one it opens on (series.opening_dumps);
+    with the verdict of that dump's sweep, or of its program's last."""
+    series_of = {id(d): dumps for dumps in by_heap(profiles).values() for d in dumps}
     reports = []
-    for profile in chosen_dumps(profiles, dump):
-        series = [p for p in profiles if (p.pid, p.heap) == (profile.pid, profile.heap)]
+    for profile in opening_dumps(profiles) if dump is None else chosen_dumps(profiles, dump):
+        series = series_of[id(profile)]
         first = min((p.timestamp_ns for p in profiles if p.pid == profile.pid and p.timestamp_ns),
                     default=0)
         metric = "in_use_bytes" if profile.in_use_bytes or profile.at_peak else "alloc_bytes"
+        swept = _verdict(series) if dump is None else profile if profile.unreachable else None
         reports.append(ProfileReport(
-            profile, len(series),
+            profile, sum(p.heap == profile.heap for p in profiles if p.pid == profile.pid),
             (profile.timestamp_ns - first) / 1e9 if first and profile.timestamp_ns else None,
             top_sites(profile.samples, "in_use_bytes", top),
             [] if profile.at_peak else top_sites(profile.samples, "alloc_bytes", top),
             bottom_up(profile.samples, metric, sites=min(top, 5)),
-            top_sites(profile.unreachable.samples, "in_use_bytes", top)
-            if profile.unreachable else []))
+            swept, top_sites(swept.unreachable.samples, "in_use_bytes", top) if swept else [],
+            next((d for d in series if d.at_exit and d is not profile), None)))
     return Report(reports, leak_suspects(profiles, top), list(warnings))
 
 
@@ -91,10 +105,10 @@ def _unreachable_json(r: ProfileReport) -> Optional[dict]:
     """What the dump's sweep found, None when none ran. The sweep's own figures are of the
     sampled blocks as they are (None from a pprof file); the estimates are scaled, as the
     profile's samples."""
-    u = r.profile.unreachable
+    u = r.swept.unreachable if r.swept else None
     if u is None or not u.swept:
         return None
-    return {"complete": u.complete, "blocks_swept": u.blocks_swept, "blocks": u.blocks,
+    return {"dump": r.swept.dump_index, "complete": u.complete, "blocks_swept": u.blocks_swept, "blocks": u.blocks,
             "bytes": u.bytes, "held_ns": u.held_ns, "listed_blocks": u.listed_blocks,
             "estimated_count": u.estimated_count,
             "estimated_bytes": u.estimated_bytes, "note": u.note,
@@ -131,6 +145,9 @@ def report_json(report: Report) -> dict:
             "top_sites_by_allocated": [_site_json(s) for s in r.by_allocated],
             "bottom_up": [_tree_json(n) for n in r.tree],
             "unreachable": _unreachable_json(r),
+            "exit_dump": None if r.exit_dump is None else {
+                "dump": r.exit_dump.dump_index, "in_use_bytes": r.exit_dump.in_use_bytes,
+                "in_use_count": sum(s.in_use_count for s in r.exit_dump.samples)},
             "source": p.source})
     suspects = [{"pid": s.pid, "heap": s.heap, **location_json(s.site),
                  "growth_bytes": s.growth_bytes, "steadiness": round(s.steadiness, 3),

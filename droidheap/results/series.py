@@ -38,6 +38,16 @@ def by_heap(profiles: Sequence[Profile]) -> Dict[Tuple[int, str, int], List[Prof
     return series
 
 
+def opening_dumps(profiles: Sequence[Profile]) -> List[Profile]:
+    """Per process and heap, the dump a report opens on (`report`, report.html, each side of
+    `diff A B`): the last its program took while it ran, or at its peak; the one after its exit
+    only when there is no other (a run without -c). Of a process that exec'd, its last program's."""
+    last_series: Dict[Tuple[int, str], List[Profile]] = {}
+    for (pid, heap, _), dumps in sorted(by_heap(profiles).items()):
+        last_series[pid, heap] = dumps
+    return [([d for d in dumps if not d.at_exit] or dumps)[-1] for dumps in last_series.values()]
+
+
 def running(dumps: Sequence[Profile]) -> List[Profile]:
     """Of one heap's dumps, those taken while the process ran: a series (not at the peak, each
     a moment of its own) that ends before the exit dump."""

@@ -122,6 +122,11 @@ def _profile_block(r: ProfileReport) -> List[str]:
     lost = ", ".join(p.samples_lost) if p.samples_lost else "none"
     lines.append(f"  samples lost: {lost}; unwinding errors: {p.unwinding_errors}"
                  + (f"; {ending_note(p.disconnected, p.ending)}" if p.disconnected else ""))
+    if r.exit_dump:
+        e = r.exit_dump
+        lines.append(f"  at exit, dump {e.dump_index} (report --dump {e.dump_index}): sampled in use "
+                     f"{human_bytes(e.in_use_bytes)} in "
+                     f"{sum(s.in_use_count for s in e.samples)} objects")
     if r.by_in_use:
         lines += ["  top call sites by bytes in use:"] + _site_rows(r.by_in_use)
     if r.by_allocated:
@@ -139,7 +144,7 @@ def _profile_block(r: ProfileReport) -> List[str]:
 
 def _unreachable_block(r: ProfileReport) -> List[str]:
     """The verdict of the dump's sweep, then the call sites of the unreachable blocks."""
-    p = r.profile
+    p = r.swept
     lines = [f"unreachable (leaked), {p.title}: {unreachable_verdict(p.unreachable)}"]
     if r.unreachable:
         lines.append(f"  {'unreachable':>11} {'blocks':>8}  call site")
@@ -169,7 +174,7 @@ def format_report(report: Report) -> str:
         return "No heap dumps: no profiled process allocated while connected."
     blocks = ["\n".join(_profile_block(r)) for r in report.profiles]
     # The sweeps' verdicts, then the suspects: what is proven leaked before what may be.
-    blocks += ["\n".join(_unreachable_block(r)) for r in report.profiles if r.profile.unreachable]
+    blocks += ["\n".join(_unreachable_block(r)) for r in report.profiles if r.swept]
     if report.suspects:
         blocks.append(format_suspects(report.suspects))
     text = "\n\n".join(blocks)

@@ -32,9 +32,12 @@ def freed_out(programs, abi, tmp_path_factory):
     cli = Cli(root, abi)
     result = cli.run("--local", "-c", "500", "-o", out, "--", programs("leaky"), "free")
     assert result.returncode == 0, result.stderr
-    (last,) = json.loads(cli.run("report", out, "--json").stdout)["profiles"]
-    assert last["at_exit"] and last["sampled"]["in_use_bytes"] < 64 * 1024, last
-    return cli, out, last["dump"]
+    (shown,) = json.loads(cli.run("report", out, "--json").stdout)["profiles"]
+    # The report opens on the last dump taken while it ran, and names the one after the exit.
+    at_exit = shown["exit_dump"]
+    assert not shown["at_exit"] and at_exit["in_use_bytes"] < 64 * 1024, shown
+    assert shown["sampled"]["in_use_bytes"] > 1 << 20, shown
+    return cli, out, at_exit["dump"]
 
 
 def test_summary_and_report_rank_the_steady_leak_first(leaky_out):
@@ -50,7 +53,11 @@ def test_summary_and_report_rank_the_steady_leak_first(leaky_out):
     assert "samples lost: none" in report.stdout
     data = json.loads(cli.run("report", out, "--json").stdout)
     (profile,) = data["profiles"]
-    assert profile["dumps"] >= 3 and profile["exact"]["alloc_count"] >= 60 + 60 + 8
+    assert profile["dumps"] >= 3 and not profile["at_exit"], profile["dump"]
+    # The exact counts are whole at the dump after the exit.
+    exit_dump = str(profile["exit_dump"]["dump"])
+    (at_exit,) = json.loads(cli.run("report", out, "--json", "--dump", exit_dump).stdout)["profiles"]
+    assert at_exit["at_exit"] and at_exit["exact"]["alloc_count"] >= 60 + 60 + 8
     assert profile["top_sites_by_in_use"][0]["function"] == LEAK
     # The churn keeps nothing but allocates the most: 60 x 64 KiB.
     assert profile["top_sites_by_allocated"][0]["function"] == CHURN

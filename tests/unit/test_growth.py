@@ -73,15 +73,50 @@ def test_leak_suspects_are_ranked_over_the_running_dumps():
     assert suspect.in_use_by_dump == [int(mib * 2**20) for mib in (5.5, 15.5, 25.5, 35.5)]
 
 
-def test_the_report_names_the_exit_dump_at_exit():
+def test_the_report_opens_on_the_last_running_dump_and_names_the_exit_dump_at_exit():
     dumps = _grown_then_freed()
     assert dumps[-1].title == "pid 1 (/data/app/bin), heap libc.malloc, dump 4 (at exit)"
-    text = format_report(build_report(dumps))
-    assert text.startswith("pid 1 (/data/app/bin), heap libc.malloc, dump 4 of 5, 4.0 s after "
-                           "the first (at exit); sampling"), text
-    assert format_report(build_report(dumps[-1:])).startswith(
-        "pid 1 (/data/app/bin), heap libc.malloc, one dump (at exit); sampling")
-    assert [p["at_exit"] for p in report_json(build_report(dumps))["profiles"]] == [True]
+    lines = format_report(build_report(dumps)).splitlines()
+    assert lines[0].startswith("pid 1 (/data/app/bin), heap libc.malloc, dump 3 of 5, 3.0 s after "
+                               "the first; sampling"), lines
+    assert "  at exit, dump 4 (report --dump 4): sampled in use 0 B in 0 objects" in lines
+    (shown,) = report_json(build_report(dumps))["profiles"]
+    assert (shown["dump"], shown["at_exit"], shown["exit_dump"]["dump"]) == (3, False, 4)
+    assert format_report(build_report(dumps, dump=4)).startswith(
+        "pid 1 (/data/app/bin), heap libc.malloc, dump 4 of 5, 4.0 s after the first (at exit); "
+        "sampling")
+    # No -c: the dump after the exit is all there is.
+    only = format_report(build_report(dumps[-1:]))
+    assert only.startswith("pid 1 (/data/app/bin), heap libc.malloc, one dump (at exit); sampling")
+    assert "report --dump" not in only
+
+
+def test_the_report_gives_the_verdict_of_the_sweep_at_exit_beside_the_last_running_dump():
+    """LeakSanitizer's moment is the exit: its sweep is the verdict, whichever dump is shown."""
+    from droidheap.results.model import Unreachable
+    from test_results import EXACT
+    dumps = _grown_then_freed()
+    dumps[2].unreachable = Unreachable([], complete=True, blocks_swept=9, blocks=0, bytes=0)
+    dumps[-1].unreachable = EXACT
+    report = build_report(dumps)
+    lines = format_report(report).splitlines()
+    assert lines[0].startswith("pid 1 (/data/app/bin), heap libc.malloc, dump 3 of 5"), lines
+    assert ("unreachable (leaked), pid 1 (/data/app/bin), heap libc.malloc, dump 4 (at exit): "
+            "3.9 KiB in 90 blocks, every block known (exact)") in lines
+    assert report_json(report)["profiles"][0]["unreachable"]["dump"] == 4
+    # Asked for by number, a dump's own sweep.
+    (asked,) = report_json(build_report(dumps, dump=2))["profiles"]
+    assert (asked["unreachable"]["dump"], asked["unreachable"]["bytes"]) == (2, 0)
+
+
+def test_diff_of_two_runs_compares_their_last_running_dumps(tmp_path, capsys):
+    """Both runs freed everything at exit: their exit dumps would say nothing grew."""
+    smaller = _exited(_series({"py_name": [1 << 20, 2 << 20]}))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    code, lines, _ = _run(capsys, "diff", _stored(tmp_path / "a", smaller),
+                          _stored(tmp_path / "b", _grown_then_freed()))
+    assert code == 0 and lines[1].endswith(": +33.5 MiB"), lines
 
 
 def _run(capsys, *args):
