@@ -172,6 +172,11 @@ def ending_note(disconnected: bool, ending: str, program_exit: Optional[ProgramE
     if ending == CONNECTION_LOST:
         if program_exit and program_exit.stopped_at:  # no mystery: droidheap ended it
             return status
+        if program_exit and 128 < program_exit.status <= 128 + 64:  # as a shell says a signal
+            return (f"signal {program_exit.status - 128} ended it before droidheap's exit path "
+                    f"ran ({status})")
+        if program_exit:  # a shell (dash), or anything else that leaves through _exit
+            return f"it exited without droidheap's exit path, as _exit does ({status})"
         return ("its connection was lost before the process exited normally (" +
                 (status or "a crash, a kill, _exit or a closed socket") + ")")
     # An older daemon's trace, or heapprofd's: either.

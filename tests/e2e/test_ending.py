@@ -50,7 +50,7 @@ def test_a_program_gone_without_its_exit_path_lost_its_connection(cli, programs,
     result = cli.run("--local", "-o", out, "--", programs("exit_at_once"), "--abrupt", "3")
     assert result.returncode == 3, result.stderr  # the program's, as `time` passes it on
     assert "exited with status 3" in result.stderr, result.stderr
-    assert ("  note: its connection was lost before the process exited normally (the process "
+    assert ("  note: it exited without droidheap's exit path, as _exit does (the process "
             "exited with status 3)") in result.stderr, result.stderr
     # Nothing read it at its end: no RSS, rather than one read before it allocated.
     assert "the process: RSS" not in result.stderr and "as it exited" not in result.stderr
@@ -65,6 +65,6 @@ def test_a_program_killed_by_a_signal_makes_droidheap_exit_as_a_shell_says(cli, 
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "--", programs("exit_at_once"), "--signal", "9")
     assert result.returncode == 128 + 9, result.stderr
-    assert ("  note: its connection was lost before the process exited normally (the process "
-            "exited with status 137)") in result.stderr, result.stderr
+    assert ("  note: signal 9 ended it before droidheap's exit path ran (the process exited "
+            "with status 137)") in result.stderr, result.stderr
     assert (out / "report.html").is_file()

@@ -108,8 +108,11 @@ def test_the_note_says_how_the_profile_ended():
     assert _ending_note("process exited", {7: ProgramExit(0)}) == (
         "  note: the process exited with status 0")
     assert _ending_note("connection lost", {7: ProgramExit(137)}) == (
-        "  note: its connection was lost before the process exited normally (the process exited "
-        "with status 137)")
+        "  note: signal 9 ended it before droidheap's exit path ran (the process exited with "
+        "status 137)")
+    assert _ending_note("connection lost", {7: ProgramExit(0)}) == (
+        "  note: it exited without droidheap's exit path, as _exit does (the process exited with "
+        "status 0)")
     assert _ending_note("process exec'd") == (
         "  note: it exec'd another program, which its profile ends at (the program is profiled "
         "from its start when the session takes it)")
