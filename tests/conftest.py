@@ -164,7 +164,8 @@ def pytest_collection_modifyitems(config, items):
 def _start_order(item) -> int:
     """pytest-xdist hands the groups out in the order of their first tests (scripts/test:
     --no-loadscope-reorder): THIS_MACHINES_PROCESSES first, the longest, to one worker; then the
-    modules that make what it uses (MADE_EARLY: tests/wheels.py), to the other, early."""
+    modules that make what it uses (MADE_EARLY: the wheels, the -m32 and sanitized builds), to
+    the other, early."""
     if item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
         return 0
     return 1 if getattr(getattr(item, "module", None), "MADE_EARLY", False) else 2

@@ -14,6 +14,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Every native test, but the one that needs a helper process to unwind (run by the tests below).
 NATIVE_TESTS = sorted(path.stem for path in (ROOT / "ndk_client" / "tests").glob("*_test.cc")
                       if path.stem != "cross_abi_unwind_test")
+# Made early by the worker that takes this module (the -m32 build, which the root test device's
+# x86 binaries come from), while the device tests' worker runs its others (tests/conftest.py).
+MADE_EARLY = True
+
 BUILDS = {"host": "native_build", "x86": "native_build_i386"}
 REGISTER_CAPTURE = ROOT / "ndk_client" / "client" / "register_capture.cc"
 

@@ -8,6 +8,11 @@ import pytest
 
 from tests.unit.test_native import NATIVE_TESTS
 
+# Made early by the worker that takes this module (the sanitized builds, which
+# e2e/test_sanitizers.py's daemons come from), while the device tests' worker runs its others
+# (tests/conftest.py).
+MADE_EARLY = True
+
 SANITIZERS = {"asan-ubsan": "address,undefined", "tsan": "thread"}
 ENVIRONMENT = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
                "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
