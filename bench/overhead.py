@@ -4,13 +4,15 @@ peers, beside the same run unprofiled on glibc, all measured side by side in one
 --runs runs, taken in rounds that run every configuration once).
 
     .venv/bin/python bench/overhead.py [--threads 1,4] [--runs 3] [--allocs 2000000]
-                                       [--no-programs] [--no-depths] [--no-callgrind]
+                                       [--stack 8192] [--no-programs] [--no-depths]
+                                       [--no-stack-sizes] [--no-callgrind]
                                        [--cross-thread-frees] [--orders random,FIFO]
 
 The workloads: bench/programs/malloc_churn.c (per thread ALLOCS allocations of 16..4096 bytes
 with 1024 kept live, each new one freeing a random one of them (random) or the oldest (FIFO),
 every 1000th kept to the end, each freed by its own thread; with --cross-thread-frees every
-other one by another thread), then real allocation-heavy
+other one by another thread; --stack bytes of live stack above the allocating frames, the 1024
+slots among them, as a thread's own data), then real allocation-heavy
 programs from Debian, each timing its own work and reading its own VmHWM: perl building an
 800k-key hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
 few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
@@ -43,16 +45,20 @@ Figures:
   peak RSS      the program's VmHWM in MiB, profiler's memory in the process included
   stack depth   daemon ns per sample for malloc_churn, 1 thread, ALLOCS allocations, dh 4096,
                 allocating from 10, 30 and 60 nested frames (and the deepest stack booked)
+  stack size    malloc_churn, 1 thread, at dh 4096 and dh 1 with 512 B, 8, 32 and 128 KiB of
+                live stack above its allocations, built with frame pointers and without: the
+                elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop
   custom heap   what a recorded custom heap (droidheap/heaps.h) costs its program: ns per report
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
                 under callgrind, the instructions it adds per pair
-  goals         issue 42's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1,
+  goals         issues 42's and 56's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1,
                 each free order (4 threads @-i 1 also below heaptrack), perl, python3 and
                 sqlite3 @4096, the client's CPU ns per sample (1 thread, random, @4096) and the
-                daemon's busy ns per sample at depth 10; each met, MISSED, or not measured
+                daemon's busy ns per sample at depth 10, the cost per sample at 128 KiB of stack
+                within 1.3x of that at 512 B; each met, MISSED, or not measured
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -68,10 +74,11 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
-from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, Run, daemon_stats,
-                              daemon_usage, goals, parse_run, print_custom_heap,
-                              print_daemon_table, print_depths, print_elapsed_table,
-                              print_fast_path, print_goals, print_rss_table)
+from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, STACK_COLUMNS, STACK_SIZES,
+                              Run, StackRuns, daemon_stats, daemon_usage, goals, parse_run,
+                              print_custom_heap, print_daemon_table, print_depths,
+                              print_elapsed_table, print_fast_path, print_goals, print_rss_table,
+                              print_stack_sizes)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
@@ -215,6 +222,19 @@ def measure_depths(runner: Runner, program: pathlib.Path, allocs: int,
     return by_depth
 
 
+def measure_stack_sizes(runner: Runner, builds: Dict[str, pathlib.Path], allocs: int,
+                        runs: int) -> StackRuns:
+    """{(build, stack bytes): {column: runs}} of malloc_churn, 1 thread, with that much live stack
+    above its allocations, alone and at STACK_COLUMNS, in rounds."""
+    found = {}
+    for build, program in builds.items():
+        for size in STACK_SIZES:
+            workload = [str(program), "-t", "1", "-n", str(allocs), "-S", str(size)]
+            found[build, size] = measure(runner, f"{build}, {size} B of stack", workload, runs,
+                                         columns=["glibc", *STACK_COLUMNS])
+    return found
+
+
 def valgrind_launcher() -> Optional[str]:
     """The program that valgrind's process runs as. Debian's `valgrind` is a shell script that
     execs `valgrind.bin`, which stays the name in /proc/<pid>/cmdline."""
@@ -302,8 +322,13 @@ def main() -> int:
     parser.add_argument("--threads", default="1,4")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--allocs", type=int, default=2_000_000, help="per thread")
+    parser.add_argument("--stack", type=int, default=8192,
+                        help="bytes of live stack above malloc_churn's allocations (issue 56's "
+                             "goals are at 8 KiB)")
     parser.add_argument("--no-programs", action="store_true", help="malloc_churn only")
     parser.add_argument("--no-depths", action="store_true", help="skip the stack depth runs")
+    parser.add_argument("--no-stack-sizes", action="store_true",
+                        help="skip the runs at each size of live stack")
     parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
     parser.add_argument("--cross-thread-frees", action="store_true",
                         help="malloc_churn -x: half the frees on another thread")
@@ -314,15 +339,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="droidheap-overhead-") as tmp:
         work = pathlib.Path(tmp)
         program = work / "malloc_churn"
-        subprocess.run(["cc", "-O2", "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o", str(program)],
-                       check=True)
+        framed = work / "malloc_churn_fp"
+        for output, flags in ((program, []), (framed, ["-fno-omit-frame-pointer"])):
+            subprocess.run(["cc", "-O2", *flags, "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o",
+                            str(output)], check=True)
         runner = Runner(work)
         churn: Dict[str, Dict[int, dict]] = {}
         for order in args.orders.split(","):
             churn[order] = {}
             for threads in [int(t) for t in args.threads.split(",")]:
                 workload = [str(program), "-t", str(threads), "-n", str(args.allocs),
-                            *(["-x"] if args.cross_thread_frees else []),
+                            "-S", str(args.stack), *(["-x"] if args.cross_thread_frees else []),
                             *(["-f"] if order == "FIFO" else [])]
                 churn[order][threads] = measure(runner, f"{threads} threads {order}", workload,
                                                 args.runs)
@@ -333,6 +360,9 @@ def main() -> int:
                     programs.append((name, measure(runner, name, argv, args.runs, stdin)))
         by_depth = {} if args.no_depths else measure_depths(runner, program, args.allocs,
                                                             args.runs)
+        by_size = {} if args.no_stack_sizes else measure_stack_sizes(
+            runner, {"no frame pointers": program, "frame pointers": framed}, args.allocs,
+            args.runs)
         fast_path = measure_fast_path(runner, program, args.runs)
         custom_heap = measure_custom_heap(runner, program, args.runs)
         callgrind = custom_callgrind = None
@@ -357,6 +387,9 @@ def main() -> int:
     if by_depth:
         print()
         print_depths(by_depth)
+    if by_size:
+        print()
+        print_stack_sizes(by_size)
     if callgrind:
         layer, added, samples = callgrind
         print(f"\nunsampled fast path under callgrind (1 thread, dh 1e9, {samples} sampled): "
@@ -367,8 +400,9 @@ def main() -> int:
               f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
     print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live "
           "(a random one freed, or with FIFO the oldest), every 1000th kept to the end, "
-          f"{'half' if args.cross_thread_frees else 'none'} freed on another thread")
-    print_goals(goals(churn, dict(programs), by_depth))
+          f"{'half' if args.cross_thread_frees else 'none'} freed on another thread, "
+          f"{args.stack} B of live stack above the allocations")
+    print_goals(goals(churn, dict(programs), by_depth, by_size))
     print()
     print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
     print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))

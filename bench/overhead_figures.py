@@ -11,6 +11,11 @@ from droidheap.trace.reader import parse_trace
 
 DEPTHS = [10, 30, 60]
 DEPTH_INTERVAL = 4096
+# Bytes of live stack above malloc_churn's allocations (-S), and the columns they are timed in.
+STACK_SIZES = [512, 8192, 32768, 131072]
+STACK_COLUMNS = {"dh 4096": "@4096", "dh 1": "@-i 1"}  # column: how a goal names it
+# Issue 56: the cost of a sample at the largest stack within this multiple of the smallest's.
+FLAT = 1.3
 CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
 # The programs the goals name, by their label in bench/overhead.py.
 GOAL_PROGRAMS = ["perl hash", "python3 dict", "sqlite3 rows"]
@@ -175,6 +180,36 @@ def print_custom_heap(by_threads: Dict[int, Dict[str, List[Run]]], allocs: int) 
               f"unprofiled, recording adds {recorded - alone:.1f} ns (medians)")
 
 
+def ns_per_sample(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
+    """The elapsed time a column adds to glibc's per sample it took, from the medians."""
+    samples = median(by_column.get(column, []), lambda r: r.daemon and r.daemon.samples)
+    if not samples or "glibc" not in by_column:
+        return None
+    return (median(by_column[column], lambda r: r.elapsed_ns) -
+            median(by_column["glibc"], lambda r: r.elapsed_ns)) / samples
+
+
+StackRuns = Dict[Tuple[str, int], Dict[str, List[Run]]]  # (build, stack bytes): {column: runs}
+
+
+def print_stack_sizes(by_size: StackRuns) -> None:
+    print("cost per sample by live stack above the allocation (malloc_churn -S, 1 thread, "
+          "random frees): elapsed multiple, and ns added per sample")
+    print(f"  {'build':<20} {'stack':>8} " + " ".join(f"{c:>20}" for c in STACK_COLUMNS))
+    for (build, size), by_column in by_size.items():
+        cells = []
+        for column in STACK_COLUMNS:
+            times, cost = multiple(by_column, column), ns_per_sample(by_column, column)
+            cells.append("-" if times is None or cost is None else
+                         f"{times:.2f}x {cost:6.0f} ns")
+        print(f"  {build:<20} {_bytes(size):>8} " + " ".join(f"{c:>20}" for c in cells))
+
+
+def _bytes(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+
+
+
 def print_depths(by_depth: Dict[int, List[Run]]) -> None:
     print(f"daemon ns per sample by stack depth (malloc_churn, 1 thread, dh {DEPTH_INTERVAL}):")
     for depth, runs in by_depth.items():
@@ -213,9 +248,10 @@ def multiple(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
 
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
           programs: Dict[str, Dict[str, List[Run]]],
-          by_depth: Dict[int, List[Run]]) -> List[Goal]:
-    """Issue 42's goals against this run: `churn` by free order ("random", "FIFO"), then thread
-    count; `programs` by label, the stack-depth runs by depth."""
+          by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None) -> List[Goal]:
+    """Issues 42's and 56's goals against this run: `churn` by free order ("random", "FIFO"),
+    then thread count; `programs` by label, the stack-depth runs by depth, the stack-size runs by
+    build and size."""
     found: List[Goal] = []
 
     def elapsed_goal(what: str, by_column, column: str, limit: float, peer: Optional[str] = None):
@@ -230,7 +266,7 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
             peer is None or peer_now is None or now < peer_now)))
 
     for order, by_threads in churn.items():
-        for threads, limits in ((1, (2.0, 2.5)), (4, (2.5, 6))):
+        for threads, limits in ((1, (1.8, 2.2)), (4, (2.5, 5))):
             label = f"{threads} thread{'s' if threads > 1 else ''} {order}"
             elapsed_goal(f"{label} @4096", by_threads.get(threads), "dh 4096", limits[0])
             elapsed_goal(f"{label} @-i 1", by_threads.get(threads), "dh 1", limits[1],
@@ -246,6 +282,16 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
     found.append(Goal("daemon ns per sample", f"<= 200 (depth 10 @{DEPTH_INTERVAL})",
                       None if daemon is None else f"{daemon:.0f}",
                       daemon is not None and daemon <= 200))
+    builds = sorted({build for build, _ in by_size or {}})
+    for build in builds:
+        for column in STACK_COLUMNS:
+            small, large = (ns_per_sample(by_size.get((build, size), {}), column)
+                            for size in (STACK_SIZES[0], STACK_SIZES[-1]))
+            ratio = large / small if small and large is not None else None
+            found.append(Goal(f"flat, {build} {STACK_COLUMNS[column]}",
+                              f"{_bytes(STACK_SIZES[-1])} <= {FLAT}x {_bytes(STACK_SIZES[0])}'s",
+                              None if ratio is None else f"{large:.0f} / {small:.0f} ns "
+                              f"= {ratio:.2f}x", ratio is not None and ratio <= FLAT))
     return found
 
 

@@ -6,7 +6,10 @@
 // a program's long-lived data is. With -x every other block goes into the next
 // thread's window, so that half the frees happen on another thread than the malloc; with -r PCT,
 // that share of the operations grows a live block with realloc instead; with -d DEPTH, each thread
-// allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep. With
+// allocates from DEPTH nested function frames, so that a profiler unwinds stacks that deep; with
+// -S BYTES each thread keeps that many bytes of live stack above its allocating frames (a buffer
+// in its first frame, as threads keep their own data; its window lives there when it fits, its
+// slots written at every allocation), so that a stack copy from the allocation up holds them. With
 // -c HEAP the allocator is not called at all: each allocation and free is a report to the custom
 // heap HEAP (droidheap/heaps.h) of a window slot's address, what a program's own allocator adds
 // to tell a profiler (-x, -r and -k do not apply then).
@@ -18,7 +21,8 @@
 //   VmHWM:   N kB
 //
 // usage: malloc_churn [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] [-d DEPTH]
-//                     [-k KEEP] [-f] [-x] [-c HEAP]
+//                     [-S BYTES] [-k KEEP] [-f] [-x] [-c HEAP]
+#include <alloca.h>
 #include <droidheap/heaps.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -35,10 +39,12 @@ static size_t g_min = 16, g_max = 4096;
 static int g_realloc_pct = 0;
 static int g_cross = 0;
 static int g_depth = 0;
+static size_t g_stack_bytes = 0;  // -S
 static long g_keep = 1000;
 static int g_fifo = 0;
 static droidheap_heap* g_heap = NULL;  // -c
-static void** g_windows;  // g_threads windows of g_window slots
+static void** g_windows;  // g_threads windows of g_window slots (on the heap)
+static void*** g_window_of;  // each thread's window: in g_windows, or on its stack with -S
 static void** g_kept;     // g_threads runs of kept_per_thread() blocks, freed at the end
 static pthread_barrier_t g_start;
 
@@ -85,7 +91,7 @@ __attribute__((noinline)) static void churn(long id) {
     }
     if (g_heap != NULL) {
       // The slot holds the size of the block reported there last, freed before the next.
-      void** cell = g_windows + (size_t)id * (size_t)g_window + slot;
+      void** cell = g_window_of[id] + slot;
       if (*cell != NULL) droidheap_report_free(g_heap, cell, (size_t)*cell);
       droidheap_report_alloc(g_heap, cell, size);
       *cell = (void*)size;
@@ -93,7 +99,7 @@ __attribute__((noinline)) static void churn(long id) {
     }
     if (g_realloc_pct > 0 && (int)((r >> 32) % 100) < g_realloc_pct) {
       // Grow this thread's own block in place of a fresh one (realloc needs its owner's window).
-      void** own = g_windows + (size_t)id * (size_t)g_window + slot;
+      void** own = g_window_of[id] + slot;
       void* old = __atomic_exchange_n(own, NULL, __ATOMIC_ACQ_REL);
       void* grown = realloc(old, size);
       if (grown == NULL) abort();
@@ -106,8 +112,7 @@ __attribute__((noinline)) static void churn(long id) {
     if (block == NULL) abort();
     ((volatile char*)block)[touched] = 1;  // touch it, as a program would
     long owner = g_cross ? (id + (i & 1)) % g_threads : id;
-    void** window = g_windows + (size_t)owner * (size_t)g_window;
-    free(__atomic_exchange_n(&window[slot], block, __ATOMIC_ACQ_REL));
+    free(__atomic_exchange_n(&g_window_of[owner][slot], block, __ATOMIC_ACQ_REL));
   }
 }
 
@@ -124,8 +129,21 @@ __attribute__((noinline)) static void nest(long id, int depth) {
 
 static void* thread_main(void* arg) {
   long id = (long)arg;
+  size_t window_bytes = (size_t)g_window * sizeof(void*);
+  if (g_stack_bytes > 0) {
+    char* kept = alloca(g_stack_bytes);
+    memset(kept, 0, g_stack_bytes);  // live, as a thread's own data is
+    if (g_stack_bytes >= window_bytes) g_window_of[id] = (void**)kept;
+    __asm__ volatile("" : : "r"(kept) : "memory");
+  }
   pthread_barrier_wait(&g_start);
   nest(id, g_depth);
+  // The windows on the stacks are emptied while they live; every thread is done allocating.
+  pthread_barrier_wait(&g_start);
+  if (g_window_of[id] != g_windows + (size_t)id * (size_t)g_window) {
+    for (int i = 0; g_heap == NULL && i < g_window; ++i) free(g_window_of[id][i]);
+    g_window_of[id] = NULL;
+  }
   return NULL;
 }
 
@@ -143,7 +161,7 @@ static void print_peak_rss(void) {
 
 static int parse_args(int argc, char** argv) {
   int opt;
-  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:k:fxc:")) != -1) {
+  while ((opt = getopt(argc, argv, "t:n:w:s:r:d:S:k:fxc:")) != -1) {
     switch (opt) {
       case 't': g_threads = atoi(optarg); break;
       case 'n': g_allocs = atol(optarg); break;
@@ -153,6 +171,7 @@ static int parse_args(int argc, char** argv) {
         break;
       case 'r': g_realloc_pct = atoi(optarg); break;
       case 'd': g_depth = atoi(optarg); break;
+      case 'S': g_stack_bytes = (size_t)atol(optarg); break;
       case 'k': g_keep = atol(optarg); break;
       case 'f': g_fifo = 1; break;
       case 'x': g_cross = 1; break;
@@ -168,21 +187,27 @@ static int parse_args(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (!parse_args(argc, argv)) {
     fprintf(stderr, "usage: %s [-t THREADS] [-n ALLOCS] [-w WINDOW] [-s MIN:MAX] [-r PCT] "
-            "[-d DEPTH] [-k KEEP] [-f] [-x] [-c HEAP]\n", argv[0]);
+            "[-d DEPTH] [-S BYTES] [-k KEEP] [-f] [-x] [-c HEAP]\n", argv[0]);
     return 2;
   }
   g_windows = calloc((size_t)g_threads * (size_t)g_window, sizeof(void*));
   g_kept = calloc((size_t)g_threads * kept_per_thread() + 1, sizeof(void*));
+  g_window_of = calloc((size_t)g_threads, sizeof(void**));
   pthread_t* threads = calloc((size_t)g_threads, sizeof(pthread_t));
-  if (g_windows == NULL || g_kept == NULL || threads == NULL) return 1;
+  if (g_windows == NULL || g_kept == NULL || g_window_of == NULL || threads == NULL) return 1;
+  for (size_t i = 0; i < (size_t)g_threads; ++i) g_window_of[i] = g_windows + i * (size_t)g_window;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);  // room for -S beside the default stack's use
+  pthread_attr_setstacksize(&attr, g_stack_bytes + (8u << 20));
   pthread_barrier_init(&g_start, NULL, (unsigned)g_threads + 1);
-  for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], NULL, thread_main, (void*)i);
+  for (long i = 0; i < g_threads; ++i) pthread_create(&threads[i], &attr, thread_main, (void*)i);
   pthread_barrier_wait(&g_start);
   uint64_t begin = now_ns();
   uint64_t cpu_begin = cpu_ns();
-  for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
+  pthread_barrier_wait(&g_start);  // every thread done
   uint64_t elapsed = now_ns() - begin;
   uint64_t cpu = cpu_ns() - cpu_begin;
+  for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
   for (size_t i = 0; g_heap == NULL && i < (size_t)g_threads * (size_t)g_window; ++i) {
     free(g_windows[i]);
   }
