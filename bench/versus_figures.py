@@ -31,17 +31,23 @@ class Workload:
     threads: int
     args: Tuple[str, ...]
     exact: Optional[Dict[str, Site]]  # alloc_sites' bytes per site
+    stack: int = 0  # malloc_churn's bytes of live stack above its allocations (-S)
 
     @property
     def label(self) -> str:
-        return f"{self.program} {self.threads}t"
+        stack = "" if not self.stack else (f" {self.stack // 1024}K" if self.stack >= 1024
+                                           else f" {self.stack}B")
+        return f"{self.program} {self.threads}t{stack}"
 
 
-def workloads(allocs: int) -> List[Workload]:
+def workloads(allocs: int, stacks: Sequence[int] = (8192,),
+              churn_programs: Sequence[str] = ("malloc_churn",)) -> List[Workload]:
     """`allocs`: malloc_churn's allocations in all, shared among its threads (1 thread alone
-    would be over too soon to time)."""
-    churn = [Workload("malloc_churn", t, ("-t", str(t), "-n", str(allocs // t), "-x"), None)
-             for t in (1, 4)]
+    would be over too soon to time), with each of `stacks` bytes of live stack above them, in
+    each of its builds (`churn_programs`: with frame pointers or not)."""
+    churn = [Workload(program, t, ("-t", str(t), "-n", str(allocs // t), "-x", "-S", str(stack)),
+                      None, stack)
+             for program in churn_programs for stack in stacks for t in (1, 4)]
     return churn + [Workload("alloc_sites", t, ("--threads", str(t), "--linger-freeing",
                                                 str(LINGER_FREEING_MS)), sites(t))
                     for t in (1, 4)] + [
@@ -244,18 +250,21 @@ def _error(f: Figures) -> str:
     return f"{max(f.site_errors.values()) * 100:>5.1f}/{f.sites_booked}"
 
 
+_LABEL = 23  # "malloc_churn_fp 4t 128K"
+
+
 def format_table(results: Results) -> List[str]:
     """The table, then a line per row with a goal missed, then the notes."""
-    lines = [f"{'':>16} {'':>5} {'time x':>15} {'max err %/sites':>15} {'lost runs':>9} "
+    lines = [f"{'':>{_LABEL}} {'':>5} {'time x':>15} {'max err %/sites':>15} {'lost runs':>9} "
              f"{'cpu s':>13} {'RSS MiB':>13}  goals",
-             f"{'workload':>16} {'-i':>5} " + " ".join(
+             f"{'workload':>{_LABEL}} {'-i':>5} " + " ".join(
                  f"{'dh':>{w}} {'hp':>{w}}" for w in (7, 7, 4, 6, 6)) + "  (dh vs hp)"]
     missed_lines, notes = [], []
     for workload, interval, cell in results:
         dh, hp = figures(cell, DROIDHEAP, interval), figures(cell, HEAPPROFD, interval)
         missed = goals(dh, hp)
         lines.append(
-            f"{workload.label:>16} {interval:>5} {dh.multiple:>6.2f}x {hp.multiple:>6.2f}x "
+            f"{workload.label:>{_LABEL}} {interval:>5} {dh.multiple:>6.2f}x {hp.multiple:>6.2f}x "
             f"{_error(dh):>7} {_error(hp):>7} {dh.lost_runs:>4} {hp.lost_runs:>4} "
             f"{_cell(dh.cpu_s, '.2f', 6)} {_cell(hp.cpu_s, '.2f', 6)} "
             f"{_cell(dh.rss_mib, '.1f', 6)} {_cell(hp.rss_mib, '.1f', 6)}  "

@@ -4,7 +4,8 @@ natively (--android android11): what each costs the profiled program, how exact 
 are, what it loses, and what its daemon takes.
 
     .venv/bin/python bench/versus_heapprofd.py [--android android10] [--runs 3] [--allocs N]
-                                               [--intervals 4096,1]
+                                               [--intervals 4096,1] [--stacks 8192]
+                                               [--frame-pointers]
                                                [--workloads 'alloc_sites 4t,...'] [--keep DIR]
 
 The same Android builds for both (tests/android.py, linked --no-rosegment: Android 10's heapprofd
@@ -12,7 +13,9 @@ cannot unwind lld's API-29 layout), started the same way: each profiler's sessio
 the program's name (`droidheap -n`, `droidheap --mode platform -n`), and once the device's
 heapprofd.enable.<name> property says so the program is started by `adb shell`, then the session
 is ended (SIGINT) after it exits. The workloads: bench/programs/malloc_churn.c, 1 and 4 threads
-(ALLOCS allocations shared among them, half freed by another thread), timing itself; and
+(ALLOCS allocations shared among them, half freed by another thread, with each of --stacks bytes
+of live stack above them; with --frame-pointers also built -fno-omit-frame-pointer, as
+malloc_churn_fp), timing itself; and
 tests/programs/alloc_sites.c, --threads 1 and 4, and tests/programs/libc_sites.cc (C++ through
 Android's libc++, libc's strdup and qsort, a deep recursion), whose exact bytes per site are in
 tests/e2e/expected_sites.py, timed on the device from its start to its "done" line (it then goes
@@ -59,6 +62,7 @@ from versus_figures import (CLOCK_TICKS_PER_S, DROIDHEAP, HEAPPROFD, PROFILERS, 
 
 DEVICE_DIR = "/data/local/tmp"
 CHURN_SOURCE = ROOT / "bench" / "programs" / "malloc_churn.c"
+FRAMED_CHURN = "malloc_churn_fp"  # built with -fno-omit-frame-pointer
 SITES_SOURCE = ROOT / "tests" / "programs" / "alloc_sites.c"
 CXX_SITES_SOURCE = ROOT / "tests" / "programs" / "libc_sites.cc"
 SESSION_TIMEOUT_S = 120
@@ -238,13 +242,17 @@ def measure(bench: Bench, workload: Workload, interval: int, runs: int) -> Cell:
 # ---- main ------------------------------------------------------------------------------------
 
 def build_programs(work: pathlib.Path, abi: str) -> Dict[str, pathlib.Path]:
-    """The Android builds both profilers run, linked --no-rosegment (see the module's doc)."""
+    """The Android builds both profilers run, linked --no-rosegment (see the module's doc);
+    malloc_churn also with frame pointers (FRAMED_CHURN)."""
     from tests.android import compile_android_program
     built = {}
-    for source in (CHURN_SOURCE, SITES_SOURCE, CXX_SITES_SOURCE):
-        built[source.stem] = compile_android_program(
-            source, work / source.stem, abi, rosegment=False,
-            include_dirs=[ROOT / "ndk_client" / "include"])
+    for name, source, cflags in ((CHURN_SOURCE.stem, CHURN_SOURCE, ()),
+                                 (FRAMED_CHURN, CHURN_SOURCE, ("-fno-omit-frame-pointer",)),
+                                 (SITES_SOURCE.stem, SITES_SOURCE, ()),
+                                 (CXX_SITES_SOURCE.stem, CXX_SITES_SOURCE, ())):
+        built[name] = compile_android_program(
+            source, work / name, abi, rosegment=False,
+            include_dirs=[ROOT / "ndk_client" / "include"], cflags=cflags)
     return built
 
 
@@ -264,8 +272,13 @@ def main() -> int:
                         help="malloc_churn's allocations, shared among its threads (default: "
                              f"{QEMU_ALLOCS} under qemu-user, {NATIVE_ALLOCS} natively)")
     parser.add_argument("--intervals", default="4096,1")
+    parser.add_argument("--stacks", default="8192",
+                        help="malloc_churn's bytes of live stack above its allocations, each a "
+                             "workload (e.g. 512,8192,32768,131072)")
+    parser.add_argument("--frame-pointers", action="store_true",
+                        help="malloc_churn built with frame pointers too (malloc_churn_fp)")
     parser.add_argument("--workloads", default="",
-                        help="only these, e.g. 'malloc_churn 1t,alloc_sites 4t'")
+                        help="only these, e.g. 'malloc_churn 1t 8K,alloc_sites 4t'")
     parser.add_argument("--keep", type=pathlib.Path,
                         help="keep each run's outputs and session log in this directory")
     args = parser.parse_args()
@@ -273,7 +286,9 @@ def main() -> int:
     if args.allocs is None:
         args.allocs = NATIVE_ALLOCS if release.native else QEMU_ALLOCS
     intervals = [int(i) for i in args.intervals.split(",")]
-    chosen = [w for w in workloads(args.allocs)
+    stacks = [int(size) for size in args.stacks.split(",")]
+    churns = ["malloc_churn", *([FRAMED_CHURN] if args.frame_pointers else [])]
+    chosen = [w for w in workloads(args.allocs, stacks, churns)
               if not args.workloads or w.label in args.workloads.split(",")]
     with tempfile.TemporaryDirectory(prefix="droidheap-versus-") as tmp:
         work = args.keep or pathlib.Path(tmp)

@@ -83,16 +83,17 @@ def android_sysroot(abi: str) -> pathlib.Path:
 def compile_android_program(source: pathlib.Path, out: pathlib.Path, abi: str,
                             rosegment: bool = True,
                             include_dirs: Sequence[pathlib.Path] = (),
-                            shared: bool = False) -> pathlib.Path:
+                            shared: bool = False, cflags: Sequence[str] = ()) -> pathlib.Path:
     """tests/programs' `source` (C or C++) built for Android `abi` as an app's code is. Without
     `rosegment`, as the NDK links an app whose minSdkVersion is below 29 (--no-rosegment: code
     and read-only data in one segment, the layout unwinders before Android 10's expect). With
     `include_dirs` searched for headers (bench/programs' need droidheap/heaps.h). `shared`: a
-    shared library (an app's JNI library), its soname `out`'s name."""
+    shared library (an app's JNI library), its soname `out`'s name. `cflags`: more compiler
+    flags (-fno-omit-frame-pointer, say)."""
     cxx = source.suffix == ".cc"
     compiler = "/usr/lib/llvm-14/bin/clang++" if cxx else "/usr/lib/llvm-14/bin/clang"
     flags = [f"--target={TARGETS[abi]}{API}", f"--sysroot={android_sysroot(abi)}", *NDK_FLAGS,
-             *(f"-I{directory}" for directory in include_dirs)]
+             *(f"-I{directory}" for directory in include_dirs), *cflags]
     if abi == "armeabi-v7a":
         flags.append("-mthumb")
     if cxx:  # the platform's libc++ (an app would ship its own libc++_shared.so)
