@@ -14,9 +14,12 @@ import random
 import shutil
 import subprocess
 import tempfile
+import time
 from typing import Optional
 
 import pytest
+
+from tests import timeline
 
 from tests.build_lock import build_lock
 from tests.leftovers import Leftovers
@@ -30,6 +33,7 @@ _DEVICE_TEST_DIRS = (ROOT / "tests" / "e2e", ROOT / "tests" / "adb")
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 _LEFTOVERS = pytest.StashKey()
 _PROGRAM_DIRS = pytest.StashKey()
+_STARTED = pytest.StashKey()
 
 
 def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
@@ -131,6 +135,40 @@ def _leaves_nothing_running(request, tmp_path_factory):
     left = leftovers.check() if leftovers is not None else ""
     if left:
         pytest.fail(f"the test left these running (killed now): {left}", pytrace=False)
+
+
+def pytest_configure(config):
+    """The controller (the one process without pytest-xdist) names the file its workers note
+    their tests' times in (tests/timeline.py)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        handle, path = tempfile.mkstemp(prefix="droidheap-timeline-")
+        os.close(handle)
+        os.environ[timeline.ENVIRONMENT] = path
+        config.stash[_STARTED] = time.time()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = time.time()
+    yield
+    path = os.environ.get(timeline.ENVIRONMENT)
+    if path:
+        group = item.get_closest_marker("xdist_group")
+        timeline.note(pathlib.Path(path), item.nodeid, group.args[0] if group else "", start,
+                      time.time())
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Per worker, where the run's wall time went, when there were workers."""
+    if _STARTED not in config.stash:
+        return
+    path = pathlib.Path(os.environ[timeline.ENVIRONMENT])
+    said = timeline.summary(path, config.stash[_STARTED])
+    if len(said) > 1:
+        terminalreporter.write_line("where the time went (tests/timeline.py):")
+        for line in said:
+            terminalreporter.write_line(f"  {line}")
+    path.unlink(missing_ok=True)
 
 
 def pytest_addoption(parser):
