@@ -378,17 +378,16 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   DroidheapCaptureRegisters(regs);
   uint64_t sp = regs[kCapturedSpSlot];
   uint64_t top = 0;
-  uint64_t stack_size = 0;
-  if (StackBounds(sp, &top)) {
-    stack_size = top - sp;
-    if (stack_size > config_.max_stack_bytes) stack_size = config_.max_stack_bytes;
-  }
+  uint64_t whole_stack = 0;  // above sp
+  if (StackBounds(sp, &top)) whole_stack = top - sp;
+  const uint64_t stack_size =
+      whole_stack < config_.max_stack_bytes ? whole_stack : config_.max_stack_bytes;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // A call path the daemon has unwound before (protocol/stack_matches.h) goes as a reference to
-  // it: a few words compared instead of the stack copied.
+  // it: a few words compared instead of the stack copied, wherever they are in the stack.
   const uint64_t match =
       stack_matches_ != nullptr
-          ? stack_matches_->Match(regs, kNativeCaptured, sp, stack_size,
+          ? stack_matches_->Match(regs, kNativeCaptured, sp, whole_stack,
                                   UnwindStackTop(sp, stack_size, config_.max_stack_bytes))
           : StackMatches::kNoMatch;
   SharedRingBuffer::Reservation r;

@@ -289,7 +289,7 @@ bool SampleBooker::UnwindAndIntern(ClientConnection* client, uint64_t sequence,
   std::reverse(frames.begin(), frames.end());
   *callstack = client->callstacks.InternCallstack(frames);
   UnwoundStackCache::Entry* kept = client->stack_cache.Keep(
-      *client->layout, regs, stack_top, *memory, maps_generation, inputs);
+      *client->layout, regs, stack_top, maps_generation, inputs);
   if (kept != nullptr) {
     kept->callstack = *callstack;
     kept->error = unwound.error;

@@ -28,7 +28,7 @@ UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
     }
     for (size_t i = 0; same && i < entry.words.size(); ++i) {
       uint64_t value;
-      same = memory.ReadCopiedWord(entry.words[i].address, layout.word_size, &value) &&
+      same = memory.ReadWord(entry.words[i].address, layout.word_size, &value) &&
              value == entry.words[i].value;
     }
     if (same) {
@@ -42,10 +42,9 @@ UnwoundStackCache::Entry* UnwoundStackCache::Find(const RegisterLayout& layout,
 
 UnwoundStackCache::Entry* UnwoundStackCache::Keep(const RegisterLayout& layout,
                                                   const uint64_t* regs, uint64_t stack_top,
-                                                  const StackMemory& memory,
                                                   uint64_t maps_generation,
                                                   const UnwindInputs& inputs) {
-  if (!inputs.complete || memory.read_process()) return nullptr;
+  if (!inputs.complete) return nullptr;
   uint8_t numbers[kMaxInputRegisters];
   size_t count = 0;
   for (uint32_t reg = 0; reg < static_cast<uint32_t>(kMaxRegisters); ++reg) {

@@ -3,12 +3,14 @@
 // again (a loop allocating) is most samples of most programs.
 //
 // Exact, not a guess: an unwind's result is a function of the maps and of what it used -- the
-// initial registers, the words of the stack copy its return addresses and frame addresses came
-// from (UnwindInputs). An entry keeps those with the result; a new sample with the same pc, sp and
-// stack top whose registers and copy hold the same values there would be unwound to the same
-// frames, so it is booked to the entry's call stack. The words it read and did not use (the
-// program's callee-saved registers, restored on the way) may differ. Unwinds that took a path the
-// inputs do not follow, or read the process's memory past the copy, are not kept.
+// initial registers, the words its return addresses and frame addresses came from (UnwindInputs).
+// An entry keeps those with the result; a new sample with the same pc, sp and stack top whose
+// registers and words hold the same values there would be unwound to the same frames, so it is
+// booked to the entry's call stack. The words it read and did not use (the program's callee-saved
+// registers, restored on the way) may differ. A word is the stack copy's, or, on a stack deeper
+// than its copy (the client copies max_stack_bytes at most), the process's own past the copy,
+// read as the sample is looked up just as an unwind of it would read it then. Unwinds that took a
+// path the inputs do not follow are not kept.
 //
 // One per client, used by its unwinding worker alone. Sets of kWays entries by (pc, sp, stack
 // top), the least recently used one replaced; entries of older maps are never found. Allocated at
@@ -59,11 +61,11 @@ class UnwoundStackCache {
   Entry* Find(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
               const StackMemory& memory, uint64_t maps_generation);
 
-  // Keeps the result of unwinding `regs` with the maps of `maps_generation`, when `inputs` and
-  // `memory` say what it used in full. Returns the entry to fill in with the result (callstack,
-  // error, logged_pcs), or nullptr when it is not kept.
+  // Keeps the result of unwinding `regs` with the maps of `maps_generation`, when `inputs` say
+  // what it used in full. Returns the entry to fill in with the result (callstack, error,
+  // logged_pcs), or nullptr when it is not kept.
   Entry* Keep(const RegisterLayout& layout, const uint64_t* regs, uint64_t stack_top,
-              const StackMemory& memory, uint64_t maps_generation, const UnwindInputs& inputs);
+              uint64_t maps_generation, const UnwindInputs& inputs);
 
   uint64_t hits() const { return hits_; }
   // What the entries take, for the session's memory cap.

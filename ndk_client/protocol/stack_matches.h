@@ -76,6 +76,8 @@ class StackMatches {
   // Client side, any thread, inline in the sampled path: the id of the entry that registers
   // `captured` (this build's capture, RegisterLayout::captured) and the stack words in
   // [sp, sp + stack_size) repeat, unwound with `stack_top` (UnwindStackTop); kNoMatch when none.
+  // `stack_size` is the thread's whole stack above sp, not the part a record would copy: on a
+  // stack deeper than that, the daemon's unwind read on in the process, and those words count.
   uint64_t Match(const uint64_t* captured, size_t captured_count, uint64_t sp, uint64_t stack_size,
                  uint64_t stack_top) const {
     const StackMatchSlot& slot = slots_[SlotOf(sp, stack_top)];

@@ -47,8 +47,8 @@ class Fixture {
                      &inputs);
     memory.RecordReads(nullptr);
     if (cache != nullptr) {
-      UnwoundStackCache::Entry* kept = cache->Keep(kNativeLayout, regs, stack_top, memory,
-                                                   maps_.generation(), inputs);
+      UnwoundStackCache::Entry* kept =
+          cache->Keep(kNativeLayout, regs, stack_top, maps_.generation(), inputs);
       CHECK(kept != nullptr);  // a captured stack unwinds with CFI offsets alone
       kept->callstack = callstack;
     }
@@ -132,6 +132,39 @@ void TestNoChangedStackIsFoundThatUnwindsDifferently() {
   CHECK(registers_that_mattered >= 2 && registers_that_mattered <= 4);
 }
 
+// A stack deeper than its copy (the client copies 64 KiB at most): the unwind reads on in the
+// process, and the words it used there are inputs as the copy's are. Kept, found again while they
+// hold the same, from the process or from a longer copy; not found once one of them differs.
+void TestAStackPastItsCopyIsKeptWithTheWordsReadInTheProcess() {
+  volatile uint64_t here = 0;  // this frame's, below its saved registers and return address
+  Capture capture;
+  Recurse(12, &capture);
+  const uint64_t sp = capture.regs[kRegSp];
+  // The copy ends in this frame: what lies above it is the same in the process as in the capture.
+  const size_t cut = (reinterpret_cast<uintptr_t>(&here) - sp) & ~size_t{7};
+  CHECK(cut < capture.stack.size());
+  const std::vector<uint8_t> copy(capture.stack.begin(), capture.stack.begin() + cut);
+  Fixture fixture;
+  UnwoundStackCache cache;
+  const Unwound whole = fixture.Unwind(capture.regs, capture.stack, 0);
+  const Unwound past = fixture.Unwind(capture.regs, copy, 0, &cache, 5);  // kept (checked there)
+  CHECK(past.error == whole.error && past.pcs == whole.pcs);
+  const UnwoundStackCache::Entry* found = fixture.Find(&cache, capture.regs, copy, 0);
+  CHECK(found != nullptr && found->callstack == 5);
+  std::vector<uint64_t> in_process;
+  for (const WordRead& word : found->words) {
+    if (word.address >= sp + cut) in_process.push_back(word.address);
+  }
+  CHECK(!in_process.empty());  // at least this frame's return address
+  // The same words from a longer copy: found; one of them changed there: not.
+  std::vector<uint8_t> longer = capture.stack;
+  CHECK(fixture.Find(&cache, capture.regs, longer, 0) == found);
+  const size_t offset = static_cast<size_t>(in_process.back() - sp);
+  longer[offset] ^= 0x5a;
+  CHECK(fixture.Find(&cache, capture.regs, longer, 0) == nullptr);
+  (void)here;
+}
+
 // Stacks at the same pc and sp but different callers (a set of several ways) are told apart.
 void TestTwoCallersAtOneDepthAreToldApart() {
   Capture through_recursion, through_qsort;
@@ -176,7 +209,7 @@ void TestManyCallPathsStayBounded() {
   for (uint32_t path = 1; path <= 20000; ++path) {
     stack.regs[kNativeLayout.pc] = 0x400000 + 16 * uint64_t{path};
     UnwoundStackCache::Entry* kept =
-        cache.Keep(kNativeLayout, stack.regs, 0, stack.memory, 1, stack.inputs);
+        cache.Keep(kNativeLayout, stack.regs, 0, 1, stack.inputs);
     CHECK(kept != nullptr);
     kept->callstack = path;
     if (path == 1) first_bytes = cache.memory_bytes();
@@ -195,7 +228,7 @@ void TestAWordNeverReadIsNoInput() {
   stack.inputs.Set(static_cast<uint32_t>(kRegFp), 0);  // to come from the first word read
   stack.inputs.Use(static_cast<uint32_t>(kRegFp));
   UnwoundStackCache::Entry* kept =
-      cache.Keep(kNativeLayout, stack.regs, 0, stack.memory, 1, stack.inputs);
+      cache.Keep(kNativeLayout, stack.regs, 0, 1, stack.inputs);
   CHECK(kept != nullptr && kept->words.empty());
   CHECK(cache.Find(kNativeLayout, stack.regs, 0, stack.memory, 1) == kept);
 }
@@ -206,6 +239,7 @@ int main() {
   TestARepeatedStackIsFound();
   TestNoChangedStackIsFoundThatUnwindsDifferently();
   TestTwoCallersAtOneDepthAreToldApart();
+  TestAStackPastItsCopyIsKeptWithTheWordsReadInTheProcess();
   TestManyCallPathsStayBounded();
   TestAWordNeverReadIsNoInput();
   printf("unwound_stack_cache_test: ok\n");

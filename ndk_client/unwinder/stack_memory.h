@@ -16,7 +16,7 @@
 
 namespace droidheap {
 
-// A word an unwind read from the stack copy, and what it held.
+// A word an unwind read (from the stack copy, or past it from the process), and what it held.
 struct WordRead {
   uint64_t address;
   uint64_t value;
@@ -32,12 +32,11 @@ class StackMemory {
   // One word of the target: `size` bytes (its word size, 4 or 8), zero-extended. Inline: the
   // unwinder reads a few words per frame, nearly all from the copy.
   bool ReadWord(uint64_t address, uint32_t size, uint64_t* value) const {
-    if (ReadCopiedWord(address, size, value)) {
-      if (reads_ != nullptr) reads_->push_back({address, *value});
-      return true;
+    if (!ReadCopiedWord(address, size, value) && !ReadWordFromProcess(address, size, value)) {
+      return false;
     }
-    read_process_ = true;
-    return ReadWordFromProcess(address, size, value);
+    if (reads_ != nullptr) reads_->push_back({address, *value});
+    return true;
   }
 
   // A word of the copy alone: false where the copy does not cover it.
@@ -60,10 +59,8 @@ class StackMemory {
     return false;
   }
 
-  // From now on every word read from the copy is appended to `reads` (nullptr: none is).
+  // From now on every word read is appended to `reads` (nullptr: none is).
   void RecordReads(std::vector<WordRead>* reads) { reads_ = reads; }
-  // Whether a read went past the copy, to the process's memory (which changes under us).
-  bool read_process() const { return read_process_; }
 
  private:
   bool ReadWordFromProcess(uint64_t address, uint32_t size, uint64_t* value) const;
@@ -74,7 +71,6 @@ class StackMemory {
   int mem_fd_ = -1;
   RemoteMemory* process_ = nullptr;
   std::vector<WordRead>* reads_ = nullptr;
-  mutable bool read_process_ = false;
 };
 
 // A code address as found in a register or a frame, made a plain address: pointer-authentication
