@@ -78,7 +78,7 @@ from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, STACK_COLUMNS
                               Run, StackRuns, daemon_stats, daemon_usage, goals, parse_run,
                               print_custom_heap, print_daemon_table, print_depths,
                               print_elapsed_table, print_fast_path, print_goals, print_rss_table,
-                              print_stack_sizes)
+                              print_stack_sizes, sample_paths)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
@@ -141,6 +141,7 @@ class Runner:
                         *workload])
         run.daemon = daemon_stats(out)
         run.daemon.cpu_s, run.daemon.peak_rss_kib = daemon_usage(out)
+        run.daemon.logged_samples, run.daemon.matched, run.daemon.unwound = sample_paths(out)
         # At -i 1 every allocation is a sample: fewer samples than the program's own count of its
         # allocations is a loss no flag reported.
         if interval == 1 and run.allocations and run.daemon.samples < run.allocations:

@@ -36,6 +36,11 @@ class DaemonStats:
     blocked_us: int = 0  # the client's time waiting for room in the full buffer
     cpu_s: float = 0.0  # droidheapd's CPU time, user and system, from its log
     peak_rss_kib: int = 0  # droidheapd's, likewise
+    # Of the samples its log counts: those the process matched itself (no stack sent), and those
+    # unwound afresh (the rest came from the daemon's stack cache).
+    matched: int = 0
+    unwound: int = 0
+    logged_samples: int = 0
 
 
 @dataclasses.dataclass
@@ -107,6 +112,14 @@ def daemon_usage(out: pathlib.Path) -> Tuple[float, int]:
     if not found:
         raise RuntimeError(f"no droidheapd log with its usage in {out}")
     return float(found.group(1)) + float(found.group(2)), int(found.group(3))
+
+
+def sample_paths(out: pathlib.Path) -> Tuple[int, int, int]:
+    """(samples, matched by the process, unwound) droidheapd logged as the processes went, summed
+    over them, from the log in `out`."""
+    found = re.findall(r"samples pid=\d+: (\d+), (\d+) matched by the process, (\d+) unwound",
+                       (out / "droidheapd.log").read_text())
+    return tuple(sum(int(f[i]) for f in found) for i in range(3))
 
 
 def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optional[float]:
@@ -194,15 +207,19 @@ StackRuns = Dict[Tuple[str, int], Dict[str, List[Run]]]  # (build, stack bytes):
 
 def print_stack_sizes(by_size: StackRuns) -> None:
     print("cost per sample by live stack above the allocation (malloc_churn -S, 1 thread, "
-          "random frees): elapsed multiple, and ns added per sample")
-    print(f"  {'build':<20} {'stack':>8} " + " ".join(f"{c:>20}" for c in STACK_COLUMNS))
+          "random frees): elapsed multiple, ns added per sample, and the share of samples the "
+          "process matched itself (sending no stack)")
+    print(f"  {'build':<20} {'stack':>8} " + " ".join(f"{c:>25}" for c in STACK_COLUMNS))
     for (build, size), by_column in by_size.items():
         cells = []
         for column in STACK_COLUMNS:
             times, cost = multiple(by_column, column), ns_per_sample(by_column, column)
+            matched = median(by_column.get(column, []), lambda r: r.daemon and
+                             r.daemon.logged_samples and r.daemon.matched / r.daemon.logged_samples)
             cells.append("-" if times is None or cost is None else
-                         f"{times:.2f}x {cost:6.0f} ns")
-        print(f"  {build:<20} {_bytes(size):>8} " + " ".join(f"{c:>20}" for c in cells))
+                         f"{times:.2f}x {cost:6.0f} ns " +
+                         ("    -" if matched is None else f"{matched:5.1%}"))
+        print(f"  {build:<20} {_bytes(size):>8} " + " ".join(f"{c:>25}" for c in cells))
 
 
 def _bytes(size: int) -> str:
@@ -242,8 +259,8 @@ def multiple(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
     """A column's median elapsed time as a multiple of glibc's."""
     if column not in by_column or "glibc" not in by_column:
         return None
-    return (median(by_column[column], lambda r: r.elapsed_ns) /
-            median(by_column["glibc"], lambda r: r.elapsed_ns))
+    run, alone = (median(by_column[c], lambda r: r.elapsed_ns) for c in (column, "glibc"))
+    return None if run is None or not alone else run / alone
 
 
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],

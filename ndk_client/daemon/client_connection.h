@@ -106,6 +106,10 @@ struct ClientConnection {
   uint64_t mapping_ids_generation = 0;
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;
+  // Of them: booked from a MatchedAllocRecord (the process sent no stack), and unwound afresh; the
+  // rest were found in stack_cache.
+  uint64_t matched_samples = 0;
+  uint64_t unwound_samples = 0;
   uint64_t map_reparses = 0;
   uint64_t unwinding_time_us = 0;  // draining its records: unwinding, mostly, and booking
   // Its kRecordExiting was read: it exited, rather than lost its connection. Its memory was read

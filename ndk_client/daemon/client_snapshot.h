@@ -54,6 +54,8 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   s.stalled = client->stalled;
   s.unwinding_errors = client->unwinding_errors;
   s.heap_samples = client->heap_samples;
+  s.matched_samples = client->matched_samples;
+  s.unwound_samples = client->unwound_samples;
   s.map_reparses = client->map_reparses;
   s.total_unwinding_time_us = client->unwinding_time_us;
   s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);

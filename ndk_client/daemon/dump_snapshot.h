@@ -95,6 +95,8 @@ struct DumpSnapshot {
   bool stalled = false;  // cut off: it kept the daemon from reading its buffer in time
   uint64_t unwinding_errors = 0;
   uint64_t heap_samples = 0;
+  uint64_t matched_samples = 0;  // of heap_samples, as ClientConnection's
+  uint64_t unwound_samples = 0;
   uint64_t map_reparses = 0;
   uint64_t total_unwinding_time_us = 0;
   uint64_t client_blocked_us = 0;

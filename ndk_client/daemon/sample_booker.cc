@@ -144,6 +144,7 @@ bool SampleBooker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
     if (!UnwindAndIntern(client, record.sequence, regs, stack_top, &memory, &callstack)) {
       return false;
     }
+    ++client->unwound_samples;
     WithdrawStaleMatches(client);
   }
   BookSample(client, heap, record.address, record.sequence, callstack, record.sample_size,
@@ -165,6 +166,7 @@ void SampleBooker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* hea
       client->published_matches[static_cast<size_t>(record.match)];
   if (match.error != UnwindError::kNone) ++client->unwinding_errors;
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, match.logged_pcs, match.error);
+  ++client->matched_samples;
   BookSample(client, heap, record.address, record.sequence, match.callstack, record.sample_size,
              record.alloc_size);
 }

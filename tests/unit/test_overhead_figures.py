@@ -91,3 +91,17 @@ def test_the_cost_per_sample_is_flat_when_the_largest_stack_costs_within_1_3x_th
         "600 / 200 ns = 3.00x", False)
     by_size[("fp", 131072)]["dh 1"] = []  # not run
     assert figures.goals({}, {}, {}, by_size)[-1].now is None
+
+
+def test_the_logs_sample_counts_say_how_each_sample_was_booked(figures, tmp_path, capsys):
+    (tmp_path / "droidheapd.log").write_text(
+        "droidheapd: samples pid=5: 100, 90 matched by the process, 3 unwound, the rest cached\n"
+        "droidheapd: process exited pid=5\n"
+        "droidheapd: samples pid=6: 10, 1 matched by the process, 9 unwound, the rest cached\n")
+    assert figures.sample_paths(tmp_path) == (110, 91, 12)
+    run = churn_run(figures, 300, samples=1000_000)
+    run.daemon.logged_samples, run.daemon.matched = 1000_000, 990_000
+    figures.print_stack_sizes({("fp", 512): {"glibc": [churn_run(figures, 100)], "dh 4096": [run],
+                                             "dh 1": []}})
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "3.00x    200 ns 99.0%" in row and row.endswith("-"), row
