@@ -33,7 +33,7 @@ _DEVICE_TEST_DIRS = (ROOT / "tests" / "e2e", ROOT / "tests" / "adb")
 I386_TOOLCHAIN = ROOT / "ndk_client" / "cmake" / "i386-linux-gnu.cmake"
 _LEFTOVERS = pytest.StashKey()
 _PROGRAM_DIRS = pytest.StashKey()
-_STARTED = pytest.StashKey()
+_STARTED = pytest.StashKey()  # (time, timeline.cpu_times()) as the run started
 
 
 def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
@@ -144,7 +144,7 @@ def pytest_configure(config):
         handle, path = tempfile.mkstemp(prefix="droidheap-timeline-")
         os.close(handle)
         os.environ[timeline.ENVIRONMENT] = path
-        config.stash[_STARTED] = time.time()
+        config.stash[_STARTED] = (time.time(), timeline.cpu_times())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -153,9 +153,7 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     path = os.environ.get(timeline.ENVIRONMENT)
     if path:
-        group = item.get_closest_marker("xdist_group")
-        timeline.note(pathlib.Path(path), item.nodeid, group.args[0] if group else "", start,
-                      time.time())
+        timeline.note(pathlib.Path(path), item.nodeid, start, time.time())
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -163,11 +161,13 @@ def pytest_terminal_summary(terminalreporter, config):
     if _STARTED not in config.stash:
         return
     path = pathlib.Path(os.environ[timeline.ENVIRONMENT])
-    said = timeline.summary(path, config.stash[_STARTED])
+    started, cpu = config.stash[_STARTED]
+    said = timeline.summary(path, started)
     if len(said) > 1:
         terminalreporter.write_line("where the time went (tests/timeline.py):")
-        for line in said:
-            terminalreporter.write_line(f"  {line}")
+        for line in [*said, timeline.cores_busy(cpu, timeline.cpu_times())]:
+            if line:
+                terminalreporter.write_line(f"  {line}")
     path.unlink(missing_ok=True)
 
 
@@ -203,10 +203,15 @@ def _start_order(item) -> int:
     """pytest-xdist hands the groups out in the order of their first tests (scripts/test:
     --no-loadscope-reorder): THIS_MACHINES_PROCESSES first, the longest, to one worker; then the
     modules that make what it uses (MADE_EARLY: the wheels, the -m32 and sanitized builds), to
-    the other, early."""
+    the other, early; then those that take minutes (RUNS_LONG), and the short ones last, which
+    whichever worker is free takes: a long module handed out last kept one worker busy for
+    minutes after the other had finished (tests/timeline.py)."""
     if item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
         return 0
-    return 1 if getattr(getattr(item, "module", None), "MADE_EARLY", False) else 2
+    module = getattr(item, "module", None)
+    if getattr(module, "MADE_EARLY", False):
+        return 1
+    return 2 if getattr(module, "RUNS_LONG", False) else 3
 
 
 def _shuffled(items, draw: random.Random) -> list:

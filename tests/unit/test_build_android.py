@@ -16,6 +16,9 @@ from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_he
 from tests.android import ANDROID11, ROOT, ROOTFS, android_sysroot, require_android
 from tests.requirements import require
 from tests.unit.test_native import NATIVE_TESTS, ONLY_ON_THE_HOST
+# Minutes of work: started before the short modules, so that the run ends on short ones
+# (tests/conftest.py, _start_order).
+RUNS_LONG = True
 PRELOAD = "libdroidheap_preload.so"
 IN_APP = (native.CLIENT, PRELOAD)  # loaded into apps
 # What every app's linker namespace sees of these (public.libraries.txt): never libc++.so.

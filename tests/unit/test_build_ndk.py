@@ -7,6 +7,9 @@ from typing import Tuple
 
 import pytest
 
+# Minutes of work: started before the short modules, so that the run ends on short ones
+# (tests/conftest.py, _start_order).
+RUNS_LONG = True
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "build_ndk.sh"
 

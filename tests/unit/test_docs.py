@@ -43,6 +43,8 @@ OTHER_PROGRAMS_FLAGS = {
     "--build": "scripts/build_ndk.sh",
     "--out": "scripts/build_wheel",
     "--threads": "bench/overhead.py",
+    "--program": "bench/unwind_agreement.py",
+    "--args": "bench/unwind_agreement.py",
     "--runs": "bench/overhead.py",
     "--cross-thread-frees": "bench/overhead.py",
     "--workloads": "bench/versus_heapprofd.py",

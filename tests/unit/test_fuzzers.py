@@ -18,6 +18,9 @@ from elftools.elf.elffile import ELFFile
 
 from tests.android import write_apk
 
+# Minutes of work: started before the short modules, so that the run ends on short ones
+# (tests/conftest.py, _start_order).
+RUNS_LONG = True
 SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "30"))
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

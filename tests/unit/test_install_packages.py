@@ -13,6 +13,9 @@ import pytest
 from tests.android import ROOT
 from tests.requirements import require
 
+# Minutes of work: started before the short modules, so that the run ends on short ones
+# (tests/conftest.py, _start_order).
+RUNS_LONG = True
 CHECK = ROOT / "scripts" / "check_packages"
 
 

@@ -33,3 +33,20 @@ def test_a_modules_tests_stay_together_in_a_new_order():
     modules = [item.path for item in order]
     runs = [path for i, path in enumerate(modules) if i == 0 or path != modules[i - 1]]
     assert len(runs) == 6 and sorted(order, key=lambda item: item.nodeid) != order
+
+
+def test_the_device_group_starts_then_what_it_uses_then_the_long_modules_then_the_rest():
+    import types
+    from tests.conftest import THIS_MACHINES_PROCESSES, _start_order
+
+    class _Test:
+        def __init__(self, device=False, **module_flags):
+            self.module = types.SimpleNamespace(**module_flags)
+            self.device = device
+
+        def get_closest_marker(self, name):
+            return THIS_MACHINES_PROCESSES.mark if self.device else None
+
+    tests = [_Test(), _Test(RUNS_LONG=True), _Test(MADE_EARLY=True), _Test(device=True)]
+    assert [_start_order(t) for t in tests] == [3, 2, 1, 0]
+    assert sorted(tests, key=_start_order) == tests[::-1]

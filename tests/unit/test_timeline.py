@@ -2,20 +2,28 @@
 from tests import timeline
 
 
-def test_each_worker_says_how_long_it_was_busy_when_it_finished_and_its_largest_groups(
+def test_each_worker_says_how_long_it_was_busy_when_it_finished_and_its_largest_modules(
         tmp_path, monkeypatch):
     path = tmp_path / "timeline.jsonl"
-    for worker, test, group, start, end in (("gw0", "a::1", "devices", 100, 700),
-                                            ("gw0", "a::2", "devices", 700, 1000),
-                                            ("gw1", "b::1", "wheels", 100, 250),
-                                            ("gw1", "c::1", "fuzzers", 250, 300),
-                                            ("gw1", "d::1", "native", 300, 320)):
+    for worker, test, start, end in (("gw0", "tests/e2e/a.py::t1", 100, 700),
+                                     ("gw0", "tests/e2e/a.py::t2", 700, 1000),
+                                     ("gw1", "tests/unit/b.py::t[x]", 100, 250),
+                                     ("gw1", "tests/unit/c.py::t", 250, 300),
+                                     ("gw1", "tests/unit/d.py::t", 300, 320)):
         monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
-        timeline.note(path, test, group, start, end)
+        timeline.note(path, test, start, end)
     with open(path, "a") as cut:
         cut.write('{"worker": "gw1", "te')  # a worker that died mid-line
-    assert timeline.summary(path, started=90, groups_shown=2) == [
-        "gw0: busy 900 s, finished 910 s after the start; largest groups: devices 900 s",
-        "gw1: busy 220 s, finished 230 s after the start; largest groups: wheels 150 s, "
-        "fuzzers 50 s"]
+    assert timeline.summary(path, started=90, modules_shown=2) == [
+        "gw0: busy 900 s, finished 910 s after the start; largest modules: tests/e2e/a.py 900 s",
+        "gw1: busy 220 s, finished 230 s after the start; largest modules: tests/unit/b.py 150 s, "
+        "tests/unit/c.py 50 s"]
     assert timeline.summary(tmp_path / "none", started=0) == []
+
+
+def test_how_busy_the_cores_were_between_two_readings():
+    before = timeline.cpu_times()
+    assert before is not None and 0 <= before[0] <= before[1]
+    assert timeline.cores_busy((100, 400), (400, 800)) == (
+        "the cores were busy 75% of the run (every process on the machine)")
+    assert timeline.cores_busy(None, before) == "" and timeline.cores_busy(before, before) == ""
