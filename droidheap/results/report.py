@@ -108,8 +108,8 @@ def _unreachable_json(r: ProfileReport) -> Optional[dict]:
     u = r.swept.unreachable if r.swept else None
     if u is None or not u.swept:
         return None
-    return {"dump": r.swept.dump_index, "complete": u.complete, "blocks_swept": u.blocks_swept, "blocks": u.blocks,
-            "bytes": u.bytes, "held_ns": u.held_ns, "listed_blocks": u.listed_blocks,
+    return {"dump": r.swept.dump_index, "complete": u.complete, "blocks_swept": u.blocks_swept,
+            "blocks": u.blocks, "bytes": u.bytes, "held_ns": u.held_ns, "listed_blocks": u.listed_blocks,
             "estimated_count": u.estimated_count,
             "estimated_bytes": u.estimated_bytes, "note": u.note,
             "top_sites": [{**location_json(s.site), "estimated_count": s.in_use_count,

@@ -124,8 +124,8 @@ def _profile_block(r: ProfileReport) -> List[str]:
                  + (f"; {ending_note(p.disconnected, p.ending)}" if p.disconnected else ""))
     if r.exit_dump:
         e = r.exit_dump
-        lines.append(f"  at exit, dump {e.dump_index} (report --dump {e.dump_index}): sampled in use "
-                     f"{human_bytes(e.in_use_bytes)} in "
+        lines.append(f"  at exit, dump {e.dump_index} (report --dump {e.dump_index}): sampled in "
+                     f"use {human_bytes(e.in_use_bytes)} in "
                      f"{sum(s.in_use_count for s in e.samples)} objects")
     if r.by_in_use:
         lines += ["  top call sites by bytes in use:"] + _site_rows(r.by_in_use)

@@ -56,7 +56,8 @@ def test_summary_and_report_rank_the_steady_leak_first(leaky_out):
     assert profile["dumps"] >= 3 and not profile["at_exit"], profile["dump"]
     # The exact counts are whole at the dump after the exit.
     exit_dump = str(profile["exit_dump"]["dump"])
-    (at_exit,) = json.loads(cli.run("report", out, "--json", "--dump", exit_dump).stdout)["profiles"]
+    at_exit_report = cli.run("report", out, "--json", "--dump", exit_dump)
+    (at_exit,) = json.loads(at_exit_report.stdout)["profiles"]
     assert at_exit["at_exit"] and at_exit["exact"]["alloc_count"] >= 60 + 60 + 8
     assert profile["top_sites_by_in_use"][0]["function"] == LEAK
     # The churn keeps nothing but allocates the most: 60 x 64 KiB.

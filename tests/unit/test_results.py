@@ -356,7 +356,8 @@ def test_the_report_lists_unreachable_call_sites_above_the_leak_suspects():
 def test_report_json_gives_the_sweep_per_profile_or_null():
     (p,) = report_json(build_report(_swept_series()))["profiles"]
     assert p["unreachable"] == {
-        "dump": 2, "complete": True, "blocks_swept": 161, "blocks": 90, "bytes": 4000, "held_ns": 568_000,
+        "dump": 2, "complete": True, "blocks_swept": 161, "blocks": 90, "bytes": 4000,
+        "held_ns": 568_000,
         "listed_blocks": None, "estimated_count": 250, "estimated_bytes": 4000, "note": "",
         "top_sites": [
             {"function": "lost", "file": "app.c", "line": 1, "module": APP,
