@@ -49,8 +49,8 @@ def last_sweeps(profiles: Sequence[Profile]) -> List[Profile]:
     return chosen_dumps([p for p in profiles if p.unreachable and p.unreachable.swept])
 
 
-def _verdict(series: Sequence[Profile]) -> Optional[Profile]:
-    """Of one program's dumps, the last whose sweep ran (the one as it exited, when it did:
+def last_verdict(series: Sequence[Profile]) -> Optional[Profile]:
+    """Of one heap's dumps, the last whose sweep ran (the one as it exited, when it did:
     LeakSanitizer's moment), else the last that says why none ran."""
     said = [p for p in series if p.unreachable]
     return ([p for p in said if p.unreachable.swept] or said or [None])[-1]
@@ -67,7 +67,7 @@ def build_report(profiles: Sequence[Profile], warnings: Sequence[str] = (),
         first = min((p.timestamp_ns for p in profiles if p.pid == profile.pid and p.timestamp_ns),
                     default=0)
         metric = "in_use_bytes" if profile.in_use_bytes or profile.at_peak else "alloc_bytes"
-        swept = _verdict(series) if dump is None else profile if profile.unreachable else None
+        swept = last_verdict(series) if dump is None else profile if profile.unreachable else None
         reports.append(ProfileReport(
             profile, sum(p.heap == profile.heap for p in profiles if p.pid == profile.pid),
             (profile.timestamp_ns - first) / 1e9 if first and profile.timestamp_ns else None,

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 from droidheap.results.from_trace import samples_lost
 from droidheap.results.model import (LeakSuspect, Profile, ProgramExit, Unreachable,
                                      ending_note)
-from droidheap.results.report import last_sweeps
+from droidheap.results.report import last_verdict
 from droidheap.results.sites import SiteFigures, top_sites
 from droidheap.results.text import (exact_line, format_suspects, human_bytes, sampled_line,
                                     unreachable_verdict)
@@ -95,8 +95,7 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
             read = _last_known([d if d.memory else None for d in heap_dumps])  # the kernel's
             heap_profiles = [by_dump[pid, d.index, heap] for d in heap_dumps
                              if (pid, d.index, heap) in by_dump]
-            # The last sweep, else the last dump that says why it had none.
-            swept = last_sweeps(heap_profiles) or [p for p in heap_profiles if p.unreachable][-1:]
+            swept = last_verdict(heap_profiles)
             little = not last.at_peak and shown.in_use_bytes < _LITTLE_IN_USE * shown.alloc_bytes
             ranked_by = "alloc_bytes" if little else "in_use_bytes"
             summaries.append(ProcessSummary(
@@ -115,9 +114,9 @@ def summarize(dumps: TraceDumps, profiles: Sequence[Profile],
                 program_exit=(program_exits or {}).get(pid),
                 totals=_last_known([d.totals for d in heap_dumps]),
                 allocator=_last_known([d.allocator for d in heap_dumps]),
-                unreachable=swept[0].unreachable if swept else None,
-                unreachable_when=f" at dump {swept[0].dump_index}" if swept and
-                swept[0].dump_index != last.index else ""))
+                unreachable=swept.unreachable if swept else None,
+                unreachable_when=f" at dump {swept.dump_index}" if swept and
+                swept.dump_index != last.index else ""))
     return summaries
 
 
