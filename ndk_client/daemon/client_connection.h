@@ -57,6 +57,7 @@ struct ClientConnection {
     uint32_t callstack;
     UnwindError error;
     std::vector<uint64_t> logged_pcs;
+    size_t slot;  // where it is published (or was last)
   };
   std::vector<PublishedMatch> published_matches;
   uint64_t stack_matches_generation = 0;  // the maps generation its entries were unwound with

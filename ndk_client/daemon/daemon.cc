@@ -199,7 +199,7 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     const bool counts = hello.version >= 5 && config_.exact_totals;
     if (counts) client->totals.reset(SharedTotals::Create());
     // Without them the client copies every stack: slower, as exact.
-    if (hello.version >= 10) client->stack_matches.reset(StackMatches::Create());
+    if (hello.version >= 12) client->stack_matches.reset(StackMatches::Create());
     if (!client->buffer || (counts && !client->totals)) {
       reply.status = kReplyDaemonBusy;
     }

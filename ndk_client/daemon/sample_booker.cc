@@ -167,6 +167,7 @@ void SampleBooker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* hea
   if (match.error != UnwindError::kNone) ++client->unwinding_errors;
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, match.logged_pcs, match.error);
   ++client->matched_samples;
+  if (client->stack_matches != nullptr) client->stack_matches->Used(match.slot, record.match);
   BookSample(client, heap, record.address, record.sequence, match.callstack, record.sample_size,
              record.alloc_size);
 }
@@ -184,8 +185,9 @@ void SampleBooker::BookSample(ClientConnection* client, HeapTracker* heap, uint6
 
 void SampleBooker::PublishMatch(ClientConnection* client, UnwoundStackCache::Entry* entry) {
   StackMatches* matches = client->stack_matches.get();
+  const bool named = entry->published != UnwoundStackCache::kNotPublished;
   if (matches == nullptr || matches->Holds(entry->sp, entry->stack_top, entry->published) ||
-      client->published_matches.size() >= kMaxPublishedMatches ||
+      (!named && client->published_matches.size() >= kMaxPublishedMatches) ||
       entry->words.size() > StackMatchSlot::kMaxWords) {
     return;
   }
@@ -215,10 +217,15 @@ void SampleBooker::PublishMatch(ClientConnection* client, UnwoundStackCache::Ent
     words[i] = entry->words[i].value;
   }
   WithdrawStaleMatches(client);  // the entry's maps are the current ones (Find)
-  entry->published = client->published_matches.size();
-  client->published_matches.push_back({entry->callstack, entry->error, entry->logged_pcs});
-  matches->Publish(entry->published, entry->sp, entry->stack_top, count, slots, values,
-                   entry->words.size(), addresses, words);
+  // An entry published before and put out of its set since keeps its id: what the id stands for
+  // is the entry's result, unchanged until the cache reuses the entry (which unnames it).
+  if (!named) {
+    entry->published = client->published_matches.size();
+    client->published_matches.push_back({entry->callstack, entry->error, entry->logged_pcs, 0});
+  }
+  client->published_matches[static_cast<size_t>(entry->published)].slot =
+      matches->Publish(entry->published, entry->sp, entry->stack_top, count, slots, values,
+                       entry->words.size(), addresses, words);
 }
 
 void SampleBooker::WithdrawStaleMatches(ClientConnection* client) {

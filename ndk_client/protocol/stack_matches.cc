@@ -55,11 +55,15 @@ uint64_t StackMatches::BeginWrite(size_t index) {
   return sequence + 1;
 }
 
-void StackMatches::Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t register_count,
-                           const uint8_t* register_slots, const uint64_t* register_values,
-                           size_t word_count, const uint64_t* word_addresses,
-                           const uint64_t* word_values) {
-  const size_t index = SlotOf(sp, stack_top);
+size_t StackMatches::Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t register_count,
+                             const uint8_t* register_slots, const uint64_t* register_values,
+                             size_t word_count, const uint64_t* word_addresses,
+                             const uint64_t* word_values) {
+  const size_t first = SetOf(sp, stack_top);
+  size_t index = first;
+  for (size_t way = first + 1; way < first + kWays; ++way) {
+    if (last_used_[way] < last_used_[index]) index = way;
+  }
   StackMatchSlot& slot = slots_[index];
   const uint64_t done = BeginWrite(index);
   slot.id.store(id, std::memory_order_relaxed);
@@ -78,13 +82,16 @@ void StackMatches::Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t 
   }
   sequences_[index] = done;
   published_[index] = id + 1;
+  last_used_[index] = ++clock_;
   slot.sequence.store(done, std::memory_order_release);
+  return index;
 }
 
 void StackMatches::Withdraw() {
   for (size_t index = 0; index < kSlots; ++index) {
     if (sequences_[index] != 0) BeginWrite(index);
     published_[index] = 0;
+    last_used_[index] = 0;
   }
 }
 

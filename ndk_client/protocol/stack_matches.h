@@ -7,10 +7,16 @@
 // words its return addresses and frame addresses came from): a sample with the same values there
 // unwinds to the same frames. When the daemon's cache finds such a repeat it publishes the entry
 // here; the client, before copying a sample's stack (kilobytes: sqlite3 copies 10 KiB a sample),
-// compares the live registers and those few stack words with the slot that (sp, stack top) hash
-// to, and on a match writes a record of 48 bytes naming the entry. The daemon books it to the
+// compares the live registers and those few stack words with the slots of the set that (sp, stack
+// top) hash to, and on a match writes a record of 48 bytes naming the entry. The daemon books it to the
 // entry's call stack without reading a stack or unwinding. Exact for the same reason the daemon's
 // cache is; on any difference the client copies the stack as before.
+//
+// A set has two slots (ways): the call paths of one frame -- a loop's allocation and the one it
+// makes every thousandth time, at the same sp -- share a set, and with one slot each took the other
+// out at every turn, each time costing the daemon's lag in copied stacks (15% of malloc_churn's
+// samples at -i 1). The daemon replaces the slot the client matched or it published least
+// recently (Used).
 //
 // Written by the daemon alone (one unwinding worker per client), read by every thread of the
 // client from the hook path. Each slot is a seqlock: `sequence` odd while the daemon rewrites it
@@ -50,7 +56,9 @@ static_assert(sizeof(StackMatchSlot) == 2048, "shared layout");
 
 class StackMatches {
  public:
-  static constexpr size_t kSlots = 128;
+  static constexpr size_t kSets = 128;
+  static constexpr size_t kWays = 2;
+  static constexpr size_t kSlots = kSets * kWays;
   static constexpr size_t kSize = kSlots * sizeof(StackMatchSlot);
   static constexpr uint64_t kNoMatch = UINT64_MAX;
 
@@ -68,9 +76,10 @@ class StackMatches {
 
   int fd() const { return fd_; }
   const void* mapping() const { return slots_; }
-  static size_t SlotOf(uint64_t sp, uint64_t stack_top) {
+  // The first of the kWays slots of the set (sp, stack_top) hash to.
+  static size_t SetOf(uint64_t sp, uint64_t stack_top) {
     const uint64_t mixed = (sp * 0x9e3779b97f4a7c15ull) ^ (stack_top * 0xc2b2ae3d27d4eb4full);
-    return static_cast<size_t>(mixed >> 57) % kSlots;
+    return static_cast<size_t>(mixed >> 57) % kSets * kWays;
   }
 
   // Client side, any thread, inline in the sampled path: the id of the entry that registers
@@ -80,7 +89,44 @@ class StackMatches {
   // stack deeper than that, the daemon's unwind read on in the process, and those words count.
   uint64_t Match(const uint64_t* captured, size_t captured_count, uint64_t sp, uint64_t stack_size,
                  uint64_t stack_top) const {
-    const StackMatchSlot& slot = slots_[SlotOf(sp, stack_top)];
+    const size_t first = SetOf(sp, stack_top);
+    for (size_t way = 0; way < kWays; ++way) {
+      const uint64_t id =
+          MatchSlot(slots_[first + way], captured, captured_count, sp, stack_size, stack_top);
+      if (id != kNoMatch) return id;
+    }
+    return kNoMatch;
+  }
+
+  // Daemon side, its one worker thread: publishes entry `id` in a slot of the set of (sp,
+  // stack_top), in place of the one used least recently, and returns that slot's index (for Used).
+  // `register_slots` and `register_values` have `register_count` entries, `word_addresses` and
+  // `word_values` `word_count` (within the limits of StackMatchSlot).
+  size_t Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t register_count,
+                 const uint8_t* register_slots, const uint64_t* register_values,
+                 size_t word_count, const uint64_t* word_addresses, const uint64_t* word_values);
+  // Daemon side: the client matched entry `id`, published in slot `slot`; the slot's set then
+  // keeps it before the other.
+  void Used(size_t slot, uint64_t id) {
+    if (slot < kSlots && published_[slot] == id + 1) last_used_[slot] = ++clock_;
+  }
+  // Daemon side: takes every published entry back (the maps they were unwound with changed).
+  void Withdraw();
+  // Daemon side: whether entry `id` is in a slot of the set of (sp, stack_top) now.
+  bool Holds(uint64_t sp, uint64_t stack_top, uint64_t id) const {
+    const size_t first = SetOf(sp, stack_top);
+    for (size_t way = 0; way < kWays; ++way) {
+      if (id != kNoMatch && published_[first + way] == id + 1) return true;
+    }
+    return false;
+  }
+
+ private:
+  StackMatches(int fd, StackMatchSlot* slots) : fd_(fd), slots_(slots) {}
+  static StackMatches* Map(int fd, int protection);
+  static uint64_t MatchSlot(const StackMatchSlot& slot, const uint64_t* captured,
+                            size_t captured_count, uint64_t sp, uint64_t stack_size,
+                            uint64_t stack_top) {
     const uint64_t sequence = slot.sequence.load(std::memory_order_acquire);
     if (sequence == 0 || (sequence & 1) != 0 ||
         slot.stack_top.load(std::memory_order_relaxed) != stack_top) {
@@ -115,23 +161,6 @@ class StackMatches {
     std::atomic_thread_fence(std::memory_order_acquire);
     return slot.sequence.load(std::memory_order_relaxed) == sequence ? id : kNoMatch;
   }
-
-  // Daemon side, its one worker thread: publishes an entry in slot SlotOf(sp, stack_top), in
-  // place of what it held. `register_slots` and `register_values` have `register_count` entries,
-  // `word_addresses` and `word_values` `word_count` (within the limits of StackMatchSlot).
-  void Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_t register_count,
-               const uint8_t* register_slots, const uint64_t* register_values, size_t word_count,
-               const uint64_t* word_addresses, const uint64_t* word_values);
-  // Daemon side: takes every published entry back (the maps they were unwound with changed).
-  void Withdraw();
-  // Daemon side: whether entry `id` is what slot SlotOf(sp, stack_top) holds now.
-  bool Holds(uint64_t sp, uint64_t stack_top, uint64_t id) const {
-    return id != kNoMatch && published_[SlotOf(sp, stack_top)] == id + 1;
-  }
-
- private:
-  StackMatches(int fd, StackMatchSlot* slots) : fd_(fd), slots_(slots) {}
-  static StackMatches* Map(int fd, int protection);
   // Makes the slot's sequence odd (being written) and returns the value to end the write with.
   uint64_t BeginWrite(size_t index);
 
@@ -140,6 +169,8 @@ class StackMatches {
   // The daemon's own count of each slot's sequence, never read back from the shared table.
   uint64_t sequences_[kSlots] = {};
   uint64_t published_[kSlots] = {};  // the id each slot holds, plus one; 0: none
+  uint64_t last_used_[kSlots] = {};  // clock_ when the slot was last published or matched
+  uint64_t clock_ = 0;
 };
 
 }  // namespace droidheap

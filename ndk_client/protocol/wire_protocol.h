@@ -5,7 +5,7 @@
 //   daemon -> client  DaemonReply + SCM_RIGHTS{ring buffer fd, totals fd, stack matches fd,
 //                     snapshot channel fd} (no fd when rejected; the totals fd from version 4,
 //                     heap_totals.h, when totals_size is not 0; the stack matches' from version
-//                     10, stack_matches.h, when stack_matches_size is not 0; the snapshot
+//                     12, stack_matches.h, when stack_matches_size is not 0; the snapshot
 //                     channel's from version 11 when flags hold kFlagSnapshots)
 //   client -> daemon  single wake-up bytes afterwards (content ignored); EOF = client gone.
 //
@@ -41,7 +41,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 8: ClientHello::flags (kHelloForked). 9: the shared buffer's version 3 (ring_buffer.h).
 // 10: DaemonReply::stack_matches_size and its fd; kRecordAllocMatched, kRecordHeapAllocMatched.
 // 11: kFlagSnapshots and the snapshot channel's fd (snapshot_channel.h).
-constexpr uint32_t kProtocolVersion = 11;
+// 12: the stack matches in sets of two slots (stack_matches.h); an older client gets none.
+constexpr uint32_t kProtocolVersion = 12;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 

@@ -1,6 +1,7 @@
 // StackMatches: a client matches a published entry only when every register and stack word it
 // names holds the same value, never reads outside the stack it is given whatever a slot says, stops
-// matching what was withdrawn, and never takes an entry while the daemon rewrites its slot.
+// matching what was withdrawn, keeps two call paths of one sp and stack top (the one the client
+// used last when a third comes), and never takes an entry while the daemon rewrites its slot.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,8 +36,9 @@ FakeSample NewSample(uint64_t pc, uintptr_t seed) {
   return sample;
 }
 
-// Publishes `sample` as entry `id`, naming pc, sp and the stack words at `indexes`.
-void PublishSample(StackMatches* matches, uint64_t id, const FakeSample& sample,
+// Publishes `sample` as entry `id`, naming pc, sp and the stack words at `indexes`; returns the
+// slot it went to.
+size_t PublishSample(StackMatches* matches, uint64_t id, const FakeSample& sample,
                    const std::vector<size_t>& indexes) {
   const uint8_t slots[2] = {0, 1};
   const uint64_t values[2] = {sample.captured[0], sample.captured[1]};
@@ -45,8 +47,8 @@ void PublishSample(StackMatches* matches, uint64_t id, const FakeSample& sample,
     addresses.push_back(reinterpret_cast<uintptr_t>(&sample.stack[i]));
     words.push_back(sample.stack[i]);
   }
-  matches->Publish(id, sample.sp(), sample.top(), 2, slots, values, indexes.size(),
-                   addresses.data(), words.data());
+  return matches->Publish(id, sample.sp(), sample.top(), 2, slots, values, indexes.size(),
+                          addresses.data(), words.data());
 }
 
 uint64_t MatchSample(const StackMatches& matches, const FakeSample& sample) {
@@ -82,6 +84,42 @@ void TestOnlyTheSameValuesMatch() {
   CHECK(MatchSample(*matches, sample) == 8);
 }
 
+// A loop's allocation and the one it makes now and then, at the same sp and top (other return
+// addresses): both stay published, so that neither costs the other its matches. A third call path
+// there replaces the one the client matched least recently.
+void TestCallPathsOfOneFrameShareASet() {
+  std::unique_ptr<StackMatches, StackMatches::Deleter> matches(StackMatches::Create());
+  FakeSample sample = NewSample(0x401000, 0x7000);
+  // The return address in the frame above: the loop's, the now-and-then's, a third path's.
+  const uintptr_t loop = sample.stack[5], now_and_then = 0x402000, third = 0x403000;
+  auto publish = [&](uint64_t id, uintptr_t returns_to) {
+    sample.stack[5] = returns_to;
+    return PublishSample(matches.get(), id, sample, {1, 5});
+  };
+  auto match = [&](uintptr_t returns_to) {
+    sample.stack[5] = returns_to;
+    return MatchSample(*matches, sample);
+  };
+  const size_t loop_slot = publish(1, loop);
+  const size_t other_slot = publish(2, now_and_then);
+  CHECK(loop_slot != other_slot);
+  CHECK(StackMatches::SetOf(sample.sp(), sample.top()) ==
+        loop_slot - loop_slot % StackMatches::kWays);
+  CHECK(match(loop) == 1 && match(now_and_then) == 2 && match(third) == StackMatches::kNoMatch);
+  CHECK(matches->Holds(sample.sp(), sample.top(), 1) && matches->Holds(sample.sp(), sample.top(), 2));
+  // The loop's entry was published first, but the client matched it since.
+  matches->Used(loop_slot, 1);
+  CHECK(publish(3, third) == other_slot);
+  CHECK(match(third) == 3 && match(loop) == 1 && match(now_and_then) == StackMatches::kNoMatch);
+  CHECK(!matches->Holds(sample.sp(), sample.top(), 2));
+  // A use of an id the slot no longer holds changes nothing: the loop's entry, matched after the
+  // third was published, stays the newer.
+  matches->Used(loop_slot, 1);
+  matches->Used(other_slot, 2);
+  CHECK(publish(4, now_and_then) == other_slot);
+  CHECK(match(loop) == 1 && match(now_and_then) == 4);
+}
+
 // A slot naming words outside the sample's stack (a shorter stack at the same sp and top is not
 // possible, but a torn read of a slot is): no match, and nothing read there.
 void TestWordsOutsideTheStackAreNotRead() {
@@ -102,9 +140,10 @@ void TestWordsOutsideTheStackAreNotRead() {
   munmap(guard, static_cast<size_t>(page));
 }
 
-// The daemon rewrites one slot over and over with two entries of the same sp and top, one whose
-// words this client's stack holds (even ids) and one whose words it does not (odd ids): the client
-// may miss, but never takes an odd id.
+// The daemon rewrites the set's slots over and over with two entries of the same sp and top, one
+// whose words this client's stack holds and one whose words it does not, each twice in a row so
+// that each slot takes one and the other in turn (ids 0, 1, 4, 5, ...: held; 2, 3, 6, 7, ...: not):
+// the client may miss, but never takes an id of the other.
 void TestARewrittenSlotIsNeverHalfMatched() {
   std::unique_ptr<StackMatches, StackMatches::Deleter> matches(StackMatches::Create());
   FakeSample sample = NewSample(0x401000, 0x1000);
@@ -116,9 +155,9 @@ void TestARewrittenSlotIsNeverHalfMatched() {
   PublishSample(matches.get(), 0, sample, every_word);
   CHECK(MatchSample(*matches, sample) == 0);
   std::thread daemon([&] {
-    for (uint64_t id = 2; !stop.load(std::memory_order_relaxed); ++id) {
-      // `other`'s words at `sample`'s addresses: same slot, other values.
-      const FakeSample& published = id % 2 == 0 ? sample : other;
+    for (uint64_t id = 4; !stop.load(std::memory_order_relaxed); ++id) {
+      // `other`'s words at `sample`'s addresses: same slots, other values.
+      const FakeSample& published = id / 2 % 2 == 0 ? sample : other;
       const uint8_t slots[2] = {0, 1};
       const uint64_t values[2] = {sample.captured[0], sample.captured[1]};
       uint64_t addresses[64], words[64];
@@ -134,7 +173,7 @@ void TestARewrittenSlotIsNeverHalfMatched() {
   for (int i = 0; i < 200000; ++i) {
     const uint64_t id = MatchSample(*matches, sample);
     if (id == StackMatches::kNoMatch) continue;
-    CHECK(id % 2 == 0);
+    CHECK(id / 2 % 2 == 0);
     ++matched;
   }
   stop = true;
@@ -146,6 +185,7 @@ void TestARewrittenSlotIsNeverHalfMatched() {
 
 int main() {
   TestOnlyTheSameValuesMatch();
+  TestCallPathsOfOneFrameShareASet();
   TestWordsOutsideTheStackAreNotRead();
   TestARewrittenSlotIsNeverHalfMatched();
   printf("stack_matches_test: ok\n");

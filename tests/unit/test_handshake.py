@@ -28,7 +28,7 @@ RECORD_ALLOC, RECORD_RECORDING = 1, 7  # wire_protocol.h
 ALLOC_RECORD = struct.Struct("<QQQQQII")  # sequence, address, sizes, stack_pointer, tid, stack_size
 WRITE_POS_OFFSET = 72  # RingBufferMetadata::write_pos
 STACK_MATCHES_SIZE_OFFSET = 328  # DaemonReply::stack_matches_size
-STACK_MATCHES_SIZE = 128 * 2048  # StackMatches::kSize
+STACK_MATCHES_SIZE = 256 * 2048  # StackMatches::kSize
 
 
 @pytest.fixture
@@ -181,15 +181,16 @@ def test_a_client_gets_the_buffer_its_protocol_writes(daemon, version):
         assert logged(log, f"recording pid={os.getpid()}")
 
 
-@pytest.mark.parametrize("version", [9, 10])
-def test_a_client_of_protocol_10_gets_the_stack_matches(daemon, version):
-    """From protocol 10 the reply's last fd is the stack matches (stack_matches.h), sized by
-    DaemonReply::stack_matches_size and sealed; an older client is sent none."""
+@pytest.mark.parametrize("version", [9, 11, 12])
+def test_a_client_of_protocol_12_gets_the_stack_matches(daemon, version):
+    """From protocol 12 the reply's third fd is the stack matches (stack_matches.h), sized by
+    DaemonReply::stack_matches_size and sealed; an older client is sent none (protocols 10 and 11
+    had a table of another layout)."""
     socket_path, _ = daemon
     with connected(socket_path, hello_v2(ABI_X86_64, version=version),
                    STACK_MATCHES_SIZE_OFFSET + 8) as (_, data, fds):
         size = struct.unpack_from("<Q", data, STACK_MATCHES_SIZE_OFFSET)[0]
-        if version < 10:
+        if version < 12:
             assert size == 0 and len(fds) == 2  # the buffer and the totals
             return
         assert size == STACK_MATCHES_SIZE and len(fds) == 3
