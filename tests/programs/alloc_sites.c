@@ -1,6 +1,7 @@
 /* A program with allocation sites of known sizes, for end-to-end tests and the demo.
  *
  *   alloc_sites [--wait-file PATH] [--threads N] [--linger MS] [--linger-freeing MS]
+ *               [--unrepeated N]
  *
  * Each site_* function allocates a known number of bytes, directly through one allocator entry
  * point; the totals are in tests/e2e/expected_sites.py. With --wait-file it first allocates a
@@ -8,7 +9,10 @@
  * With --linger it keeps running (allocating nothing more) for MS milliseconds before exiting;
  * with --linger-freeing it goes on allocating and freeing 16 bytes every millisecond meanwhile, as
  * an app's threads do (Android 10's heapprofd commits what a client sent only up to its latest
- * free, so a program that stops freeing keeps its last allocations out of every dump).
+ * free, so a program that stops freeing keeps its last allocations out of every dump). With
+ * --unrepeated it first makes N allocations of 64 B (freed at once) from call paths of 2048
+ * depths in turn, more than a profiler's caches of stacks hold, so that every sample's stack is
+ * copied and unwound: a stream no profiler keeps up with at every allocation.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -64,6 +68,16 @@ static void* thread_main(void* arg) {
   return NULL;
 }
 
+NOINLINE void site_unrepeated(int depth) {  /* 64 B, freed; a frame per level of depth */
+  if (depth > 0) {
+    site_unrepeated(depth - 1);
+    __asm__ volatile("" ::: "memory");  /* keeps the call a call, not a loop */
+    return;
+  }
+  g_sink = malloc(64);
+  free(g_sink);
+}
+
 NOINLINE void heartbeat(void) {
   void* p = malloc(16);
   g_sink = p;
@@ -75,6 +89,7 @@ int main(int argc, char** argv) {
   int threads = 4;
   int linger_ms = 0;
   int linger_freeing_ms = 0;
+  int unrepeated = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--wait-file") == 0 && i + 1 < argc) {
       wait_file = argv[++i];
@@ -84,9 +99,12 @@ int main(int argc, char** argv) {
       linger_ms = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--linger-freeing") == 0 && i + 1 < argc) {
       linger_freeing_ms = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--unrepeated") == 0 && i + 1 < argc) {
+      unrepeated = atoi(argv[++i]);
     } else {
       fprintf(stderr,
-              "usage: %s [--wait-file PATH] [--threads N] [--linger MS] [--linger-freeing MS]\n",
+              "usage: %s [--wait-file PATH] [--threads N] [--linger MS] [--linger-freeing MS] "
+              "[--unrepeated N]\n",
               argv[0]);
       return 2;
     }
@@ -99,6 +117,7 @@ int main(int argc, char** argv) {
       usleep(10000);
     }
   }
+  for (int i = 0; i < unrepeated; i++) site_unrepeated(i % 2048);
   site_leak_malloc();
   site_churn_malloc_free();
   site_grow_realloc();
