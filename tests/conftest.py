@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 import pytest
 
@@ -199,19 +199,22 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_start_order)
 
 
-def _start_order(item) -> int:
+def _start_order(item) -> Tuple[int, int]:
     """pytest-xdist hands the groups out in the order of their first tests (scripts/test:
     --no-loadscope-reorder): THIS_MACHINES_PROCESSES first, the longest, to one worker; then the
     modules that make what it uses (MADE_EARLY: the wheels, the -m32 and sanitized builds), to
     the other, early; then those that take minutes (RUNS_LONG), and the short ones last, which
     whichever worker is free takes: a long module handed out last kept one worker busy for
-    minutes after the other had finished (tests/timeline.py)."""
-    if item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
-        return 0
+    minutes after the other had finished (tests/timeline.py). Within THIS_MACHINES_PROCESSES,
+    the modules that use what a MADE_EARLY module makes (USES_MADE_EARLY) come last: taken
+    early, the group, the run's longest, waited minutes for the other worker's build, or made
+    it itself."""
     module = getattr(item, "module", None)
+    if item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark:
+        return 0, 1 if getattr(module, "USES_MADE_EARLY", False) else 0
     if getattr(module, "MADE_EARLY", False):
-        return 1
-    return 2 if getattr(module, "RUNS_LONG", False) else 3
+        return 1, 0
+    return (2 if getattr(module, "RUNS_LONG", False) else 3), 0
 
 
 def _shuffled(items, draw: random.Random) -> list:

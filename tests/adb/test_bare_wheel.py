@@ -18,6 +18,10 @@ from tests.wheels import installed_wheel
 
 from .conftest import DEVICE_PROGRAM, ROOT, serve_adb
 
+# The wheels are tests/unit/test_wheels.py's (MADE_EARLY), built by the other worker meanwhile:
+# this module comes last in its group (tests/conftest.py, _start_order), when they are made.
+USES_MADE_EARLY = True
+
 # Runs the rest of its command line with an empty tmpfs over /proc, in a mount namespace of its
 # own: this machine's processes out of sight (the adb server, reached over TCP, is unaffected).
 WITHOUT_PROC = ["unshare", "--mount", "--", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"',

@@ -15,6 +15,10 @@ from tests.e2e.trace_check import totals_by_leaf_function
 from tests.unit.test_sanitizers import ENVIRONMENT, SANITIZERS
 
 
+# The sanitized daemons are tests/unit/test_sanitizers.py's builds (MADE_EARLY), made by the other
+# worker meanwhile: this module comes last in its group (tests/conftest.py, _start_order).
+USES_MADE_EARLY = True
+
 # A symbol each sanitizer's runtime brings into the binary.
 RUNTIME_SYMBOL = {"asan-ubsan": b"__asan_init", "tsan": b"__tsan_init"}
 

@@ -47,6 +47,8 @@ def test_the_device_group_starts_then_what_it_uses_then_the_long_modules_then_th
         def get_closest_marker(self, name):
             return THIS_MACHINES_PROCESSES.mark if self.device else None
 
-    tests = [_Test(), _Test(RUNS_LONG=True), _Test(MADE_EARLY=True), _Test(device=True)]
-    assert [_start_order(t) for t in tests] == [3, 2, 1, 0]
+    tests = [_Test(), _Test(RUNS_LONG=True), _Test(MADE_EARLY=True),
+             _Test(device=True, USES_MADE_EARLY=True), _Test(device=True)]
+    assert [_start_order(t)[0] for t in tests] == [3, 2, 1, 0, 0]
+    # Within the device group, what uses a MADE_EARLY module's work comes after the rest.
     assert sorted(tests, key=_start_order) == tests[::-1]
