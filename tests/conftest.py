@@ -163,7 +163,7 @@ def pytest_terminal_summary(terminalreporter, config):
     path = pathlib.Path(os.environ[timeline.ENVIRONMENT])
     started, cpu = config.stash[_STARTED]
     said = timeline.summary(path, started)
-    if len(said) > 1:
+    if len(said) > 2:  # two lines a worker
         terminalreporter.write_line("where the time went (tests/timeline.py):")
         for line in [*said, timeline.cores_busy(cpu, timeline.cpu_times())]:
             if line:

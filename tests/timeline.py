@@ -1,7 +1,7 @@
 """Where a run's wall time went: each pytest-xdist worker notes when each of its tests ran (from
 its setup to its teardown, the builds its fixtures make included), and the run ends with a line
-per worker: how long it was busy, when it finished, and its largest modules; then the slowest
-tests, and how busy the machine's cores were. The suite's wall time is its last worker's finish; a worker that finished
+per worker: how long it was busy, when it finished, its largest modules and its slowest tests;
+then how busy the machine's cores were. The suite's wall time is its last worker's finish; a worker that finished
 long before the other is time the order could win back (tests/conftest.py, _start_order), and
 idle cores are time more workers could."""
 import collections
@@ -23,13 +23,13 @@ def note(path: pathlib.Path, nodeid: str, start: float, end: float) -> None:
 
 def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
             tests_shown: int = 10) -> List[str]:
-    """A line per worker, as the module says, and one naming the slowest tests; none when no test
-    was noted."""
+    """Two lines per worker, as the module says; none when no test was noted."""
     busy: Dict[str, float] = collections.defaultdict(float)
     finished: Dict[str, float] = {}
     by_module: Dict[str, Dict[str, float]] = collections.defaultdict(
         lambda: collections.defaultdict(float))
-    by_test: Dict[str, float] = collections.defaultdict(float)
+    by_test: Dict[str, Dict[str, float]] = collections.defaultdict(
+        lambda: collections.defaultdict(float))
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
@@ -41,7 +41,7 @@ def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
             busy[worker] += took
             finished[worker] = max(finished.get(worker, 0.0), t["end"] - started)
             by_module[worker][t["test"].split("::")[0]] += took
-            by_test[t["test"]] += took
+            by_test[worker][t["test"]] += took
         except (ValueError, KeyError, TypeError):
             continue  # a line cut short by a worker's crash
     said = []
@@ -50,9 +50,9 @@ def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
         said.append(f"{worker}: busy {busy[worker]:.0f} s, finished {finished[worker]:.0f} s "
                     "after the start; largest modules: "
                     + ", ".join(f"{module} {took:.0f} s" for module, took in largest))
-    if by_test:
-        slowest = sorted(by_test.items(), key=lambda t: -t[1])[:tests_shown]
-        said.append("slowest tests: " + ", ".join(f"{test} {took:.0f} s" for test, took in slowest))
+        slowest = sorted(by_test[worker].items(), key=lambda t: -t[1])[:tests_shown]
+        said.append(f"{worker}'s slowest tests: "
+                    + ", ".join(f"{test} {took:.0f} s" for test, took in slowest))
     return said
 
 

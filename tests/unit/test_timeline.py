@@ -16,10 +16,11 @@ def test_each_worker_says_how_long_it_was_busy_when_it_finished_and_its_largest_
         cut.write('{"worker": "gw1", "te')  # a worker that died mid-line
     assert timeline.summary(path, started=90, modules_shown=2, tests_shown=3) == [
         "gw0: busy 900 s, finished 910 s after the start; largest modules: tests/e2e/a.py 900 s",
+        "gw0's slowest tests: tests/e2e/a.py::t1 600 s, tests/e2e/a.py::t2 300 s",
         "gw1: busy 220 s, finished 230 s after the start; largest modules: tests/unit/b.py 150 s, "
         "tests/unit/c.py 50 s",
-        "slowest tests: tests/e2e/a.py::t1 600 s, tests/e2e/a.py::t2 300 s, "
-        "tests/unit/b.py::t[x] 150 s"]
+        "gw1's slowest tests: tests/unit/b.py::t[x] 150 s, tests/unit/c.py::t 50 s, "
+        "tests/unit/d.py::t 20 s"]
     assert timeline.summary(tmp_path / "none", started=0) == []
 
 
