@@ -81,7 +81,11 @@ def _rnglists(unit: Unit, data: bytes, pos: int, base: int) -> List[Tuple[int, i
         pos += 1
         if kind == _END_OF_LIST:
             return ranges
-        if kind == _BASE_ADDRESSX:
+        if kind == _OFFSET_PAIR:  # GCC's and clang's: offsets from the base
+            start, pos = uleb(data, pos)
+            end, pos = uleb(data, pos)
+            ranges.append((base + start, base + end))
+        elif kind == _BASE_ADDRESSX:
             index, pos = uleb(data, pos)
             base = unit.indexed_address(index)
         elif kind == _STARTX_ENDX:
@@ -93,10 +97,6 @@ def _rnglists(unit: Unit, data: bytes, pos: int, base: int) -> List[Tuple[int, i
             length, pos = uleb(data, pos)
             start = unit.indexed_address(start)
             ranges.append((start, start + length))
-        elif kind == _OFFSET_PAIR:
-            start, pos = uleb(data, pos)
-            end, pos = uleb(data, pos)
-            ranges.append((base + start, base + end))
         elif kind == _BASE_ADDRESS:
             base, pos = address(pos)
         elif kind == _START_END:
