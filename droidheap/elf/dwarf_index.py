@@ -9,6 +9,7 @@ Python program's stacks reach.
 """
 import bisect
 import dataclasses
+import operator
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -110,6 +111,7 @@ MAX_MEAN_DEPTH = 32
 # Many may name one shared range list, each expanding it again: past this mean, a unit is refused.
 MAX_MEAN_RANGES = 8
 _SCOPE_TAGS = {0x2E: False, 0x1D: True}  # DW_TAG_subprogram, DW_TAG_inlined_subroutine: inlined
+_DEPTH, _OFFSET = operator.itemgetter(2), operator.itemgetter(3)  # of (low, high, depth, offset)
 
 
 def die_name(unit: Unit, values: Values, hops: int = 0) -> str:
@@ -167,7 +169,7 @@ class _UnitScopes:
                                  f"than {MAX_MEAN_DEPTH} deep on average: more than a compiler "
                                  "makes")
             self.bounds.append(point)
-            self.chains.append(tuple(s[3] for s in sorted(active, key=lambda s: s[2])))
+            self.chains.append(tuple(map(_OFFSET, sorted(active, key=_DEPTH))))
         self._scopes: Dict[int, Scope] = {}
 
     def scopes_at(self, address: int) -> List[Scope]:
