@@ -220,7 +220,10 @@ class ElfFile:
                     start = section.offset + 12  # past "ZLIB" and the size
                     inflate(bytes(self._data[start:section.offset + section.size]),
                             f"its section {section.name}", ZLIB)
-            self._dwarf = self.elf.get_dwarf_info()
+            # Only an object file's DWARF has relocations to apply; pyelftools looks for them in
+            # every section for each DWARF section.
+            self._dwarf = self.elf.get_dwarf_info(
+                relocate_dwarf_sections=self.elf["e_type"] == "ET_REL")
             section = self._dwarf.debug_abbrev_sec
             if section is not None:
                 section.stream.seek(0)
