@@ -4,8 +4,8 @@ calls (DW_TAG_inlined_subroutine) inside it.
 
 Each unit is walked at most once, when an address first falls in it, and only its function and
 inlined-call DIEs are read (die_scan.py), their ranges and names resolved here (dwarf_unit.py,
-range_lists.py): pyelftools took tens of microseconds a DIE, 2 s for the 79 units of libc that a
-Python program's stacks reach.
+range_lists.py): pyelftools took tens of microseconds a DIE, 2 s for the 40,000 function and
+inlined-call DIEs in the 59 units of libpython3.11 that a Python program's stacks reached.
 """
 import bisect
 import dataclasses
