@@ -135,16 +135,14 @@ def _plan(abbreviation: Abbreviation, wanted: bool, attributes: Set[int],
                  abbreviation.specs)
 
 
-def find_dies(unit: bytes, first_die: int, abbreviations: Dict[int, Abbreviation],
+def find_dies(unit: bytes, first_die: int, end: int, abbreviations: Dict[int, Abbreviation],
               tags: Dict[int, object], attributes: Set[int], sizes: Dict[int, int],
               byteorder: str) -> List[Tuple[int, int, Values]]:
     """(position in `unit`, depth, the values of those of `attributes` it has) of each DIE whose
-    tag is in `tags`, where `unit` holds the unit's bytes from its header on and its first DIE
-    starts at `first_die`."""
+    tag is in `tags`, of a unit whose DIEs lie in `unit` from `first_die` to `end`."""
     plans = {code: _plan(abbreviation, abbreviation.tag in tags, attributes, sizes)
              for code, abbreviation in abbreviations.items()}
     pos, depth, found = first_die, 0, []
-    end = len(unit)
     while pos < end:
         start = pos
         code = unit[pos]

@@ -139,10 +139,9 @@ class _UnitScopes:
         base = unit.low_pc
         scopes = []  # (low, high, depth, offset)
         self._entries: Dict[int, int] = {}
-        found = find_dies(unit.data, unit.first_die, unit.abbreviations, _SCOPE_TAGS,
+        found = find_dies(unit.data, unit.first_die, unit.end, unit.abbreviations, _SCOPE_TAGS,
                           _RANGE_ATTRIBUTES, unit.sizes, unit.info.byteorder)
-        for count, (position, depth, values) in enumerate(found, 1):
-            offset = unit.offset + position
+        for count, (offset, depth, values) in enumerate(found, 1):
             ranges = die_ranges(unit, values, base)
             scopes += [(low, high, depth, offset) for low, high in ranges]
             if ranges:  # the first range holds the entry (a cold part is listed later)

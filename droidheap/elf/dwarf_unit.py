@@ -123,8 +123,8 @@ class Unit:
         if not 2 <= self.version <= 5 or self.address_size not in (2, 4, 8) \
                 or end > len(data) or pos > end:
             raise ValueError(f"the unit at {offset:#x} has a header no compiler writes")
-        self.data = data[offset:end]  # unit positions are offsets from `offset`
-        self.first_die = pos - offset
+        # Its DIEs lie in `data` (the whole section, not a copy) from first_die to end.
+        self.data, self.first_die, self.end = data, pos, end
         self.sizes = form_sizes(self.address_size, self.offset_size, self.version)
         if info.abbreviations is None:
             raise ValueError("its DWARF has units but no .debug_abbrev")
@@ -135,15 +135,14 @@ class Unit:
     def top(self) -> Values:
         """The attributes of the unit's own DIE (DW_TAG_compile_unit)."""
         if self._top is None:
-            self._top = self.attributes(self.offset + self.first_die)[1]
+            self._top = self.attributes(self.first_die)[1]
         return self._top
 
     def attributes(self, offset: int) -> Tuple[int, Values]:
         """The tag and attributes of the DIE at .debug_info offset `offset`, in this unit."""
-        pos = offset - self.offset
-        if not self.first_die <= pos < len(self.data):
+        if not self.first_die <= offset < self.end:
             raise ValueError(f"no DIE of the unit at {self.offset:#x} is at {offset:#x}")
-        return read_die(self.data, pos, self.abbreviations, self.sizes, self.info.byteorder)
+        return read_die(self.data, offset, self.abbreviations, self.sizes, self.info.byteorder)
 
     def _base(self, attribute: int, name: str) -> int:
         found = self.top.get(attribute)

@@ -189,15 +189,15 @@ def _their_scopes(dwarf, cu):
 
 def _our_scopes(info, offset):
     unit = info.unit_at(offset)
-    found = [(unit.offset + unit.first_die, 0, "unit",
-              die_ranges(unit, unit.top, unit.low_pc))]
-    for position, depth, ranged in find_dies(unit.data, unit.first_die, unit.abbreviations,
+    found = [(unit.first_die, 0, "unit", die_ranges(unit, unit.top, unit.low_pc))]
+    for position, depth, ranged in find_dies(unit.data, unit.first_die, unit.end,
+                                             unit.abbreviations,
                                              {tag: True for tag in _SCOPE_TAGS.values()},
                                              {0x11, 0x12, 0x55}, unit.sizes, info.byteorder):
-        tag, values = unit.attributes(unit.offset + position)
+        tag, values = unit.attributes(position)
         assert ranged == {a: values[a] for a in (0x11, 0x12, 0x55) if a in values}
         call = [values[a][1] if a in values else None for a in (0x58, 0x59)]
-        found.append((unit.offset + position, depth, tag, die_ranges(unit, values, unit.low_pc),
+        found.append((position, depth, tag, die_ranges(unit, values, unit.low_pc),
                       die_name(unit, values), *call))
     return found
 
