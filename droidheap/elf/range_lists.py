@@ -30,7 +30,7 @@ def die_ranges(unit: Unit, values: Values, base: int) -> List[Tuple[int, int]]:
     if listed is not None:
         ranges += _range_list(unit, unit.range_list_offset(*listed), base)
     # GCC leaves empty ranges (high_pc 0) for calls optimised away: they hold no address.
-    return [r for r in ranges if r[0] < r[1]] if ranges else ranges
+    return [r for r in ranges if r[0] < r[1]]
 
 
 def _range_list(unit: Unit, offset: int, base: int) -> List[Tuple[int, int]]:
