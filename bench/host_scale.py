@@ -14,8 +14,8 @@ profiled with --disable-fork-teardown). Then, each timed with its peak RSS (its 
   behind ui.perfetto.dev; DROIDHEAP_TRACE_PROCESSOR, else the one scripts/install unpacked);
 - droidheap symbolize: the whole conversion a session ends with (symbolization, symbolized trace,
   pprof files, report.html, summary), from the raw trace, with the symbol cache the first
-  conversion of the same binaries left ("1st": that first one, the cache empty, every module's
-  DWARF read);
+  conversion of the same binaries left ("1st": that first one, the symbol cache empty, every
+  module's DWARF read);
 - droidheap report, diff (first dump to last) and check: on the converted output.
 
 Printed: the trace's size, dumps and distinct call stacks, each tool's seconds and MB, the ratios
@@ -106,7 +106,10 @@ def make_trace(work: pathlib.Path, seconds: float, processes: int) -> pathlib.Pa
     shutil.rmtree(out, ignore_errors=True)
     program = work / "workload.py"
     program.write_text(WORKLOAD)
-    env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(work / "device"))
+    # The session remembers the trace as this machine's in the cache the conversions use
+    # (made_here.py): only then are the trace's paths, this machine's files, symbolized.
+    env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(work / "device"),
+               DROIDHEAP_CACHE_DIR=str(work / "cache"))
     # The processes past the first are forked children: profiled as processes of their own.
     subprocess.run([sys.executable, "-m", "droidheap.cli", "--local", "-c", "1000",
                     "--disable-fork-teardown", "-o", str(out), "--", sys.executable, str(program),
@@ -146,8 +149,9 @@ def measure(trace: pathlib.Path, work: pathlib.Path, tp: pathlib.Path):
     env = dict(os.environ, DROIDHEAP_CACHE_DIR=str(cache))
     droidheap = [sys.executable, "-m", "droidheap.cli"]
     # First with an empty symbol cache (what the first conversion of these binaries costs: their
-    # DWARF read), then with the cache it left (every later one, a session's as a rule).
-    shutil.rmtree(cache, ignore_errors=True)
+    # DWARF read), then with the cache it left (every later one, a session's as a rule). The
+    # rest of the cache stays: it says the trace was made here.
+    shutil.rmtree(cache / "symbols", ignore_errors=True)
     for tool in ("droidheap symbolize 1st", "droidheap symbolize"):
         shutil.rmtree(out, ignore_errors=True)
         figures[tool] = _run([*droidheap, "symbolize", str(trace), "-o", str(out)], env=env,
@@ -166,7 +170,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1,
                         help="workload processes profiled at once")
     parser.add_argument("--traces", type=pathlib.Path, nargs="*", default=[],
-                        help="raw traces made before (--keep) to measure instead of new ones")
+                        help="raw traces made before with the same --keep directory, to measure "
+                        "instead of new ones")
     parser.add_argument("--keep", type=pathlib.Path,
                         help="a directory to keep the traces and outputs in")
     parser.add_argument("--shape-of", type=pathlib.Path, help=argparse.SUPPRESS)

@@ -47,7 +47,8 @@ def _llvm(modules) -> float:
 
 def _ours(modules, cache_dir: pathlib.Path) -> float:
     start = time.perf_counter()
-    symbolizer = Symbolizer(cache=SymbolCache(cache_dir))
+    # The profiles were taken here: their paths are this machine's files (made_here.py).
+    symbolizer = Symbolizer(cache=SymbolCache(cache_dir), host_paths=True)
     for (path, build_id), pcs in modules.items():
         symbolizer.symbolize(path, build_id, pcs)
     return time.perf_counter() - start

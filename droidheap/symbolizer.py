@@ -1,5 +1,6 @@
 """Symbolizes frames of a trace on the host: function names from ELF symbol tables, file:line and
-inlined calls from DWARF (pyelftools; droidheap/elf/).
+inlined calls from DWARF (droidheap/elf/; pyelftools inflates its sections and reads the headers
+of its line programs).
 
 Where a mapping's file is looked for, in order: the extra search directories (as `<dir>/<device
 path>`, then `<dir>/<file name>`), then anywhere below the --symbols directories by file name

@@ -15,7 +15,8 @@ from elftools.elf.elffile import ELFFile
 
 from droidheap.bounded_inflate import XZ, ZLIB, check_claim, inflate
 from droidheap.elf.abbrev_table import AbbreviationCache
-from droidheap.elf.dwarf_index import Scope, ScopeIndex, UnitIndex
+from droidheap.elf.dwarf_index import Scope, ScopeIndex, UnitIndex, read_aranges
+from droidheap.elf.dwarf_unit import DebugInfo
 from droidheap.elf.headers import (EM_386, EM_AARCH64, EM_ARM, EM_RISCV, EM_X86_64, SHT_NOBITS,
                                    read_headers)
 from droidheap.elf.line_table import LineTable, file_names, line_rows
@@ -111,6 +112,7 @@ class ElfFile:
         self._line_tables: Dict[Optional[int], LineTable] = {}
         self._file_tables: Dict[int, tuple] = {}  # unit offset -> (line program, files, first)
         self._dwarf = None  # pyelftools re-reads (and inflates) every section on each call
+        self._debug_info: Optional[DebugInfo] = None
         self._units: Optional[UnitIndex] = None
         self._scopes: Optional[ScopeIndex] = None
         self.abbreviations: Optional[AbbreviationCache] = None  # with the DWARF
@@ -218,7 +220,10 @@ class ElfFile:
                     start = section.offset + 12  # past "ZLIB" and the size
                     inflate(bytes(self._data[start:section.offset + section.size]),
                             f"its section {section.name}", ZLIB)
-            self._dwarf = self.elf.get_dwarf_info()
+            # Only an object file's DWARF has relocations to apply; pyelftools looks for them in
+            # every section for each DWARF section.
+            self._dwarf = self.elf.get_dwarf_info(
+                relocate_dwarf_sections=self.elf["e_type"] == "ET_REL")
             section = self._dwarf.debug_abbrev_sec
             if section is not None:
                 section.stream.seek(0)
@@ -226,31 +231,38 @@ class ElfFile:
                 self.abbreviations.serve(self._dwarf)
         return self._dwarf
 
+    def debug_info(self) -> DebugInfo:
+        """The units of its .debug_info, read here rather than by pyelftools."""
+        if self._debug_info is None:
+            dwarf = self.dwarf()  # which reads the abbreviations
+            self._debug_info = DebugInfo(dwarf, self.abbreviations)
+        return self._debug_info
+
     def _unit_index(self, source: "ElfFile") -> UnitIndex:
         if source._units is None:
-            source._units = UnitIndex(source.dwarf())
+            source._units = UnitIndex(source.debug_info(), read_aranges(source.dwarf()))
         return source._units
 
-    def _unit_files(self, cu) -> tuple:
-        """(line program, file names, index of the first) of a unit, parsed once."""
-        if cu.cu_offset not in self._file_tables:
+    def _unit_files(self, offset: int) -> tuple:
+        """(line program, file names, index of the first) of the unit at `offset`, parsed once."""
+        if offset not in self._file_tables:
+            cu = self.dwarf().get_CU_at(offset)
             program = self.dwarf().line_program_for_CU(cu)
-            self._file_tables[cu.cu_offset] = (program, *file_names(program, cu))
-        return self._file_tables[cu.cu_offset]
+            self._file_tables[offset] = (program, *file_names(program, cu))
+        return self._file_tables[offset]
 
     def line_at(self, address: int) -> Optional[Tuple[str, int]]:
         source = self._dwarf_source()
         if source is None:
             return None
-        dwarf = source.dwarf()
         # Only the unit holding the address is decoded; an address no unit claims (odd
         # producers) makes every unit decode, once, into one table.
         cu_offset = self._unit_index(source).unit_offset_at(address)
         table = source._line_tables.get(cu_offset)
         if table is None:
-            units = [dwarf.get_CU_at(cu_offset)] if cu_offset is not None else dwarf.iter_CUs()
-            table = LineTable([row for cu in units
-                               for row in line_rows(*source._unit_files(cu))])
+            units = [cu_offset] if cu_offset is not None else source.debug_info().offsets()
+            table = LineTable([row for offset in units
+                               for row in line_rows(*source._unit_files(offset))])
             source._line_tables[cu_offset] = table
         return table.find(address)
 
@@ -261,7 +273,6 @@ class ElfFile:
         if source is None or not source.has_section(".debug_info"):
             return []
         if source._scopes is None:
-            source._scopes = ScopeIndex(source.dwarf(), source.abbreviations,
-                                        self._unit_index(source),
-                                        lambda cu: source._unit_files(cu)[1:])
+            source._scopes = ScopeIndex(source.debug_info(), self._unit_index(source),
+                                        lambda offset: source._unit_files(offset)[1:])
         return source._scopes.scopes_at(address)

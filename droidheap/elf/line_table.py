@@ -1,6 +1,7 @@
 """DWARF `.debug_line`: the file names of a compilation unit and the rows (address, file, line)
 of its line program, searchable by address."""
 import bisect
+import operator
 from typing import List, Optional, Tuple
 
 
@@ -9,8 +10,10 @@ class LineTable:
     address; an end_sequence row sorts before a row starting at the same address."""
 
     def __init__(self, rows: List[Tuple[int, bool, str, int]]):
-        rows.sort(key=lambda row: (row[0], not row[1]))
-        self.addresses = [row[0] for row in rows]
+        # Two stable sorts keyed in C: end rows first, then by address, order kept otherwise.
+        rows.sort(key=operator.itemgetter(1), reverse=True)
+        rows.sort(key=operator.itemgetter(0))
+        self.addresses = list(map(operator.itemgetter(0), rows))
         self.rows = rows
 
     def find(self, address: int) -> Optional[Tuple[str, int]]:
@@ -74,29 +77,45 @@ def line_rows(program, files: List[str], first_file: int) -> List[Tuple[int, boo
     opcode_base, line_base, line_range = h.opcode_base, h.line_base, h.line_range
     step = h.minimum_instruction_length
     const_add = (255 - opcode_base) // line_range * step
+    # What each special opcode adds to the address and to the line.
+    address_steps = [(op - opcode_base) // line_range * step for op in range(256)]
+    line_steps = [line_base + (op - opcode_base) % line_range for op in range(256)]
     arguments = h.standard_opcode_lengths
-    raw = []  # (address, is_end, file index, line)
-    address, file, line = 0, 1, 1
+    names = {}
+
+    def name(index: int) -> str:
+        if index not in names:
+            i = index - first_file
+            names[index] = files[i] if 0 <= i < len(files) else ""
+        return names[index]
+
+    rows = []
+    address, line, file = 0, 1, name(1)
     pos, end = 0, len(data)
     while pos < end:
         op = data[pos]
         pos += 1
         if op >= opcode_base:  # special: advance address and line, append a row
-            delta = op - opcode_base
-            address += delta // line_range * step
-            line += line_base + delta % line_range
-            raw.append((address, False, file, line))
+            address += address_steps[op]
+            line += line_steps[op]
+            rows.append((address, False, file, line))
+        elif op == 5:  # DW_LNS_set_column, nearly every row of GCC's: its operand skipped
+            while data[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif op == 6:  # DW_LNS_negate_stmt
+            pass
+        elif op == 1:  # DW_LNS_copy
+            rows.append((address, False, file, line))
         elif op == 0:  # extended
             length, pos = uleb(data, pos)
             sub, next_pos = data[pos] if length else 0, pos + length
             if sub == 1:  # DW_LNE_end_sequence
-                raw.append((address, True, file, line))
-                address, file, line = 0, 1, 1
+                rows.append((address, True, file, line))
+                address, line, file = 0, 1, name(1)
             elif sub == 2:  # DW_LNE_set_address
                 address = int.from_bytes(data[pos + 1:next_pos], byteorder)
             pos = next_pos  # define_file, set_discriminator, vendor ones: nothing we use
-        elif op == 1:  # DW_LNS_copy
-            raw.append((address, False, file, line))
         elif op == 2:  # DW_LNS_advance_pc
             value, pos = uleb(data, pos)
             address += value * step
@@ -104,20 +123,14 @@ def line_rows(program, files: List[str], first_file: int) -> List[Tuple[int, boo
             value, pos = sleb(data, pos)
             line += value
         elif op == 4:  # DW_LNS_set_file
-            file, pos = uleb(data, pos)
+            index, pos = uleb(data, pos)
+            file = name(index)
         elif op == 8:  # DW_LNS_const_add_pc
             address += const_add
         elif op == 9:  # DW_LNS_fixed_advance_pc
             address += int.from_bytes(data[pos:pos + 2], byteorder)
             pos += 2
-        else:  # column, negate_stmt, basic_block, prologue/epilogue, isa, unknown: skipped
+        else:  # basic_block, prologue/epilogue, isa, unknown: skipped
             for _ in range(arguments[op - 1] if op - 1 < len(arguments) else 0):
                 _, pos = uleb(data, pos)
-    names = {}
-    rows = []
-    for address, is_end, index, number in raw:
-        if index not in names:
-            i = index - first_file
-            names[index] = files[i] if 0 <= i < len(files) else ""
-        rows.append((address, is_end, names[index], number))
     return rows

@@ -4,21 +4,30 @@ them (report, diff) and converting them (symbolize) ends in results or in one Dr
 never another exception; a trace cut short keeps every dump before the cut and says what it
 dropped; a directory with one damaged pprof file keeps the others and names it. Interned data
 named again and again (a stack's frames, the samples of one stack, an address's inlined lines, a
-pprof location's) costs memory linear in the input's size, never their product (issue 41)."""
+pprof location's) costs memory linear in the input's size, never their product (issue 41).
+A library whose DWARF is damaged keeps its symbols, and the symbolizer says what it could not
+read."""
 import gzip
 import os
+import pathlib
 import random
+import shutil
+import subprocess
 import tracemalloc
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.convert import convert_trace
+from droidheap.elf.elf_file import ElfFile
+from droidheap.elf.headers import read_headers
 from droidheap.errors import DroidheapError
 from droidheap.pprof import Profile
 from droidheap.results.load import load_results
 from droidheap.results.report import build_report
+from droidheap.symbolizer import Symbolizer
 from droidheap.trace.heap_dumps import rebuild_dumps
 from droidheap.trace.reader import iter_fields, parse_trace
 from fixtures_trace import two_process_trace
@@ -262,3 +271,38 @@ def test_a_trace_cut_short_before_its_first_dump_is_an_error(converted, tmp_path
             assert_one_line_error(result, expected)
             assert str(damaged) in result.stderr
 
+
+
+INLINE_SITES = pathlib.Path(__file__).parents[1] / "programs" / "inline_sites.cc"
+# The sections droidheap's own DIE walk reads (die_scan.py, dwarf_unit.py, range_lists.py).
+DIE_SECTIONS = (".debug_info", ".debug_abbrev", ".debug_ranges", ".debug_rnglists",
+                ".debug_addr", ".debug_str_offsets")
+
+
+@pytest.mark.parametrize("build", [["g++", "-gdwarf-4"], ["clang++", "-gdwarf-5"]],
+                         ids=["gcc-dwarf4", "clang-dwarf5"])
+def test_a_library_with_damaged_dwarf_keeps_its_symbols(build, tmp_path):
+    if shutil.which(build[0]) is None:
+        pytest.fail(f"scripts/install_test_tools installs {build[0]}")
+    program = tmp_path / "inline_sites"
+    subprocess.run([*build, "-O2", str(INLINE_SITES), "-o", str(program)], check=True)
+    original = program.read_bytes()
+    sections = [s for name, s in read_headers(original).sections.items() if name in DIE_SECTIONS]
+    with open(program, "rb") as f:
+        pcs = [symbol["st_value"] + 4 for symbol in ELFFile(f).get_section_by_name(".symtab")
+               .iter_symbols() if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"]]
+    elf = ElfFile(program)
+    named = {pc for pc in pcs if elf.symbol_at(pc - elf.return_adjust)}  # by the symbol table
+    rng = random.Random(f"dwarf-{build[0]}")
+    damaged = tmp_path / "damaged"
+    for _ in range(max(1, MUTATIONS // 5)):
+        section = rng.choice(sections)
+        data = original[section.offset:section.offset + section.size]
+        changed = mutate(data, rng)[:len(data)].ljust(len(data), b"\0")
+        damaged.write_bytes(original[:section.offset] + changed
+                            + original[section.offset + section.size:])
+        symbolizer = Symbolizer(host_paths=True)
+        module = symbolizer.symbolize(str(damaged), "", pcs)
+        assert named <= set(module.lines), (section.name, symbolizer.warnings)
+        assert all(warning.startswith(f"{damaged}: cannot read its")
+                   for warning in symbolizer.warnings), symbolizer.warnings
