@@ -45,6 +45,8 @@ OTHER_PROGRAMS_FLAGS = {
     "--threads": "bench/overhead.py",
     "--orders": "bench/overhead.py",
     "--no-callgrind": "bench/overhead.py",
+    "--no-depths": "bench/overhead.py",
+    "--no-stack-sizes": "bench/overhead.py",
     "--stacks": "bench/versus_heapprofd.py",
     "--intervals": "bench/versus_heapprofd.py",
     "--program": "bench/unwind_agreement.py",
