@@ -1,9 +1,9 @@
 """Where a run's wall time went: each pytest-xdist worker notes when each of its tests ran (from
 its setup to its teardown, the builds its fixtures make included), and the run ends with a line
 per worker: how long it was busy, when it finished, its largest modules and its slowest tests;
-then how busy the machine's cores were. The suite's wall time is its last worker's finish; a worker that finished
-long before the other is time the order could win back (tests/conftest.py, _start_order), and
-idle cores are time more workers could."""
+then how busy the machine's cores were. The suite's wall time is its last worker's finish; a
+worker that finished long before the other is time the order could win back (tests/conftest.py,
+_start_order), and idle cores are time more workers could."""
 import collections
 import json
 import os

@@ -8,9 +8,9 @@
 // unwinds to the same frames. When the daemon's cache finds such a repeat it publishes the entry
 // here; the client, before copying a sample's stack (kilobytes: sqlite3 copies 10 KiB a sample),
 // compares the live registers and those few stack words with the slots of the set that (sp, stack
-// top) hash to, and on a match writes a record of 48 bytes naming the entry. The daemon books it to the
-// entry's call stack without reading a stack or unwinding. Exact for the same reason the daemon's
-// cache is; on any difference the client copies the stack as before.
+// top) hash to, and on a match writes a record of 48 bytes naming the entry. The daemon books it
+// to the entry's call stack without reading a stack or unwinding. Exact for the same reason the
+// daemon's cache is; on any difference the client copies the stack as before.
 //
 // A set has two slots (ways): the call paths of one frame -- a loop's allocation and the one it
 // makes every thousandth time, at the same sp -- share a set, and with one slot each took the other
@@ -114,9 +114,10 @@ class StackMatches {
   void Withdraw();
   // Daemon side: whether entry `id` is in a slot of the set of (sp, stack_top) now.
   bool Holds(uint64_t sp, uint64_t stack_top, uint64_t id) const {
+    if (id == kNoMatch) return false;
     const size_t first = SetOf(sp, stack_top);
     for (size_t way = 0; way < kWays; ++way) {
-      if (id != kNoMatch && published_[first + way] == id + 1) return true;
+      if (published_[first + way] == id + 1) return true;
     }
     return false;
   }

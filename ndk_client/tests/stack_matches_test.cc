@@ -106,7 +106,8 @@ void TestCallPathsOfOneFrameShareASet() {
   CHECK(StackMatches::SetOf(sample.sp(), sample.top()) ==
         loop_slot - loop_slot % StackMatches::kWays);
   CHECK(match(loop) == 1 && match(now_and_then) == 2 && match(third) == StackMatches::kNoMatch);
-  CHECK(matches->Holds(sample.sp(), sample.top(), 1) && matches->Holds(sample.sp(), sample.top(), 2));
+  CHECK(matches->Holds(sample.sp(), sample.top(), 1));
+  CHECK(matches->Holds(sample.sp(), sample.top(), 2));
   // The loop's entry was published first, but the client matched it since.
   matches->Used(loop_slot, 1);
   CHECK(publish(3, third) == other_slot);
