@@ -3,10 +3,16 @@
 #   build_tree TOOLCHAIN_FILE BUILD_DIR INSTALLED DEST [CMAKE ARGS...]
 # INSTALLED is what `cmake --install` puts the ABI's binaries in (droidheap/bin/<abi> for Android,
 # droidheap/bin/linux/<abi> for Linux), copied into DEST. Run from the source tree's root.
+# One builder at a time in a tree (the lock file BUILD_DIR.lock, which the tests' builds of the
+# same trees take too, tests/build_lock.py): scripts/install, scripts/build_wheel and the tests
+# may build one tree at once.
 . scripts/apt_packages.sh
 build_tree() {
-  local toolchain=$1 build=$2 installed=$3 dest=$4
+  local toolchain=$1 build=$2 installed=$3 dest=$4 lock
   shift 4
+  mkdir -p "$(dirname "$build")"
+  exec {lock}>"$build.lock"
+  flock "$lock"
   # CMake's default generator runs make (a package cmake only recommends).
   install_missing cmake make
   # CMake keeps the toolchain file a tree was configured with: one configured with another (another
@@ -23,4 +29,5 @@ build_tree() {
   cmake --install "$build" --prefix "$build/install" >/dev/null
   mkdir -p "$dest"
   cp -r "$build/install/$installed"/* "$dest/"
+  exec {lock}>&-
 }

@@ -14,6 +14,7 @@ import pytest
 from droidheap import native
 from droidheap.elf.headers import EM_386, EM_AARCH64, EM_ARM, EM_X86_64, read_headers
 from tests.android import ANDROID11, ROOT, ROOTFS, android_sysroot, require_android
+from tests.build_lock import build_lock
 from tests.requirements import require
 from tests.unit.test_native import NATIVE_TESTS, ONLY_ON_THE_HOST
 # Minutes of work: started before the short modules, so that the run ends on short ones
@@ -97,17 +98,18 @@ def native_tests(request) -> tuple:
     abi = request.param
     sysroot = android_sysroot(abi)
     build_dir = ROOT / "build" / f"android-{abi}"
-    for command in (
-            ["cmake", "-S", ROOT / "ndk_client", "-B", build_dir,
-             "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-             f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'ndk_client' / 'cmake' / 'android-sysroot.cmake'}",
-             f"-DANDROID_ABI={abi}", "-DANDROID_PLATFORM=android-29",
-             f"-DDROIDHEAP_ANDROID_SYSROOT={sysroot}", "-DDROIDHEAP_BUILD_TESTS=ON"],
-            ["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2), "--target",
-             *ANDROID_TESTS]):
-        result = subprocess.run(list(map(str, command)), capture_output=True, text=True,
-                                timeout=1800)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    commands = (
+        ["cmake", "-S", ROOT / "ndk_client", "-B", build_dir, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+         f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'ndk_client' / 'cmake' / 'android-sysroot.cmake'}",
+         f"-DANDROID_ABI={abi}", "-DANDROID_PLATFORM=android-29",
+         f"-DDROIDHEAP_ANDROID_SYSROOT={sysroot}", "-DDROIDHEAP_BUILD_TESTS=ON"],
+        ["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2), "--target",
+         *ANDROID_TESTS])
+    with build_lock(build_dir):  # scripts/build_wheel may be building in the tree (build_tree.sh)
+        for command in commands:
+            result = subprocess.run(list(map(str, command)), capture_output=True, text=True,
+                                    timeout=1800)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return abi, build_dir / "tests"
 
 
