@@ -1,7 +1,7 @@
 """Writes heap dumps as pprof profiles (`go tool pprof`), one gzip'd file per process and dump.
 
-The message classes come from a FileDescriptorProto built here from pprof's profile.proto
-(github.com/google/pprof, proto/profile.proto), so no protoc step is needed. Sample types use Go's
+The message classes are built (message_classes.py) from pprof's profile.proto
+(github.com/google/pprof, proto/profile.proto), as _SCHEMA transcribes it. Sample types use Go's
 heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; the default is
 in-use bytes, like heapprofd's. A dump of libc's heap that droidheapd swept for unreachable memory
 (--unreachable) has two more, `unreachable_objects` and `unreachable_space`: what the sweep found
@@ -14,10 +14,9 @@ import pathlib
 import re
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
 from droidheap.bulk import made_once, misses
 from droidheap.errors import DroidheapError
+from droidheap.message_classes import message_classes
 from droidheap.output_files import write_gzip_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
@@ -27,10 +26,7 @@ from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping, Sample, size_la
 # sample costs its depth times theirs. The unwinders that write traces stop at a few hundred
 # frames (droidheapd at 256); a deeper stack is refused, not repeated per sample.
 MAX_STACK_FRAMES = 2048
-_F = descriptor_pb2.FieldDescriptorProto
-_TYPES = {"int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL,
-          "string": _F.TYPE_STRING}
-# (message, [(field, number, type, repeated)]) as in profile.proto; other types are messages.
+# As in profile.proto (message_classes.Schema).
 _SCHEMA = [
     ("Profile", [("sample_type", 1, "ValueType", True), ("sample", 2, "Sample", True),
                  ("mapping", 3, "Mapping", True), ("location", 4, "Location", True),
@@ -57,29 +53,9 @@ _SCHEMA = [
                   ("system_name", 3, "int64", False), ("filename", 4, "int64", False),
                   ("start_line", 5, "int64", False)]),
 ]
-_PACKAGE = "perftools.profiles"
 
 
-def _message_classes():
-    proto = descriptor_pb2.FileDescriptorProto(name="droidheap/pprof_profile.proto",
-                                               package=_PACKAGE, syntax="proto3")
-    for name, fields in _SCHEMA:
-        message = proto.message_type.add(name=name)
-        for field, number, kind, repeated in fields:
-            entry = message.field.add(name=field, number=number,
-                                      label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
-            if kind in _TYPES:
-                entry.type = _TYPES[kind]
-            else:
-                entry.type, entry.type_name = _F.TYPE_MESSAGE, f".{_PACKAGE}.{kind}"
-    # A private pool: the name cannot clash with another copy of profile.proto in the process.
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-            for name, _ in _SCHEMA}
-
-
-_MESSAGES = _message_classes()
+_MESSAGES = message_classes("droidheap/pprof_profile.proto", "perftools.profiles", _SCHEMA)
 Profile = _MESSAGES["Profile"]
 _FRAMES = operator.itemgetter(0)  # Sample.frames
 _SAMPLE_FIELD = Profile.DESCRIPTOR.fields_by_name["sample"].number
