@@ -208,7 +208,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 samples = [Sample(seq.callstack(s.callstack_id), s.self_max, 0, s.self_max_count,
                                   0) for s in src.samples]
             else:
-                samples = seq.samples(key, src.samples)
+                samples = seq.samples(key, src)
             dump.samples.extend(seq.unrooted(samples) if dump.heap_name == UNREACHABLE_HEAP
                                 else samples)
         if not profile.continued:
