@@ -35,6 +35,20 @@ def changed_places(now: Sequence[T], before: Sequence[T]) -> List[int]:
         range(len(before), len(now)))
 
 
+def carried_over(now: Sequence[T], before: Sequence[T], before_values: Sequence[V],
+                 make: Callable[[List[T]], List[V]]) -> Tuple[List[V], List[int]]:
+    """The value of each of `now`: `before_values`' where `now` holds `before`'s object at the same
+    place, `make`'s of the others (asked once, for the list of them); and the places of those
+    (changed_places). Walking a dump against the dump before costs a comparison per sample;
+    looking each up in a table of a whole trace's samples, a cache miss."""
+    at = changed_places(now, before)
+    values = list(before_values[:len(now)])
+    values += [None] * (len(now) - len(values))
+    for i, value in zip(at, make(list(map(now.__getitem__, at)))):
+        values[i] = value
+    return values, at
+
+
 def made_once(keys: Sequence[T], table: Dict[int, Tuple[T, V]],
               make: Callable[[T], V]) -> List[V]:
     """The value of each of `keys` in `table`, by the key's identity, made by `make` for the keys
