@@ -35,6 +35,19 @@ def changed_places(now: Sequence[T], before: Sequence[T]) -> List[int]:
         range(len(before), len(now)))
 
 
+def keeps_every_place(now: Sequence[T], before: Sequence[T], at: List[int],
+                      key: Callable[[T], object]) -> bool:
+    """Whether `now`, whose places `at` differ from `before`'s (changed_places), holds at each of
+    `before`'s places an object of the same `key` (the very object) as there before: nothing of
+    `before`'s keys left out, whatever is new after its end. How a dump that changed figures but
+    kept its call stacks in order is told from one that dropped or moved some, in C loops."""
+    if len(now) < len(before):
+        return False
+    replaced = at[:len(at) - (len(now) - len(before))]  # the rest are past before's end
+    return all(map(operator.is_, map(key, map(now.__getitem__, replaced)),
+                   map(key, map(before.__getitem__, replaced))))
+
+
 def carried_over(now: Sequence[T], before: Sequence[T], before_values: Sequence[V],
                  make: Callable[[List[T]], List[V]]) -> Tuple[List[V], List[int]]:
     """The value of each of `now`: `before_values`' where `now` holds `before`'s object at the same

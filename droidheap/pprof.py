@@ -14,7 +14,7 @@ import pathlib
 import re
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
-from droidheap.bulk import carried_over, made_once, misses
+from droidheap.bulk import carried_over, keeps_every_place, made_once, misses
 from droidheap.errors import DroidheapError
 from droidheap.message_classes import message_classes
 from droidheap.output_files import write_gzip_output
@@ -163,11 +163,8 @@ class PprofWriter:
                                   lambda changed: self._frame_samples(changed, kind, at_peak))
         # As a rule a changed place holds the same stack as before and the new stacks come after
         # the places before: the locations before, plus the new stacks'. Else all are looked up.
-        replaced = at[:len(at) - (len(samples) - len(last.samples))]
-        if len(samples) >= len(last.samples) and all(map(
-                operator.is_, map(_FRAMES, map(samples.__getitem__, replaced)),
-                map(_FRAMES, map(last.samples.__getitem__, replaced)))):
-            locations, new = set(last.locations), at[len(replaced):]
+        if keeps_every_place(samples, last.samples, at, _FRAMES):
+            locations, new = set(last.locations), at[len(at) - (len(samples) - len(last.samples)):]
         else:
             locations, new = set(), range(len(samples))
         for stack in set(map(id, map(_FRAMES, map(samples.__getitem__, new)))):
