@@ -16,6 +16,8 @@ _VALUE = operator.itemgetter(1)
 
 def misses(found: List[Optional[T]]) -> Iterator[int]:
     """The indexes of `found` (the results of a map over dict.get) that hold None."""
+    if None not in found:  # as a rule all were found: one scan, no call per item
+        return iter(())
     return itertools.compress(range(len(found)), map(_is_none, found))
 
 
