@@ -239,7 +239,8 @@ class PprofWriter:
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),
                                system_name=strings.id(name), filename=strings.id(file))
-        return (p.SerializeToString() + b"".join(samples) + locations,
+        # One join, one copy of a dump's megabytes (a + b + c copies them twice more).
+        return (b"".join(itertools.chain((p.SerializeToString(),), samples, (locations,))),
                 len(samples) - samples.count(b""))
 
     def _add_mapping(self, p, strings: _Strings, mapping: Mapping, mapping_id: int) -> None:
