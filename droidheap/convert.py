@@ -151,11 +151,13 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, progra
                                                files.write_gzip))
                     bar.update(1)
             profiles = profiles_from_dumps(dumps, symbols, str(symbolized), consume=True)
+            # Before the page: the results' compression (on the writes' thread) goes on while
+            # the page is made, rather than after everything else.
+            write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE,
+                          files.write_gzip)
             suspects = leak_suspects(profiles)
             write_html(page_data(profiles, page_title(profiles, str(raw_trace)),
                                  suspects=suspects), out_dir / REPORT_HTML)
-            write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE,
-                          files.write_gzip)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
     if host_paths:  # a conversion of a trace made here is one too
