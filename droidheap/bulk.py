@@ -1,7 +1,9 @@
 """Looking up hundreds of thousands of things at once: a large trace has that many samples in
 every dump, and a Python loop over them costs seconds where C loops (map, zip, compress over
 dicts keyed by identity or by bytes) cost tenths. The pattern: look every one up with map, then
-make in Python only what was not found."""
+make in Python only what was not found. Better still, as dumps keep their samples in order: compare
+a dump with the dump before place by place (changed_places, carried_over), a pointer comparison
+each, and look up only what changed."""
 import functools
 import itertools
 import operator
