@@ -10,7 +10,7 @@ import pathlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from droidheap.errors import DroidheapError
-from droidheap.gc_pause import gc_paused
+from droidheap.gc_pause import collected_apart, gc_paused
 from droidheap.made_here import made_here, remember
 from droidheap.output_files import BackgroundWrites
 from droidheap.progress import progress_bar
@@ -97,24 +97,26 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, progra
     dumps.cmdlines.update({pid: " ".join(argv) for pid, argv in unnamed.items()})
 
     host_paths = made_locally or made_here(data)
-    symbolizer = Symbolizer(search_dirs, cache=SymbolCache(), host_paths=host_paths)
-    if fetch_files is not None:
-        missing = sorted(key for key in reached_modules(dumps)
-                         if symbolizer.find_elf(*key) is None)
-        fetched = fetch_files(missing, warnings) if missing else None
-        if fetched is not None:
-            # Looked for again below, the device's copies first: what this probe said is moot.
-            symbolizer.warnings.clear()
-            symbolizer.add_device_files(fetched)
-    symbols = symbolize_dumps(dumps, symbolizer)
-    for key, module in symbols.modules.items():
-        if not module.lines and earlier.get(key, module).lines:
-            symbols.modules[key] = earlier[key]
-    warnings += symbolizer.warnings
-    # What read the ELF and DWARF files (pyelftools' parsed entries, cyclic) is done with: freed
-    # now, the dumps' objects still few, not held while the outputs are made.
-    del symbolizer
-    gc.collect()
+    with collected_apart():
+        symbolizer = Symbolizer(search_dirs, cache=SymbolCache(), host_paths=host_paths)
+        if fetch_files is not None:
+            missing = sorted(key for key in reached_modules(dumps)
+                             if symbolizer.find_elf(*key) is None)
+            fetched = fetch_files(missing, warnings) if missing else None
+            if fetched is not None:
+                # Looked for again below, the device's copies first: what this probe said is
+                # moot.
+                symbolizer.warnings.clear()
+                symbolizer.add_device_files(fetched)
+        symbols = symbolize_dumps(dumps, symbolizer)
+        for key, module in symbols.modules.items():
+            if not module.lines and earlier.get(key, module).lines:
+                symbols.modules[key] = earlier[key]
+        warnings += symbolizer.warnings
+        # What read the ELF and DWARF files (pyelftools' parsed entries, cyclic) is done with:
+        # freed now, not held while the outputs are made.
+        del symbolizer
+        gc.collect()
     # Once per mapping, with the reason; where a better file would help, how to give one.
     unfound = 0
     for module in sorted(symbols.modules.values(), key=lambda m: m.path):
@@ -149,11 +151,13 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, progra
                                                files.write_gzip))
                     bar.update(1)
             profiles = profiles_from_dumps(dumps, symbols, str(symbolized), consume=True)
+            # Before the page: the results' compression (on the writes' thread) goes on while
+            # the page is made, rather than after everything else.
+            write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE,
+                          files.write_gzip)
             suspects = leak_suspects(profiles)
             write_html(page_data(profiles, page_title(profiles, str(raw_trace)),
                                  suspects=suspects), out_dir / REPORT_HTML)
-            write_results(Results(profiles, trace_warnings), out_dir / RESULTS_FILE,
-                          files.write_gzip)
     except OSError as e:
         raise DroidheapError(f"cannot write the outputs to {out_dir}: {e}") from e
     if host_paths:  # a conversion of a trace made here is one too

@@ -1,7 +1,7 @@
 """Writes heap dumps as pprof profiles (`go tool pprof`), one gzip'd file per process and dump.
 
-The message classes come from a FileDescriptorProto built here from pprof's profile.proto
-(github.com/google/pprof, proto/profile.proto), so no protoc step is needed. Sample types use Go's
+The message classes are built (message_classes.py) from pprof's profile.proto
+(github.com/google/pprof, proto/profile.proto), as _SCHEMA transcribes it. Sample types use Go's
 heap-profile names so that `-sample_index=alloc_space` / `-inuse_space` work; the default is
 in-use bytes, like heapprofd's. A dump of libc's heap that droidheapd swept for unreachable memory
 (--unreachable) has two more, `unreachable_objects` and `unreachable_space`: what the sweep found
@@ -14,10 +14,9 @@ import pathlib
 import re
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-from droidheap.bulk import made_once, misses
+from droidheap.bulk import carried_over, keeps_every_place, made_once, misses
 from droidheap.errors import DroidheapError
+from droidheap.message_classes import message_classes
 from droidheap.output_files import write_gzip_output
 from droidheap.trace.reader import encode_bytes_field
 from droidheap.symbolizer import SymbolTable
@@ -27,10 +26,7 @@ from droidheap.trace.heap_dumps import Frame, HeapDump, Mapping, Sample, size_la
 # sample costs its depth times theirs. The unwinders that write traces stop at a few hundred
 # frames (droidheapd at 256); a deeper stack is refused, not repeated per sample.
 MAX_STACK_FRAMES = 2048
-_F = descriptor_pb2.FieldDescriptorProto
-_TYPES = {"int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL,
-          "string": _F.TYPE_STRING}
-# (message, [(field, number, type, repeated)]) as in profile.proto; other types are messages.
+# As in profile.proto (message_classes.Schema).
 _SCHEMA = [
     ("Profile", [("sample_type", 1, "ValueType", True), ("sample", 2, "Sample", True),
                  ("mapping", 3, "Mapping", True), ("location", 4, "Location", True),
@@ -57,29 +53,9 @@ _SCHEMA = [
                   ("system_name", 3, "int64", False), ("filename", 4, "int64", False),
                   ("start_line", 5, "int64", False)]),
 ]
-_PACKAGE = "perftools.profiles"
 
 
-def _message_classes():
-    proto = descriptor_pb2.FileDescriptorProto(name="droidheap/pprof_profile.proto",
-                                               package=_PACKAGE, syntax="proto3")
-    for name, fields in _SCHEMA:
-        message = proto.message_type.add(name=name)
-        for field, number, kind, repeated in fields:
-            entry = message.field.add(name=field, number=number,
-                                      label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
-            if kind in _TYPES:
-                entry.type = _TYPES[kind]
-            else:
-                entry.type, entry.type_name = _F.TYPE_MESSAGE, f".{_PACKAGE}.{kind}"
-    # A private pool: the name cannot clash with another copy of profile.proto in the process.
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-            for name, _ in _SCHEMA}
-
-
-_MESSAGES = _message_classes()
+_MESSAGES = message_classes("droidheap/pprof_profile.proto", "perftools.profiles", _SCHEMA)
 Profile = _MESSAGES["Profile"]
 _FRAMES = operator.itemgetter(0)  # Sample.frames
 _SAMPLE_FIELD = Profile.DESCRIPTOR.fields_by_name["sample"].number
@@ -109,9 +85,10 @@ class _Strings:
 class PprofWriter:
     """Writes the pprof files of one trace's dumps. Mappings, functions and locations are
     numbered once for the whole trace (non-zero: 0 means "none" in pprof; ids need only be unique
-    within a file) and each call stack's location ids are listed once, so a dump costs a lookup
-    per sample, not per frame; each file holds the entries its samples use and its own string
-    table."""
+    within a file) and each call stack's location ids are listed once; a dump's samples are
+    compared with the dump before's, place by place, and only the ones that changed are written
+    anew. So a dump costs a comparison per sample, not a lookup per frame; each file holds the
+    entries its samples use and its own string table."""
 
     def __init__(self, symbols: SymbolTable):
         self.symbols = symbols
@@ -130,16 +107,9 @@ class PprofWriter:
         self._frames: List[Frame] = []
         # By id(frames): (frames, (their location ids, those as a serialized Sample.location_id)).
         self._stacks: Dict[int, Tuple[Sequence[Frame], Tuple[List[int], bytes]]] = {}
-        # By id(Sample): its framed Profile.sample field (b"" for one with nothing to say), in a
-        # file of SAMPLE_TYPES, of those and UNREACHABLE_SAMPLE_TYPES, and as an unreachable
-        # sample. A stack nothing happened at between dumps is one Sample (heap_dumps): most
-        # samples of a long run are written as the dump before wrote them. The Samples are kept
-        # alive here so that their ids stay theirs.
-        self._framed: Dict[str, Dict[int, bytes]] = {"heap": {}, "swept heap": {},
-                                                     "unreachable": {}}
-        self._samples: List[Sample] = []
-        # By (pid, heap): the ids of the stacks of its last dump written, and their locations.
-        self._last_stacks: Dict[Tuple[int, str], Tuple[Set[int], Set[int]]] = {}
+        # By (pid, heap) and by (pid, heap, "unreachable"): the last dump written of a process's
+        # heap, and of what its sweeps found unreachable, that the next is written against.
+        self._last: Dict[tuple, _Written] = {}
 
     def _mapping(self, mapping: Mapping) -> int:
         if mapping.is_pseudo:
@@ -181,18 +151,26 @@ class PprofWriter:
             self._frames.append(frame)
         return ids, _MESSAGES["Sample"](location_id=ids).SerializeToString()
 
-    def _framed_samples(self, samples: List[Sample], kind: str, at_peak: bool) -> List[bytes]:
-        """The samples' framed Sample fields, as `kind` (a key of _framed) in a dump at the peak
-        or not: those made for a dump before looked up by C loops (map), the others made."""
-        known = self._framed[kind]
-        framed = list(map(known.get, map(id, samples)))
-        at = list(misses(framed))
-        new = list(map(samples.__getitem__, at))
-        for i, made in zip(at, self._frame_samples(new, kind, at_peak)):
-            framed[i] = made
-        self._samples.extend(new)
-        known.update(zip(map(id, new), map(framed.__getitem__, at)))
-        return framed
+    def _written(self, key: tuple, samples: List[Sample], kind: str, at_peak: bool) -> "_Written":
+        """The samples' framed Sample fields, as `kind` (HEAP_KIND, SWEPT_KIND or
+        UNREACHABLE_KIND) in a dump at the peak or not, and their stacks' location ids: those of
+        the dump before of stream `key` where it held the same Sample at the same place (a stack
+        nothing happened at between dumps is one Sample: heap_dumps), the others made."""
+        last = self._last.get(key)
+        if last is None or (last.kind, last.at_peak) != (kind, at_peak):
+            last = _Written([], [], kind, at_peak, set())
+        framed, at = carried_over(samples, last.samples, last.framed,
+                                  lambda changed: self._frame_samples(changed, kind, at_peak))
+        # As a rule a changed place holds the same stack as before and the new stacks come after
+        # the places before: the locations before, plus the new stacks'. Else all are looked up.
+        if keeps_every_place(samples, last.samples, at, _FRAMES):
+            locations, new = set(last.locations), at[len(at) - (len(samples) - len(last.samples)):]
+        else:
+            locations, new = set(), range(len(samples))
+        for stack in set(map(id, map(_FRAMES, map(samples.__getitem__, new)))):
+            locations.update(self._stacks[stack][1][0])
+        self._last[key] = _Written(samples, framed, kind, at_peak, locations)
+        return self._last[key]
 
     def _frame_samples(self, samples: List[Sample], kind: str, at_peak: bool) -> List[bytes]:
         """The samples' framed Sample fields (b"" for a sample of no figures)."""
@@ -201,13 +179,13 @@ class PprofWriter:
         stacks = made_once(list(map(_FRAMES, samples)), self._stacks, self._stack)
         for sample, stack in zip(samples, stacks):
             _, allocated, _, alloc_count, free_count = sample
-            if kind == "unreachable":  # unreachable: in use, never freed (heap_dumps)
+            if kind == UNREACHABLE_KIND:  # unreachable: in use, never freed (heap_dumps)
                 values = (0, 0, 0, 0, alloc_count - free_count, sample.in_use)
             elif at_peak:  # what was in use at the peak; what was allocated is not known
                 values = (0, 0, alloc_count - free_count, sample.in_use)
             else:
                 values = (alloc_count, allocated, alloc_count - free_count, sample.in_use)
-            if kind == "swept heap":
+            if kind == SWEPT_KIND:
                 values += (0, 0)
             # Two serialized Samples, one with its location ids and one with its values, joined
             # are one with both: the ids' bytes are made once per stack.
@@ -215,19 +193,6 @@ class PprofWriter:
                 _SAMPLE_FIELD, stack[1] + make(value=values).SerializeToString()
             ) if any(values) else b"")
         return framed
-
-    def _used_locations(self, dump: HeapDump) -> Set[int]:
-        """The location ids of the dump's stacks: those of the dump before of its process's
-        heap, plus those of the stacks new since (as a rule no stack leaves a dump)."""
-        stacks = set(map(id, map(operator.itemgetter(0), dump.samples)))  # Sample.frames
-        before = self._last_stacks.get((dump.pid, dump.heap_name))
-        used = set(before[1]) if before and before[0] <= stacks else set()
-        for stack in (stacks - before[0]) if used else stacks:
-            used.update(self._stacks[stack][1][0])
-        self._last_stacks[(dump.pid, dump.heap_name)] = (stacks, used)
-        for stack in set(map(id, map(_FRAMES, dump.unreachable_samples))):
-            used.update(self._stacks[stack][1][0])
-        return used
 
     def profile(self, dump: HeapDump, cmdline: str = "", time_nanos: int = 0):
         """The pprof Profile message for one dump (values cumulative since the process
@@ -251,11 +216,14 @@ class PprofWriter:
         if dump.start_timestamp and dump.timestamp > dump.start_timestamp:
             p.duration_nanos = dump.timestamp - dump.start_timestamp
         p.comment.extend(strings.id(c) for c in _comments(dump, cmdline))
-        samples = self._framed_samples(dump.samples, "swept heap" if swept else "heap",
-                                       dump.at_peak)
+        heap = self._written((dump.pid, dump.heap_name), dump.samples,
+                             SWEPT_KIND if swept else HEAP_KIND, dump.at_peak)
+        samples, used = heap.framed, heap.locations
         if swept:
-            samples += self._framed_samples(dump.unreachable_samples, "unreachable", dump.at_peak)
-        used = sorted(self._used_locations(dump))
+            unreachable = self._written((dump.pid, dump.heap_name, UNREACHABLE_KIND),
+                                        dump.unreachable_samples, UNREACHABLE_KIND, dump.at_peak)
+            samples, used = samples + unreachable.framed, used | unreachable.locations
+        used = sorted(used)
         locations = b"".join(map(self._location_bytes.__getitem__, used))
         mappings = set(map(self._location_mapping.__getitem__, used))
         functions = set(itertools.chain.from_iterable(
@@ -271,7 +239,8 @@ class PprofWriter:
             if function_id in functions:
                 p.function.add(id=function_id, name=strings.id(name),
                                system_name=strings.id(name), filename=strings.id(file))
-        return (p.SerializeToString() + b"".join(samples) + locations,
+        # One join, one copy of a dump's megabytes (a + b + c copies them twice more).
+        return (b"".join(itertools.chain((p.SerializeToString(),), samples, (locations,))),
                 len(samples) - samples.count(b""))
 
     def _add_mapping(self, p, strings: _Strings, mapping: Mapping, mapping_id: int) -> None:
@@ -296,6 +265,21 @@ class PprofWriter:
         path = out_dir / pprof_file_name(dump)
         write_gzip(path, data)
         return PprofFile(path, dump.pid, dump.index, dump.heap_name, samples)
+
+
+# How a sample is written: a dump's own, in a file of SAMPLE_TYPES or (swept) of those and
+# UNREACHABLE_SAMPLE_TYPES, or one of what the sweep found unreachable.
+HEAP_KIND, SWEPT_KIND, UNREACHABLE_KIND = "heap", "swept heap", "unreachable"
+
+
+@dataclasses.dataclass
+class _Written:
+    """One stream's last dump as written (PprofWriter._written)."""
+    samples: List[Sample]
+    framed: List[bytes]  # each sample's framed Profile.sample field (b"": nothing to say)
+    kind: str
+    at_peak: bool
+    locations: Set[int]  # the location ids of the samples' stacks
 
 
 def _comments(dump: HeapDump, cmdline: str) -> List[str]:

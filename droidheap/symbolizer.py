@@ -24,7 +24,6 @@ inlined from, ending with the function the symbol table names.
 """
 import dataclasses
 import itertools
-import operator
 import pathlib
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
@@ -306,9 +305,7 @@ def reached_modules(dumps: TraceDumps) -> Dict[Tuple[str, str], Dict[int, int]]:
     wanted: Dict[Tuple[str, str], Dict[int, int]] = {}
     # Each call stack, then each frame, once: every dump that has them shares one object
     # (heap_dumps interns them), found by identity with C loops.
-    samples = itertools.chain.from_iterable(
-        dump.samples for process_dumps in dumps.dumps.values() for dump in process_dumps)
-    stacks = by_identity(map(operator.itemgetter(0), samples))  # Sample.frames
+    stacks = by_identity(dumps.call_stacks())
     for frame in by_identity(itertools.chain.from_iterable(stacks.values())).values():
         mapping = frame.mapping
         if not mapping.is_pseudo and mapping.path:

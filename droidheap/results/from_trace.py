@@ -5,7 +5,7 @@ import itertools
 import operator
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from droidheap.bulk import made_once, misses
+from droidheap.bulk import carried_over, made_once, misses
 from droidheap.results.model import Location, Profile, StackSample, Unreachable
 from droidheap.results.sites import CallStack, StackBudget
 from droidheap.symbolizer import SymbolTable
@@ -61,8 +61,19 @@ class _Samples:
         self._stacks = stacks
         self._made: Dict[int, StackSample] = {}
         self._kept: List[Sample] = []  # the Samples `_made` knows, alive: their ids stay theirs
+        # By stream (a process's heap, or what its sweeps found unreachable): the last dump's
+        # Samples and StackSamples.
+        self._last: Dict[tuple, Tuple[List[Sample], List[StackSample]]] = {}
 
-    def of(self, dump_samples: List[Sample]) -> List[StackSample]:
+    def of(self, stream: tuple, dump_samples: List[Sample]) -> List[StackSample]:
+        """A dump's StackSamples: those of the dump before of `stream` where it held the same
+        Sample at the same place (as a rule), the others looked up or made."""
+        before, made = self._last.get(stream, ([], []))
+        samples, _ = carried_over(dump_samples, before, made, self._looked_up)
+        self._last[stream] = (dump_samples, samples)
+        return samples
+
+    def _looked_up(self, dump_samples: List[Sample]) -> List[StackSample]:
         # Looked up by C loops (map), made in Python only for the samples new in this dump.
         samples = list(map(self._made.get, map(id, dump_samples)))
         at = list(misses(samples))
@@ -80,7 +91,8 @@ def _unreachable(dump: HeapDump, samples: _Samples) -> Optional[Unreachable]:
     if sweep is None:
         return None
     return Unreachable(
-        samples=samples.of(dump.unreachable_samples), swept=sweep.swept,
+        samples=samples.of((dump.pid, dump.heap_name, "unreachable"), dump.unreachable_samples),
+        swept=sweep.swept,
         # As droidheapd judges it: every block is known when every one was sampled from the start.
         complete=sweep.swept and dump.sampling_interval_bytes == 1 and dump.from_startup,
         blocks_swept=sweep.blocks_swept if sweep.swept else None,
@@ -98,7 +110,7 @@ def profiles_from_dumps(dumps: TraceDumps, symbols: SymbolTable, source: str = "
     profiles = []
     for pid in sorted(dumps.dumps):
         for dump in dumps.dumps[pid]:
-            samples = made.of(dump.samples)
+            samples = made.of((pid, dump.heap_name), dump.samples)
             unreachable = _unreachable(dump, made)
             if consume:
                 dump.samples = []

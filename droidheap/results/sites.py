@@ -167,12 +167,14 @@ def _sites_since(sites: Dict[Tuple, SiteFigures], before: List[StackSample],
     if any(a.stack.site != b.stack.site for a, b in zip(old, new) if a.stack is not b.stack):
         return None
     sites = {key: dataclasses.replace(figures) for key, figures in sites.items()}
-    for (_, *was), (stack, *figures) in zip(old, new):
+    # Unpacked by name, not starred: a starred target makes a list, per sample of every dump.
+    for (_, was_count, was_bytes, was_in_use_count, was_in_use), (
+            stack, count, size, in_use_count, in_use) in zip(old, new):
         site = sites[stack.site_key]
-        site.alloc_count += figures[0] - was[0]
-        site.alloc_bytes += figures[1] - was[1]
-        site.in_use_count += figures[2] - was[2]
-        site.in_use_bytes += figures[3] - was[3]
+        site.alloc_count += count - was_count
+        site.alloc_bytes += size - was_bytes
+        site.in_use_count += in_use_count - was_in_use_count
+        site.in_use_bytes += in_use - was_in_use
     for sample in map(now.__getitem__, at[len(replaced):]):
         figures = sites.get(sample.stack.site_key)
         if figures is None:

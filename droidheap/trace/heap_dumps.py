@@ -23,10 +23,11 @@ matched by path and build id) land on the same mapping there:
 import bisect
 import dataclasses
 import operator
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap.bulk import changed_places, keeps_every_place
 from droidheap.trace.counter_tracks import CounterTracks
 # Mapping, Frame and Sample are read from here too: what a dump is made of.
 from droidheap.trace.frames import (HEAPPROFD_ERROR_PATH, PSEUDO_PREFIX, Frame,  # noqa: F401
@@ -102,9 +103,6 @@ class HeapDump:
     # when it found none, or when it did not run at this dump).
     unreachable: Optional[UnreachableSweep] = None
     unreachable_samples: List[Sample] = dataclasses.field(default_factory=list)
-    # The ids of its samples' call stacks (their frames tuples, interned), from when it is
-    # finished until the next dump of its process's heap is: what that one is compared with.
-    stack_ids: Set[int] = dataclasses.field(default_factory=set, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -114,6 +112,17 @@ class TraceDumps:
     # (MONOTONIC_COARSE ns, REALTIME ns) read together, from each clock snapshot in trace order.
     wall_clock_pairs: List[Tuple[int, int]] = dataclasses.field(default_factory=list)
     warnings: List[str] = dataclasses.field(default_factory=list)
+
+    def call_stacks(self) -> Iterator[Tuple[Frame, ...]]:
+        """Every call stack the dumps' samples name, each at least once: of each dump, the
+        samples at the places that differ from the dump before of its process's heap (the others
+        are the very Samples that one had there)."""
+        for dumps in self.dumps.values():
+            before: Dict[str, List[Sample]] = {}
+            for dump in dumps:
+                at = changed_places(dump.samples, before.get(dump.heap_name, []))
+                yield from map(_FRAMES, map(dump.samples.__getitem__, at))
+                before[dump.heap_name] = dump.samples
 
     def wall_time_ns(self, dump_ns: int) -> int:
         """A dump timestamp (MONOTONIC_COARSE) on the wall clock, through the last snapshot taken
@@ -208,7 +217,7 @@ def rebuild_dumps(packets: List[pb.TracePacket]) -> TraceDumps:
                 samples = [Sample(seq.callstack(s.callstack_id), s.self_max, 0, s.self_max_count,
                                   0) for s in src.samples]
             else:
-                samples = seq.samples(key, src.samples)
+                samples = seq.samples(key, src)
             dump.samples.extend(seq.unrooted(samples) if dump.heap_name == UNREACHABLE_HEAP
                                 else samples)
         if not profile.continued:
@@ -271,12 +280,9 @@ def _finish(result: TraceDumps, current: Dict[Tuple[int, str], HeapDump]) -> Non
             if libc.unreachable is not None and libc.unreachable.swept:
                 libc.unreachable_samples = dump.samples
     for dump in current.values():
-        dump.stack_ids = set(map(id, map(_FRAMES, dump.samples)))  # C loops
         earlier = result.dumps.setdefault(dump.pid, [])
         previous = next((d for d in reversed(earlier) if d.heap_name == dump.heap_name), None)
         _keep_dropped_call_stacks(previous, dump)
-        if previous is not None:
-            previous.stack_ids = set()  # a set per dump of a long run would cost 100s of MB
         earlier.append(dump)
 
 
@@ -287,17 +293,19 @@ def _keep_dropped_call_stacks(previous: Optional[HeapDump], dump: HeapDump) -> N
     churn of a loop would lose all that the loop allocated."""
     if previous is None or previous.at_peak or dump.at_peak:
         return
-    # By identity first: a sequence's dumps share one tuple per call stack (InternedState.callstack),
-    # and hashing every frame of every stack is most of the cost. Equal stacks interned again
-    # (after the sequence's state was cleared) are told apart by value.
-    if previous.stack_ids <= dump.stack_ids:  # as a rule no stack is left out
+    # A sequence's dumps share one tuple per call stack (InternedState.callstack), and keep their
+    # stacks in order: as a rule each place holds the stack it held before, found by identity
+    # with C loops (hashing every frame of every stack would be most of the cost).
+    if keeps_every_place(dump.samples, previous.samples,
+                         changed_places(dump.samples, previous.samples), _FRAMES):
         return
+    stack_ids = set(map(id, map(_FRAMES, dump.samples)))
     dropped = [sample for sample in previous.samples
-               if sample.in_use == 0 and id(sample.frames) not in dump.stack_ids]
+               if sample.in_use == 0 and id(sample.frames) not in stack_ids]
     if dropped:
-        # Each distinct tuple hashed once (a tuple's hash walks every frame, every time): a
-        # stack named by every sample would cost samples x depth.
+        # Equal stacks interned again (after the sequence's state was cleared) are told apart by
+        # value, each distinct tuple hashed once (a tuple's hash walks every frame, every time):
+        # a stack named by every sample would cost samples x depth.
         present = set({id(frames): frames for frames in map(_FRAMES, dump.samples)}.values())
         kept = [sample for sample in dropped if sample.frames not in present]
         dump.samples.extend(kept)
-        dump.stack_ids.update(map(id, map(_FRAMES, kept)))

@@ -12,9 +12,15 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from droidheap.apk_library import split_library_path
 from droidheap.bulk import misses
+from droidheap.message_classes import message_classes
 from droidheap.trace.frames import PSEUDO_PREFIX, Frame, Mapping, Sample
 
-_SERIALIZED = operator.methodcaller("SerializeToString")
+# ProcessHeapSamples with its samples as bytes (a message's bytes are a length-delimited field's):
+# parsed from the dump's own bytes by protobuf's C code, each sample's bytes come without a
+# message object, nor a serialization, per sample.
+_SAMPLES_FIELD = pb.ProfilePacket.ProcessHeapSamples.DESCRIPTOR.fields_by_name["samples"].number
+_SampleBytes = message_classes("droidheap/sample_bytes.proto", "droidheap.trace", [
+    ("SampleBytes", [("samples", _SAMPLES_FIELD, "bytes", True)])])["SampleBytes"]
 _CALLSTACK_ID = operator.attrgetter("callstack_id")
 UNREACHABLE_ROOT = "[droidheap: unreachable]"
 
@@ -63,11 +69,13 @@ class InternedState:
         self._unrooted_before: Dict[int, Tuple[Sample, Sample]] = {}
         self._unrooted_now: Dict[int, Tuple[Sample, Sample]] = {}
 
-    def samples(self, key: Tuple[int, str], samples) -> List[Sample]:
-        """The Samples of a dump fragment's ProfilePacket.HeapSample messages. Its hundreds of
-        thousands are looked up by C loops (map) in the dump before, by their bytes; only the
-        samples new since are read field by field."""
-        serialized = list(map(_SERIALIZED, samples))
+    def samples(self, key: Tuple[int, str],
+                src: pb.ProfilePacket.ProcessHeapSamples) -> List[Sample]:
+        """The Samples of a dump fragment's HeapSample messages. Its hundreds of thousands are
+        looked up by C loops (map) in the dump before, by their bytes; only the samples new since
+        are read field by field."""
+        serialized = list(_SampleBytes.FromString(src.SerializeToString()).samples)
+        samples = src.samples
         found = list(map(self.samples_before.get(key, {}).get, serialized))
         at = list(misses(found))
         new = list(map(samples.__getitem__, at))

@@ -1,16 +1,18 @@
 """convert_trace end to end on synthetic traces whose frames are real return addresses of a
 program compiled here: symbolized trace, pprof files, summary, and bad input."""
+import gc
 import pathlib
 import shutil
 
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from droidheap import convert
 from droidheap.convert import SYMBOLIZED_TRACE, convert_trace
 from droidheap.errors import DroidheapError
 from droidheap.symbolizer import ModuleSymbols, SourceLine
 from droidheap.trace.symbolized import module_symbols_packet
-from fixtures_trace import LIBC, FakeMapping, TraceBuilder
+from fixtures_trace import LIBC, FakeMapping, TraceBuilder, two_process_trace
 
 
 def _trace(program, device_path=None) -> TraceBuilder:
@@ -230,3 +232,19 @@ def test_a_partly_symbolized_mapping_is_named_once_with_its_count(program, tmp_p
     result = _convert(tmp_path, b.to_bytes())
     (warning,) = [w for w in result.warnings if "partly symbolized" in w]
     assert warning.startswith(f"{program.path} partly symbolized: 1 of 2 addresses")
+
+
+def test_a_conversion_leaves_the_collector_as_it_found_it(tmp_path, monkeypatch):
+    # Symbolization's collection leaves the dumps' objects out (frozen); they are thawed after,
+    # and when symbolization fails too.
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(two_process_trace().to_bytes())
+    convert_trace(raw, tmp_path / "out")
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+    def fails(*_):
+        raise DroidheapError("symbolization failed")
+    monkeypatch.setattr(convert, "symbolize_dumps", fails)
+    with pytest.raises(DroidheapError, match="symbolization failed"):
+        convert_trace(raw, tmp_path / "again")
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

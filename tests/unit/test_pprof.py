@@ -144,6 +144,36 @@ def test_one_file_per_process_and_dump(pprof_files):
                      "heap_dump.1.100.libc.malloc.pb.gz", "heap_dump.1.200.libc.malloc.pb.gz"]
 
 
+def _as_read(p):
+    """A profile's samples as (each location's mapping, address and functions, leaf first;
+    values), sorted: what its ids say, whichever writer numbered them."""
+    mappings = {m.id: p.string_table[m.filename] for m in p.mapping}
+    functions = {f.id: p.string_table[f.name] for f in p.function}
+    locations = {loc.id: (mappings.get(loc.mapping_id, ""), loc.address,
+                          tuple(functions[line.function_id] for line in loc.line))
+                 for loc in p.location}
+    return sorted((tuple(map(locations.__getitem__, s.location_id)), tuple(s.value))
+                  for s in p.sample)
+
+
+def test_each_dump_is_written_as_a_writer_that_saw_no_other_writes_it():
+    # The writer compares a dump with the one before, place by place: samples that stayed, changed,
+    # came after, moved or left are each written as they are.
+    b = TraceBuilder()
+    s1, s2, s3, s4 = (b.callstack([(LIBC, 0x1000), (APP, 0x2000), (APP, pc)])
+                      for pc in (0x3000, 0x4000, 0x6000, 0x7000))
+    b.dump({100: [(s1, 64, 0, 1, 0), (s2, 128, 0, 2, 0), (s3, 256, 0, 4, 0)]})
+    b.dump({100: [(s1, 64, 0, 1, 0), (s2, 192, 64, 3, 1), (s3, 256, 0, 4, 0),
+                  (s4, 32, 0, 1, 0)]})
+    b.dump({100: [(s3, 256, 0, 4, 0), (s1, 64, 0, 1, 0), (s4, 32, 0, 1, 0)]})
+    b.dump({100: [(s3, 512, 0, 8, 0), (s1, 64, 0, 1, 0)]})
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets).dumps[100]
+    writer = PprofWriter(_symbols())
+    for dump in dumps:
+        assert _as_read(writer.profile(dump)) == _as_read(PprofWriter(_symbols()).profile(dump))
+    assert [len(writer.profile(d).location) for d in dumps] == [5, 6, 5, 4]
+
+
 def test_heap_name_is_made_safe_for_a_file_name():
     dump = _dumps().dumps[100][0]
     dump.heap_name = "my heap/v2"

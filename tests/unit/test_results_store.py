@@ -82,6 +82,22 @@ def _two_dumps_one_sample_changed(tmp_path):
     return tmp_path / "out" / RESULTS_FILE
 
 
+def test_a_sample_that_moved_place_between_dumps_is_still_stored_once(tmp_path):
+    # Dumps are compared place by place (as a rule the daemon keeps its stacks in order); a
+    # sample at another place than before is found again all the same.
+    b = TraceBuilder().clock_snapshot().process(7, "app")
+    quiet, busy = (b.callstack([(LIBC, 0x1000), (APP, pc)]) for pc in (0x2000, 0x3000))
+    b.dump({7: [(quiet, 4096, 0, 1, 0), (busy, 4096, 0, 1, 0)]})
+    b.dump({7: [(busy, 4096, 0, 1, 0), (quiet, 4096, 0, 1, 0)]}, timestamp=COARSE_NS + 2 * 10**9)
+    raw = tmp_path / "raw-trace"
+    raw.write_bytes(b.to_bytes())
+    convert_trace(raw, tmp_path / "out")
+    first, second = (p.samples for p in read_results(tmp_path / "out" / RESULTS_FILE).profiles)
+    assert first[0] is second[1] and first[1] is second[0]
+    stored = json.loads(gzip.decompress((tmp_path / "out" / RESULTS_FILE).read_bytes()))
+    assert len(stored["samples"]) == 2 * 5
+
+
 @pytest.mark.parametrize("change, message", [
     ({"base": 1}, "a profile's base is not a profile before it"),
     ({"base": -1}, "a profile's base is not a profile before it"),

@@ -79,6 +79,20 @@ def test_a_call_stack_a_later_dump_leaves_out_keeps_its_totals_when_nothing_was_
             for s in last.samples] == [(0x20, 100, 0, 1, 0), (0x10, 8192, 8192, 4, 4)]
 
 
+def test_the_call_stacks_listed_are_every_one_a_sample_of_any_dump_names():
+    # Listed from the places that changed since the dump before of the same heap: a sample that
+    # stayed, moved or came back, and one of another heap, are all there.
+    b = TraceBuilder()
+    s1, s2, s3, s4 = (b.callstack([(LIBC, 0x1000), (APP, pc)]) for pc in (0x10, 0x20, 0x30, 0x40))
+    b.dump({7: [(s1, 64, 0, 1, 0), (s2, 64, 0, 1, 0)], (7, "custom"): [(s4, 8, 0, 1, 0)]})
+    b.dump({7: [(s2, 64, 0, 1, 0), (s3, 64, 0, 1, 0)], (7, "custom"): [(s4, 8, 0, 1, 0)]})
+    b.dump({7: [(s2, 64, 0, 1, 0), (s1, 128, 0, 2, 0)]})
+    dumps = rebuild_dumps(parse_trace(b.to_bytes()).packets)
+    named = {id(s.frames): s.frames[-1].rel_pc for d in dumps.dumps[7] for s in d.samples}
+    assert sorted(named.values()) == [0x10, 0x20, 0x30, 0x40]
+    assert {id(stack) for stack in dumps.call_stacks()} == set(named)
+
+
 def test_a_dump_without_its_interval_has_the_one_the_traces_config_asked_heapprofd_for():
     """Android 10's heapprofd writes no sampling_interval_bytes: traced's copy of the session's
     config, the trace's first packet, says what it sampled at."""
