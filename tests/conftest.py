@@ -147,8 +147,27 @@ def pytest_configure(config):
         config.stash[_STARTED] = (time.time(), timeline.cpu_times())
 
 
+# The niceness of a worker's other tests (mostly builds, which keep both cores busy) and what
+# they start: THIS_MACHINES_PROCESSES runs serially in one worker and is the run's longest part
+# (tests/timeline.py), so its processes get the cores first and the builds the time it leaves.
+OTHER_TESTS_NICENESS = 10
+
+
+def _run_at_niceness(item) -> None:
+    """This worker and what it starts from now on run at the niceness `item`'s group asks for.
+    Left as it is where it cannot be lowered again (not root) or without workers."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    in_group = item.get_closest_marker("xdist_group") == THIS_MACHINES_PROCESSES.mark
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0 if in_group else OTHER_TESTS_NICENESS)
+    except PermissionError:
+        pass
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    _run_at_niceness(item)
     start = time.time()
     yield
     path = os.environ.get(timeline.ENVIRONMENT)
