@@ -42,6 +42,10 @@ DROIDHEAP_TLS uint64_t t_stack_high = 0;
 // The thread's id, found once (glibc makes every gettid a system call). A child that inherits it
 // from a raw clone() is caught by the ProcessIdentity check before it is read.
 DROIDHEAP_TLS uint32_t t_tid = 0;
+// The thread's number among those that sampled, from 1 (0: none yet): which ring it writes to
+// (Client::RingOf), in every session.
+DROIDHEAP_TLS uint32_t t_ring_number = 0;
+std::atomic<uint32_t> g_threads_numbered{0};
 
 uint64_t ClockUs(clockid_t clock) {
   timespec ts;
@@ -115,12 +119,12 @@ bool ReceiveReply(int sock, DaemonReply* reply, ReceivedFds* fds) {
 
 std::atomic<uint32_t> Client::generation_{0};
 
-Client::Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
+Client::Client(int sock, RingSet* rings, SampledAddresses* sampled,
                SampledAddresses* custom_sampled, SharedTotals* totals,
                const StackMatches* stack_matches, const DaemonReply& config,
                const ProcessIdentity& identity, const MallocDispatch* previous)
     : sock_(sock),
-      buffer_(buffer),
+      rings_(rings),
       sampled_(sampled),
       custom_sampled_(custom_sampled),
       totals_(totals),
@@ -165,8 +169,10 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
     close(sock);
     return nullptr;
   }
-  SharedRingBuffer* buffer = SharedRingBuffer::Attach(fds.shmem, reply.shmem_size);
-  if (buffer == nullptr) {
+  // An older daemon's one buffer is a set of one ring.
+  const uint32_t ring_count = reply.ring_count != 0 ? reply.ring_count : 1;
+  RingSet* rings = RingSet::Attach(fds.shmem, reply.shmem_size, ring_count);
+  if (rings == nullptr) {
     for (int fd : {fds.shmem, fds.totals, fds.stack_matches, fds.snapshot_channel}) {
       if (fd >= 0) close(fd);
     }
@@ -194,7 +200,7 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
     if (storage != nullptr) previous->free(storage);
     SharedTotals::Destroy(totals);
     StackMatches::Destroy(stack_matches);
-    SharedRingBuffer::Destroy(buffer);
+    RingSet::Destroy(rings);
     if (fds.snapshot_channel >= 0) close(fds.snapshot_channel);
     close(sock);
     return nullptr;
@@ -206,10 +212,11 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
     sampled->ReportEveryFree();
     custom_sampled->ReportEveryFree();
   }
+  if (ring_count > 1) sampled->KeepRings();
   reply.heap_names[sizeof(reply.heap_names) - 1] = '\0';  // the last name ends, whatever came
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();
-  Client* client = new (storage) Client(sock, buffer, sampled, custom_sampled, totals,
+  Client* client = new (storage) Client(sock, rings, sampled, custom_sampled, totals,
                                         stack_matches, reply, identity, previous);
   client->snapshot_channel_ = fds.snapshot_channel;
   return client;
@@ -224,7 +231,7 @@ int Client::TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count) {
     if (start != nullptr && count < kMaxProfilerRanges) ranges[count++] = {address, address + size};
   };
   add(sampled_, 2 * sizeof(SampledAddresses));  // custom_sampled_ follows it
-  add(buffer_->mapping(), buffer_->mapping_size());
+  add(rings_->mapping(), rings_->mapping_size());
   if (stack_matches_ != nullptr) add(stack_matches_->mapping(), StackMatches::kSize);
   *range_count = count;
   return channel;
@@ -262,7 +269,18 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
   return false;
 }
 
-bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out) {
+uint32_t Client::RingOf(uint32_t heap) {
+  const uint32_t count = rings_->count();
+  if (count == 1 || heap != 0 || sampled_->overflowed()) return 0;
+  if (t_ring_number == 0) {
+    t_ring_number = g_threads_numbered.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  return (t_ring_number - 1) % count;
+}
+
+bool Client::Reserve(uint32_t ring, uint32_t type, size_t body_size,
+                     SharedRingBuffer::Reservation* out) {
+  SharedRingBuffer* buffer = rings_->ring(ring);
   // Full: the thread waits for the daemon to read. Its pause doubles up to kMaxPauseUs, so that a
   // program's many threads waiting at once do not take the cores the daemon needs to make room
   // (32 threads polling every 100 us starved it on a busy machine). The timeout runs from the
@@ -274,11 +292,11 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
   uint64_t deadline = 0;
   uint64_t read_pos_seen = 0;
   for (;;) {
-    switch (buffer_->Reserve(type, body_size, out)) {
+    switch (buffer->Reserve(type, body_size, out)) {
       case SharedRingBuffer::ReserveResult::kOk:
         return true;
       case SharedRingBuffer::ReserveResult::kTooLarge:
-        buffer_->metadata()->records_dropped.fetch_add(1, std::memory_order_relaxed);
+        buffer->metadata()->records_dropped.fetch_add(1, std::memory_order_relaxed);
         return false;
       case SharedRingBuffer::ReserveResult::kFull:
         break;
@@ -290,7 +308,7 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
       return false;
     }
     const uint64_t now = NowUs();
-    const uint64_t read_pos = buffer_->metadata()->read_pos.load(std::memory_order_acquire);
+    const uint64_t read_pos = buffer->metadata()->read_pos.load(std::memory_order_acquire);
     if (deadline == 0 || read_pos != read_pos_seen) {
       read_pos_seen = read_pos;
       deadline = now + config_.block_timeout_us;
@@ -305,19 +323,19 @@ bool Client::Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservat
     }
     timespec pause{0, static_cast<long>(pause_us * 1000)};
     nanosleep(&pause, nullptr);
-    buffer_->metadata()->blocked_us.fetch_add(pause_us, std::memory_order_relaxed);
+    buffer->metadata()->blocked_us.fetch_add(pause_us, std::memory_order_relaxed);
     pause_us = pause_us * 2 < kMaxPauseUs ? pause_us * 2 : kMaxPauseUs;
     if (!enabled()) return false;
   }
 }
 
-uint8_t* Client::ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
-                               SharedRingBuffer::Reservation* r) {
-  if (heap == 0) return Reserve(malloc_type, body_size, r) ? r->body : nullptr;
+uint8_t* Client::ReserveRecord(uint32_t ring, uint32_t heap, RecordType malloc_type,
+                               size_t body_size, SharedRingBuffer::Reservation* r) {
+  if (heap == 0) return Reserve(ring, malloc_type, body_size, r) ? r->body : nullptr;
   const RecordType type = malloc_type == kRecordAlloc          ? kRecordHeapAlloc
                           : malloc_type == kRecordAllocMatched ? kRecordHeapAllocMatched
                                                                : kRecordHeapFree;
-  if (!Reserve(type, sizeof(HeapTag) + body_size, r)) return nullptr;
+  if (!Reserve(ring, type, sizeof(HeapTag) + body_size, r)) return nullptr;
   const HeapTag tag{heap, 0};
   memcpy(r->body, &tag, sizeof(tag));
   return r->body + sizeof(tag);
@@ -325,8 +343,9 @@ uint8_t* Client::ReserveRecord(uint32_t heap, RecordType malloc_type, size_t bod
 
 void Client::Publish(const SharedRingBuffer::Reservation& r) {
   const uint32_t type = r.header->type;
-  buffer_->Commit(r);
-  RingBufferMetadata* meta = buffer_->metadata();
+  SharedRingBuffer* buffer = r.buffer;
+  buffer->Commit(r);
+  RingBufferMetadata* meta = buffer->metadata();
   if (!meta->reader_sleeping.load(std::memory_order_relaxed)) return;
   // A sample or a free can wait for the daemon's next look (it polls every 50 ms) until the
   // buffer holds a batch: woken at every record, a daemon that keeps up sleeps again at once, and
@@ -338,11 +357,12 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   const uint64_t end = r.position + r.total_size;
   if (sample) {
     // The reader's line is read once a batch, not at every record.
-    if (end < next_wake_check_.load(std::memory_order_relaxed)) return;
-    const uint64_t batch = buffer_->data_size() / kWakeBatchFraction;
+    std::atomic<uint64_t>& next_check = next_wake_check_[rings_->IndexOf(buffer)].next;
+    if (end < next_check.load(std::memory_order_relaxed)) return;
+    const uint64_t batch = buffer->data_size() / kWakeBatchFraction;
     const uint64_t read_pos = meta->read_pos.load(std::memory_order_relaxed);
     if (end - read_pos < batch) {
-      next_wake_check_.store(read_pos + batch, std::memory_order_relaxed);
+      next_check.store(read_pos + batch, std::memory_order_relaxed);
       return;
     }
   }
@@ -368,7 +388,7 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   // knows.
   if (!identity_.InOriginalProcess()) return;
   // The table's line for this address is nearly always cold: asked for now, it comes while the
-  // record is written.
+  // registers are taken and the stack matched.
   SampledAddresses* sampled = SampledOf(heap);
   const uint64_t key = SampledKey(heap, address);
   sampled->Prefetch(key);
@@ -390,19 +410,23 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
           ? stack_matches_->Match(regs, kNativeCaptured, sp, whole_stack,
                                   UnwindStackTop(sp, stack_size, config_.max_stack_bytes))
           : StackMatches::kNoMatch;
+  // In the table before the record is written, with the ring it goes to: a block the table
+  // cannot hold goes to ring 0, where its free is reported too. (The program does not have the
+  // block yet: nothing can free it meanwhile.)
+  uint32_t ring = RingOf(heap);
+  if (!sampled->Insert(key, ring)) ring = 0;
   SharedRingBuffer::Reservation r;
   uint64_t sequence;
   if (match != StackMatches::kNoMatch) {
-    uint8_t* body = ReserveRecord(heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
-    if (body == nullptr) return;
+    uint8_t* body = ReserveRecord(ring, heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
+    if (body == nullptr) return Unrecorded(sampled, key);
     sequence = SequenceOf(r);
     const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
     memcpy(body, &record, sizeof(record));
   } else {
-    uint8_t* body = ReserveRecord(heap, kRecordAlloc,
+    uint8_t* body = ReserveRecord(ring, heap, kRecordAlloc,
                                   sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
-    // Unrecorded, the block is none of the daemon's business, nor is its free.
-    if (body == nullptr) return;
+    if (body == nullptr) return Unrecorded(sampled, key);
     // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
     // it before Publish.
     auto* record = reinterpret_cast<AllocRecord*>(body);
@@ -419,7 +443,6 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
            reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
            static_cast<size_t>(stack_size));
   }
-  sampled->Insert(key);
   Publish(r);
   RecordAllocatorStats(false);
 #ifdef DROIDHEAP_REFERENCE_UNWIND
@@ -427,11 +450,18 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
 #endif
 }
 
+void Client::Unrecorded(SampledAddresses* sampled, uint64_t key) {
+  uint32_t ring;
+  sampled->Remove(key, &ring);
+}
+
 bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reservation* r) {
-  if (!SampledOf(heap)->Remove(SampledKey(heap, address))) return false;
+  uint32_t ring;
+  if (!SampledOf(heap)->Remove(SampledKey(heap, address), &ring)) return false;
   // A child freeing a block it inherited would take it out of its parent's profile.
   if (!identity_.InOriginalProcess()) return false;
-  uint8_t* body = ReserveRecord(heap, kRecordFree, sizeof(FreeRecord), r);
+  // Behind its allocation, in the same ring.
+  uint8_t* body = ReserveRecord(ring, heap, kRecordFree, sizeof(FreeRecord), r);
   if (body == nullptr) return false;
   FreeRecord record{SequenceOf(*r), address};
   memcpy(body, &record, sizeof(record));
@@ -441,7 +471,7 @@ bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reserv
 void Client::EndFree(uint32_t heap, uint64_t address, const SharedRingBuffer::Reservation& r,
                      bool freed) {
   if (!freed) {
-    SampledOf(heap)->Insert(SampledKey(heap, address));
+    SampledOf(heap)->Insert(SampledKey(heap, address), rings_->IndexOf(r.buffer));
     r.header->type = kRecordCancelled;
   }
   Publish(r);
@@ -450,7 +480,7 @@ void Client::EndFree(uint32_t heap, uint64_t address, const SharedRingBuffer::Re
 void Client::DeclareHeap(uint32_t heap, const char* name) {
   if (!identity_.InOriginalProcess()) return;
   SharedRingBuffer::Reservation r;
-  if (!Reserve(kRecordHeapName, sizeof(HeapNameRecord), &r)) return;
+  if (!Reserve(0, kRecordHeapName, sizeof(HeapNameRecord), &r)) return;
   HeapNameRecord record{heap, 0, {}};
   strncpy(record.name, name, sizeof(record.name) - 1);
   memcpy(r.body, &record, sizeof(record));
@@ -460,13 +490,13 @@ void Client::DeclareHeap(uint32_t heap, const char* name) {
 void Client::AnnounceRecording() {
   if (!identity_.InOriginalProcess()) return;
   SharedRingBuffer::Reservation r;
-  if (Reserve(kRecordRecording, 0, &r)) Publish(r);
+  if (Reserve(0, kRecordRecording, 0, &r)) Publish(r);
 }
 
 void Client::AnnounceExit() {
   if (!identity_.InOriginalProcess()) return;
   SharedRingBuffer::Reservation r;
-  if (Reserve(kRecordExiting, 0, &r)) Publish(r);
+  if (Reserve(0, kRecordExiting, 0, &r)) Publish(r);
 }
 
 void Client::RecordAllocatorStats(bool now) {
@@ -484,7 +514,7 @@ void Client::RecordAllocatorStats(bool now) {
   }
   const AllocatorFigures figures = InterpretMallinfo(previous_->mallinfo());
   SharedRingBuffer::Reservation r;
-  if (!Reserve(kRecordAllocatorStats, sizeof(AllocatorStatsRecord), &r)) return;
+  if (!Reserve(0, kRecordAllocatorStats, sizeof(AllocatorStatsRecord), &r)) return;
   AllocatorStatsRecord record{figures.in_use_bytes, figures.free_bytes, figures.system_bytes};
   memcpy(r.body, &record, sizeof(record));
   Publish(r);
@@ -493,7 +523,7 @@ void Client::RecordAllocatorStats(bool now) {
 void Client::WaitUntilDrained(uint32_t timeout_ms) {
   if (!enabled() || !identity_.InOriginalProcess()) return;
   const uint64_t deadline = NowUs() + uint64_t{timeout_ms} * 1000;
-  while (buffer_->bytes_pending() != 0 && NowUs() < deadline) {
+  while (rings_->bytes_pending() != 0 && NowUs() < deadline) {
     // The daemon may be asleep, having seen the buffer empty before the last records came.
     if (!Wake()) return;  // gone
     timespec pause{0, 1000 * 1000};
@@ -506,7 +536,8 @@ void Client::Shutdown(ClientStopReason reason) {
   generation_.fetch_add(1, std::memory_order_release);
   CustomHeaps::StopSession();
   uint32_t running = kClientRunning;
-  buffer_->metadata()->stop_reason.compare_exchange_strong(running, reason);
+  // Ring 0's says it for the set.
+  rings_->ring(0)->metadata()->stop_reason.compare_exchange_strong(running, reason);
   // The daemon sees EOF, drains what is in the buffer and writes this process's last dump.
   if (SocketIsOurs()) shutdown(sock_, SHUT_RDWR);
 }

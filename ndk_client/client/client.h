@@ -17,6 +17,7 @@
 #include "common/malloc_dispatch.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/ring_set.h"
 #include "protocol/snapshot_channel.h"
 #include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
@@ -98,7 +99,7 @@ class Client {
   int TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count);
 
  private:
-  Client(int sock, SharedRingBuffer* buffer, SampledAddresses* sampled,
+  Client(int sock, RingSet* rings, SampledAddresses* sampled,
          SampledAddresses* custom_sampled, SharedTotals* totals, const StackMatches* stack_matches,
          const DaemonReply& config, const ProcessIdentity& identity,
          const MallocDispatch* previous);
@@ -111,17 +112,24 @@ class Client {
   static uint64_t SampledKey(uint32_t heap, uint64_t address) {
     return address ^ (uint64_t{heap} << 56);
   }
-  // A record's sequence number (AllocRecord, FreeRecord): its place in the buffer, which orders
-  // a sampled block's allocation and free for the daemon without a counter of its own that every
-  // sample would take from the other cores.
+  // A record's sequence number (AllocRecord, FreeRecord): its place in its ring, which orders a
+  // sampled block's allocation and free (both in that ring) for the daemon without a counter of
+  // its own that every sample would take from the other cores.
   static uint64_t SequenceOf(const SharedRingBuffer::Reservation& r) { return r.position + 1; }
-  bool Reserve(uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
-  // Reserves an allocation's or a free's record (`malloc_type`) of `heap`: libc's as is, a custom
-  // heap's as its kRecordHeap* type behind a HeapTag. Returns where the body goes; nullptr when
-  // nothing was reserved.
-  uint8_t* ReserveRecord(uint32_t heap, RecordType malloc_type, size_t body_size,
+  // The ring a sample of `heap` by this thread goes to: the thread's own (each thread is given
+  // the next ring at its first sample) for libc's heap while its table holds every sampled block
+  // (so that the block's free can follow it there); else ring 0, in the order of the calls.
+  uint32_t RingOf(uint32_t heap);
+  bool Reserve(uint32_t ring, uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
+  // Reserves an allocation's or a free's record (`malloc_type`) of `heap` in `ring`: libc's as is,
+  // a custom heap's as its kRecordHeap* type behind a HeapTag. Returns where the body goes;
+  // nullptr when nothing was reserved.
+  uint8_t* ReserveRecord(uint32_t ring, uint32_t heap, RecordType malloc_type, size_t body_size,
                          SharedRingBuffer::Reservation* r);
   void Publish(const SharedRingBuffer::Reservation& r);
+  // A sampled block whose record could not be written: none of the daemon's business, nor is its
+  // free.
+  static void Unrecorded(SampledAddresses* sampled, uint64_t key);
   // Whether sock_ is still the socket Connect made: the program may have closed it (a daemon
   // closing every descriptor, closefrom) and the number may now be a file or socket of its own,
   // which must never get the profiler's bytes or be shut down by it.
@@ -133,7 +141,7 @@ class Client {
   int sock_;
   dev_t sock_dev_;
   ino_t sock_ino_;
-  SharedRingBuffer* buffer_;
+  RingSet* rings_;
   SampledAddresses* sampled_;
   SampledAddresses* custom_sampled_;
   SharedTotals* totals_;
@@ -144,9 +152,12 @@ class Client {
   int snapshot_channel_ = -1;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
-  // Where in the buffer the next sample looks whether a sleeping daemon has a batch to read
-  // (Publish); written once a batch.
-  std::atomic<uint64_t> next_wake_check_{0};
+  // Where in each ring the next sample looks whether a sleeping daemon has a batch to read
+  // (Publish); written once a batch, on a line of its own: each by its ring's threads.
+  struct alignas(64) WakeCheck {
+    std::atomic<uint64_t> next{0};
+  };
+  WakeCheck next_wake_check_[RingSet::kMaxRings];
   static std::atomic<uint32_t> generation_;
 };
 

@@ -25,7 +25,7 @@
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
 // An address is in the set at most once: the hooks insert it after the allocator handed it out,
-// before the program has it (once its record is written: Client::RecordAlloc), and remove it
+// before the program has it (before its record is written: Client::RecordAlloc), and remove it
 // before handing it back (Client::BeginFree). The accesses are relaxed:
 // a block is freed after its allocation by the program's own ordering (a thread hands a pointer to
 // another only through some synchronisation), which makes the insert visible to the remove.
@@ -33,6 +33,11 @@
 // When no bucket within reach has room the set overflows: from then on Remove says "report it" for
 // every address, as if everything had been sampled -- the daemon ignores frees of blocks it never
 // saw -- so a full table costs speed, never a missed free.
+//
+// libc's table also keeps, beside each address, the ring its allocation was recorded in
+// (KeepRings; Client::RingOf): in the 3 low bits of its slot, which every malloc'd block's
+// alignment leaves zero. Its free goes to that ring, behind the allocation. An overflowed table
+// still says where the blocks it holds went; a block it could not take went to ring 0.
 #pragma once
 
 #include <stddef.h>
@@ -49,22 +54,28 @@ class SampledAddresses {
   static constexpr size_t kMaxSpill = 16;
   static constexpr size_t kHomes = kBuckets << 3;
 
+  static constexpr uint32_t kMaxRings = 8;
+
   // Starts overflowed: every free is reported (for -i 1, where every block is sampled anyway).
   void ReportEveryFree() { overflowed_.store(true, std::memory_order_relaxed); }
   bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+  // Keeps each block's ring (below kMaxRings) with it, before any Insert: every address is then
+  // a multiple of 8.
+  void KeepRings() { ring_bits_ = kMaxRings - 1; }
 
-  // Remembers a sampled block. False when the set has overflowed (its free will be reported all
-  // the same).
-  bool Insert(uint64_t address) {
+  // Remembers a sampled block, recorded in `ring` (0 unless KeepRings). False when the set has
+  // overflowed (its free will be reported all the same).
+  bool Insert(uint64_t address, uint32_t ring = 0) {
     if (overflowed()) return false;
     const size_t home = Home(address);
     const size_t bucket = BucketOf(home);
+    const uint64_t slot = address | (ring & ring_bits_);
     // Counted first, so that a Remove of this address never misses it.
     counts_[home].fetch_add(kOne, std::memory_order_relaxed);
-    if (Claim(&buckets_[bucket], address)) return true;
+    if (Claim(&buckets_[bucket], slot)) return true;
     counts_[home].fetch_add(kOneSpilled, std::memory_order_relaxed);
     for (size_t i = 1; i <= kMaxSpill; ++i) {
-      if (Claim(&buckets_[(bucket + i) % kBuckets], address)) return true;
+      if (Claim(&buckets_[(bucket + i) % kBuckets], slot)) return true;
     }
     counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
     ReportEveryFree();
@@ -72,7 +83,7 @@ class SampledAddresses {
   }
 
   // Brings in the lines an Insert of `address` writes (a sampled allocation's, about to be
-  // recorded: the wait for them overlaps the record's writing).
+  // recorded: the wait for them overlaps the work before it).
   void Prefetch(uint64_t address) {
     const size_t home = Home(address);
     __builtin_prefetch(&counts_[home], 1);
@@ -86,27 +97,30 @@ class SampledAddresses {
   }
 
   // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
-  // the set has overflowed.
-  bool Remove(uint64_t address) {
-    // An overflowed table is never read again: what it still holds does not matter.
-    if (overflowed()) return true;
+  // the set has overflowed; `ring` is then the ring its allocation was recorded in (0 when it is
+  // not in the set).
+  bool Remove(uint64_t address, uint32_t* ring) {
+    *ring = 0;
+    // Without rings an overflowed table is never read again: what it still holds does not matter.
+    const bool overflown = overflowed();
+    if (overflown && ring_bits_ == 0) return true;
     const size_t home = Home(address);
     const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
-    if (counts == 0) return false;
+    if (counts == 0) return overflown;
     const size_t bucket = BucketOf(home);
-    if (Release(&buckets_[bucket], address)) {
+    if (Release(&buckets_[bucket], address, ring_bits_, ring)) {
       counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
       return true;
     }
     if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
-        if (Release(&buckets_[(bucket + i) % kBuckets], address)) {
+        if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits_, ring)) {
           counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
           return true;
         }
       }
     }
-    return false;
+    return overflown;
   }
 
  private:
@@ -137,10 +151,12 @@ class SampledAddresses {
     }
     return false;
   }
-  static bool Release(Bucket* bucket, uint64_t address) {
+  static bool Release(Bucket* bucket, uint64_t address, uint64_t ring_bits, uint32_t* ring) {
     for (std::atomic<uint64_t>& slot : bucket->slots) {
-      if (slot.load(std::memory_order_relaxed) == address) {
+      const uint64_t held = slot.load(std::memory_order_relaxed);
+      if ((held & ~ring_bits) == address) {
         slot.store(0, std::memory_order_relaxed);
+        *ring = static_cast<uint32_t>(held & ring_bits);
         return true;
       }
     }
@@ -149,6 +165,7 @@ class SampledAddresses {
 
   std::atomic<uint16_t> counts_[kHomes];  // by home bucket, see the top of the file
   std::atomic<bool> overflowed_;
+  uint64_t ring_bits_;  // the slots' bits that hold a ring (KeepRings), not the address
   Bucket buckets_[kBuckets];
 };
 

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "daemon/unwound_stack_cache.h"
 #include "protocol/heap_totals.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/ring_set.h"
 #include "protocol/stack_matches.h"
 #include "protocol/wire_protocol.h"
 #include "reachability/process_snapshot.h"
@@ -29,11 +32,34 @@
 
 namespace droidheap {
 
+// Bytes of each of a client's rings: read, or written by some moment. The worker's own counts,
+// which marks are set against: a ring's positions lie in memory the client can write, and move
+// back.
+using RingBytes = std::array<uint64_t, RingSet::kMaxRings>;
+
 struct ClientConnection {
   ~ClientConnection() {
     for (int fd : {sock, maps_fd, mem_fd}) {
       if (fd >= 0) close(fd);
     }
+  }
+
+  // What it has written by now, ring by ring: a mark to read up to.
+  RingBytes WrittenMark() const {
+    RingBytes mark{};
+    for (uint32_t i = 0; i < rings->count(); ++i) {
+      const SharedRingBuffer& ring = *rings->ring(i);
+      // Both positions are the client's to write: never more than a ring holds.
+      mark[i] = consumed[i] + std::min<uint64_t>(ring.bytes_pending(), ring.data_size());
+    }
+    return mark;
+  }
+  // Whether every ring was read up to `mark`.
+  bool ReadUpTo(const RingBytes& mark) const {
+    for (size_t i = 0; i < mark.size(); ++i) {
+      if (consumed[i] < mark[i]) return false;
+    }
+    return true;
   }
 
   int pid = 0;
@@ -46,7 +72,8 @@ struct ClientConnection {
   int sock = -1;
   int maps_fd = -1;
   int mem_fd = -1;
-  std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> buffer;
+  // Its rings: one, or from protocol 13 one per few threads (ring_set.h).
+  std::unique_ptr<RingSet, RingSet::Deleter> rings;
   // Its exact totals; none for a client older than protocol 4.
   std::unique_ptr<SharedTotals, SharedTotals::Deleter> totals;
   // The call paths published back to it (stack_matches.h); none for a client older than
@@ -68,8 +95,9 @@ struct ClientConnection {
   bool socket_closed = false;
   // Its socket held more wake-up bytes than a round reads: not polled until then (MonotonicUs).
   uint64_t socket_quiet_until_us = 0;
-  // The record at consumed_bytes was put off this many times, its unwind short of files' tables
-  // that the worker's share of time did not cover (UnwindingWorker::HandleAlloc).
+  // The record after consumed_bytes was put off this many times, its unwind short of files' tables
+  // that the worker's share of time did not cover (UnwindingWorker::HandleAlloc). The next drain
+  // starts at its ring (next_ring).
   uint64_t put_off_at = UINT64_MAX;
   int put_off_times = 0;
   bool buffer_corrupted = false;
@@ -77,14 +105,16 @@ struct ClientConnection {
   // Ended for keeping the worker from reading its buffer up to a mark within its budget: a dump's
   // (what it had written when the dump was asked) or its last one's (when its socket closed).
   bool stalled = false;
-  // Bytes of records read from its buffer since it connected: the worker's own count, which
-  // marks are set against (read_pos lies in memory the client can write, and move back).
+  // Bytes of records read from each ring since it connected, and from all of them; the ring the
+  // worker reads first in its next drain (where the last one stopped short).
+  RingBytes consumed{};
   uint64_t consumed_bytes = 0;
+  uint32_t next_ring = 0;
   // Its socket closed: it is read up to last_mark (what it had written then), never until its
   // buffer is empty (a process behind a closed socket may go on writing), within the worker's
   // last-drain budget (last_drain_time), then given its final dump and forgotten.
   bool closing = false;
-  uint64_t last_mark = 0;
+  RingBytes last_mark{};
   DrainTime last_drain_time;
   bool recording = false;      // its kRecordRecording was read
   uint64_t booked_bytes = 0;   // its part of the session's memory, as last counted
@@ -128,7 +158,7 @@ struct ClientConnection {
   // threads were held), and the latest sweep's verdict: its figures, and its blocks by call stack.
   std::unique_ptr<SnapshotChannel> snapshots;
   std::unique_ptr<ProcessSnapshot> snapshot;
-  uint64_t snapshot_mark = 0;
+  RingBytes snapshot_mark{};
   uint64_t snapshot_timestamp_ns = 0;
   int sweeps_in_flight = 0;  // handed to the sweeper, not yet booked: its dumps wait for them
   UnreachableReport unreachable;

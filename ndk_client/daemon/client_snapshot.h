@@ -45,9 +45,10 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   s.sampling_interval = config.sampling_interval;
   s.from_startup = client->from_startup;
   s.at_peak = config.dump_at_max;
-  RingBufferMetadata* meta = client->buffer->metadata();
-  // A client cut off for stalling the worker: samples were lost as when its buffer overran.
-  s.buffer_overran = meta->stop_reason.load(std::memory_order_relaxed) == kClientBufferOverran ||
+  // Ring 0 says why the client stopped (Client::Shutdown). A client cut off for stalling the
+  // worker: samples were lost as when its buffer overran.
+  s.buffer_overran = client->rings->ring(0)->metadata()->stop_reason.load(
+                         std::memory_order_relaxed) == kClientBufferOverran ||
                      client->stalled;
   s.buffer_corrupted = client->buffer_corrupted;
   s.hit_guardrail = client->hit_guardrail;
@@ -58,7 +59,11 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   s.unwound_samples = client->unwound_samples;
   s.map_reparses = client->map_reparses;
   s.total_unwinding_time_us = client->unwinding_time_us;
-  s.client_blocked_us = meta->blocked_us.load(std::memory_order_relaxed);
+  s.client_blocked_us = 0;
+  for (uint32_t i = 0; i < client->rings->count(); ++i) {
+    s.client_blocked_us += client->rings->ring(i)->metadata()->blocked_us.load(
+        std::memory_order_relaxed);
+  }
   // A process still connected is there to be read; one gone is known only as it exited.
   s.disconnected = client->socket_closed;
   s.exited = client->socket_closed && client->exiting;

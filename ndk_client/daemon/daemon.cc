@@ -45,6 +45,24 @@ bool StdinClosed() {
   return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
 }
 
+// How many rings a client's threads write to (ring_set.h): RingSet::kMaxRings, as --shmem-size
+// divided among them allows (each must hold the largest record in half of it). More rings than
+// cores still pay: threads move between cores, and a ring shared by two threads has its lines
+// taken by one core from the other (4 threads on 2 cores: 2.67x the program's time with 2 rings,
+// 2.49x with 8). One for a client older than protocol 13, and at -i 1: every block is sampled,
+// so the client keeps no table of them, which is what sends a block's free to its allocation's
+// ring; every record then goes to one ring, in the order of the calls.
+uint32_t RingCount(const DaemonConfig& config, uint32_t client_version) {
+  if (client_version < 13 || config.sampling_interval <= 1) return 1;
+  const uint64_t page_size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint32_t count = RingSet::kMaxRings;
+  while (count > 1 && (config.shmem_size / count / 2 < config.LargestRecordBytes() ||
+                       config.shmem_size / count < page_size)) {
+    count /= 2;
+  }
+  return count;
+}
+
 // The heaps the session records, as the client reads them (wire_protocol.h). main.cc made sure
 // the names fit.
 void SelectHeaps(const DaemonConfig& config, DaemonReply* reply) {
@@ -191,16 +209,19 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   } else {
     client->layout = layout;
     client->version = hello.version;
-    // A client of protocol 8 or older writes version 2's records (under its lock).
-    client->buffer.reset(SharedRingBuffer::Create(
-        config_.shmem_size, hello.version >= 9 ? kRingBufferVersion : kRingBufferVersion2));
+    // A client of protocol 8 or older writes version 2's records (under its lock). --shmem-size
+    // is the whole set's.
+    const uint32_t rings = RingCount(config_, hello.version);
+    client->rings.reset(RingSet::Create(
+        rings, config_.shmem_size / rings,
+        hello.version >= 9 ? kRingBufferVersion : kRingBufferVersion2));
     // Protocol 5 made the totals larger (a slot per custom heap): an older client would refuse
     // them and leave them at zero.
     const bool counts = hello.version >= 5 && config_.exact_totals;
     if (counts) client->totals.reset(SharedTotals::Create());
     // Without them the client copies every stack: slower, as exact.
     if (hello.version >= 12) client->stack_matches.reset(StackMatches::Create());
-    if (!client->buffer || (counts && !client->totals)) {
+    if (!client->rings || (counts && !client->totals)) {
       reply.status = kReplyDaemonBusy;
     }
     // Read the maps now, while the client waits for this reply: a short-lived process may be gone
@@ -223,10 +244,11 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
                                                 : (config_.block_timeout_us + 999) / 1000;
     reply.flags = (config_.block_client ? uint32_t{kFlagBlockClient} : 0u) |
                   (config_.profile_forked_children ? uint32_t{kFlagDisableForkTeardown} : 0u);
-    reply.shmem_size = client->buffer->total_size();
+    reply.shmem_size = client->rings->total_size();
+    reply.ring_count = client->rings->count();
     reply.random_seed = config_.random_seed ? config_.random_seed : BoottimeNs() | 1;
     SelectHeaps(config_, &reply);
-    fds[fd_count++] = client->buffer->fd();
+    fds[fd_count++] = client->rings->fd();
     if (client->totals) {
       reply.totals_size = SharedTotals::kSize;
       fds[fd_count++] = client->totals->fd();

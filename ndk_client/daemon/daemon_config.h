@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/ring_buffer.h"
 #include "protocol/wire_protocol.h"
 
 namespace droidheap {
@@ -54,6 +55,14 @@ struct DaemonConfig {
   // Debugging and benchmarks: every booked stack, one line each (sample_booker.cc). From the
   // environment variable DROIDHEAP_STACK_LOG.
   std::string stack_log_path;
+
+  // The largest record a client writes: a sample with a whole stack copy, an older client's
+  // registers (they take the most room) and a custom heap's tag. Half a ring must hold it
+  // (ring_buffer.h).
+  uint64_t LargestRecordBytes() const {
+    return max_stack_bytes + sizeof(AllocRecord) + kAllocRecordV6RegisterBytes + sizeof(HeapTag) +
+           sizeof(RecordHeader);
+  }
 
   bool RecordsMalloc() const { return all_heaps || heaps.empty() || Names(kMallocHeapName); }
   bool RecordsCustomHeap(const std::string& name) const { return all_heaps || Names(name); }

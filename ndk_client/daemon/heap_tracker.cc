@@ -39,16 +39,19 @@ void HeapTracker::CreditFree(const LiveAllocation& live) {
   live_bytes_ -= live.size;
 }
 
-void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack,
-                              uint64_t sample_size, uint64_t count, uint64_t block_size) {
+void HeapTracker::RecordAlloc(uint64_t address, uint32_t ring, uint64_t sequence,
+                              uint32_t callstack, uint64_t sample_size, uint64_t count,
+                              uint64_t block_size) {
   const uint32_t slot = SlotOf(callstack);
   BeforeChange(slot);
   CallstackSample& totals = totals_[slot];
   totals.self_allocated += sample_size;
   totals.alloc_count += count;
   live_bytes_ += sample_size;
-  const LiveAllocation incoming{sequence, slot, sample_size, count, block_size};
-  auto [live, inserted] = live_.Insert(address, incoming);
+  const LiveAllocation incoming{sequence, slot, ring, sample_size, count, block_size};
+  // A block's address is a multiple of 8 (a custom heap's, in ring 0, is whatever it is): its key
+  // in another ring is another key.
+  auto [live, inserted] = live_.Insert(address ^ ring, incoming);
   if (!inserted) {
     if (live->sequence > sequence) {
       // A newer block already lives here: this one was freed before it, unseen by us.
@@ -61,19 +64,19 @@ void HeapTracker::RecordAlloc(uint64_t address, uint64_t sequence, uint32_t call
   AfterGrowth();
 }
 
-void HeapTracker::RecordFree(uint64_t address, uint64_t sequence) {
-  LiveAllocation* live = live_.Find(address);
+void HeapTracker::RecordFree(uint64_t address, uint32_t ring, uint64_t sequence) {
+  LiveAllocation* live = live_.Find(address ^ ring);
   if (live == nullptr || live->sequence > sequence) return;
   CreditFree(*live);
-  live_.Erase(address);
+  live_.Erase(address ^ ring);
 }
 
 std::vector<LiveSample> HeapTracker::LiveSamples() const {
   std::vector<LiveSample> samples;
   samples.reserve(live_.size());
-  live_.ForEach([this, &samples](uint64_t address, const LiveAllocation& live) {
-    samples.push_back({{address, live.block_size}, totals_[live.callstack].callstack, live.size,
-                       live.count});
+  live_.ForEach([this, &samples](uint64_t key, const LiveAllocation& live) {
+    samples.push_back({{key ^ live.ring, live.block_size}, totals_[live.callstack].callstack,
+                       live.size, live.count});
   });
   return samples;
 }

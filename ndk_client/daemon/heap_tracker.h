@@ -3,8 +3,11 @@
 // unwinding worker that owns the client; not thread-safe.
 //
 // Records arrive in ring-buffer order, which can differ from the order the program ran them in.
-// Sequence numbers (taken by the client after a malloc returned and before a free started) settle
-// every conflict at an address:
+// A client of protocol 13 writes to several rings (ring_set.h), a block's allocation and free to
+// the same one, and the rings are read in turns: so a block is kept by its address and its ring
+// (a new block at an address may be read, from another ring, before the old one's free), and
+// its free looked up there. Within a ring, sequence numbers (taken by the client after a malloc
+// returned and before a free started) settle every conflict at an address:
 //
 //   live[A] = {seq 5, stack S}     alloc A seq 9  -> S is credited a free (the block at A was
 //                                                   freed and reused; that free never reached us
@@ -41,9 +44,9 @@ struct LiveSample {
 class HeapTracker {
  public:
   // `block_size`: the bytes the program asked for.
-  void RecordAlloc(uint64_t address, uint64_t sequence, uint32_t callstack, uint64_t sample_size,
-                   uint64_t count, uint64_t block_size);
-  void RecordFree(uint64_t address, uint64_t sequence);
+  void RecordAlloc(uint64_t address, uint32_t ring, uint64_t sequence, uint32_t callstack,
+                   uint64_t sample_size, uint64_t count, uint64_t block_size);
+  void RecordFree(uint64_t address, uint32_t ring, uint64_t sequence);
 
   // The totals of every call stack this heap has seen an allocation from (cumulative, as
   // heapprofd's are).

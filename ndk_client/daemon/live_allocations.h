@@ -17,6 +17,7 @@ namespace droidheap {
 struct LiveAllocation {
   uint64_t sequence;
   uint32_t callstack;
+  uint32_t ring;  // the client's ring it was recorded in (ring_set.h): its key is address ^ ring
   uint64_t size;   // the bytes the sample stands for
   uint64_t count;  // the objects it stands for
   uint64_t block_size;  // the bytes the program asked for: what a pointer into it may point at

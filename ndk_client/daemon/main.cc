@@ -191,10 +191,7 @@ int main(int argc, char** argv) {
   if (config.socket_path.empty()) return Fail("--socket", nullptr);
   if (config.output_path.empty()) return Fail("--output", nullptr);
   // The stack copy and its record must fit in half the buffer (see ring_buffer.h).
-  // (An older client's registers take the most room.)
-  if (config.max_stack_bytes + sizeof(droidheap::AllocRecord) +
-          droidheap::kAllocRecordV6RegisterBytes + sizeof(droidheap::RecordHeader) >
-      config.shmem_size / 2) {
+  if (config.LargestRecordBytes() > config.shmem_size / 2) {
     return Fail("--max-stack (too large for --shmem-size)", nullptr);
   }
   const long page_size = sysconf(_SC_PAGESIZE);

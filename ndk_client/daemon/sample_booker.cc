@@ -93,15 +93,16 @@ void SampleBooker::NameCustomHeap(ClientConnection* client, const uint8_t* body,
   client->custom_heaps.emplace(record.heap, ClientConnection::CustomHeap{name, {}});
 }
 
-void SampleBooker::HandleFree(HeapTracker* heap, const uint8_t* body, size_t size) {
+void SampleBooker::HandleFree(HeapTracker* heap, uint32_t ring, const uint8_t* body,
+                              size_t size) {
   if (size < sizeof(FreeRecord)) return;
   FreeRecord record;
   memcpy(&record, body, sizeof(record));
-  heap->RecordFree(record.address, record.sequence);
+  heap->RecordFree(record.address, ring, record.sequence);
 }
 
-bool SampleBooker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
-                                  const uint8_t* body, size_t size) {
+bool SampleBooker::HandleAlloc(ClientConnection* client, HeapTracker* heap, uint32_t ring,
+                               const uint8_t* body, size_t size) {
   if (size < sizeof(AllocRecord)) return true;
   // The record was just written on another core, so nearly every line of it misses the cache, and
   // the unwinder's reads depend on each other (each frame's CFA on the last one's registers): read
@@ -147,13 +148,13 @@ bool SampleBooker::HandleAlloc(ClientConnection* client, HeapTracker* heap,
     ++client->unwound_samples;
     WithdrawStaleMatches(client);
   }
-  BookSample(client, heap, record.address, record.sequence, callstack, record.sample_size,
+  BookSample(client, heap, ring, record.address, record.sequence, callstack, record.sample_size,
              record.alloc_size);
   return true;
 }
 
 void SampleBooker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap,
-                                         const uint8_t* body, size_t size) {
+                                      uint32_t ring, const uint8_t* body, size_t size) {
   if (size < sizeof(MatchedAllocRecord)) return;
   MatchedAllocRecord record;
   memcpy(&record, body, sizeof(record));
@@ -168,18 +169,18 @@ void SampleBooker::HandleMatchedAlloc(ClientConnection* client, HeapTracker* hea
   if (stack_log_fd_ >= 0) LogStack(*client, record.sequence, match.logged_pcs, match.error);
   ++client->matched_samples;
   if (client->stack_matches != nullptr) client->stack_matches->Used(match.slot, record.match);
-  BookSample(client, heap, record.address, record.sequence, match.callstack, record.sample_size,
-             record.alloc_size);
+  BookSample(client, heap, ring, record.address, record.sequence, match.callstack,
+             record.sample_size, record.alloc_size);
 }
 
-void SampleBooker::BookSample(ClientConnection* client, HeapTracker* heap, uint64_t address,
-                                 uint64_t sequence, uint32_t callstack, uint64_t sample_size,
-                                 uint64_t alloc_size) {
+void SampleBooker::BookSample(ClientConnection* client, HeapTracker* heap, uint32_t ring,
+                              uint64_t address, uint64_t sequence, uint32_t callstack,
+                              uint64_t sample_size, uint64_t alloc_size) {
   // A small allocation that caught n sample points stands for interval*n bytes; credit objects the
   // same way, so that counts stay unbiased too.
   const uint64_t count =
       sample_size > alloc_size ? (sample_size + alloc_size / 2) / alloc_size : 1;
-  heap->RecordAlloc(address, sequence, callstack, sample_size, count, alloc_size);
+  heap->RecordAlloc(address, ring, sequence, callstack, sample_size, count, alloc_size);
   ++client->heap_samples;
 }
 

@@ -25,24 +25,27 @@ class SampleBooker {
   SampleBooker& operator=(const SampleBooker&) = delete;
   ~SampleBooker();
 
+  // The records of `heap` read from the client's ring `ring` (ring_set.h), which keeps a block's
+  // allocation and free together (heap_tracker.h).
   // False when the sample is put off, to be read again: its unwind went without files' tables that
   // the drain's time did not cover (ElfCache::SetLoadDeadline); the next round reads them.
-  bool HandleAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body, size_t size);
+  bool HandleAlloc(ClientConnection* client, HeapTracker* heap, uint32_t ring,
+                   const uint8_t* body, size_t size);
   // A sample whose stack repeats a published entry (kRecordAllocMatched): booked to its call
   // stack.
-  void HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap, const uint8_t* body,
-                          size_t size);
+  void HandleMatchedAlloc(ClientConnection* client, HeapTracker* heap, uint32_t ring,
+                          const uint8_t* body, size_t size);
   // The custom heap a kRecordHeap* record is for (the HeapTag at its start); nullptr when the
   // client never named it.
   HeapTracker* CustomHeapOf(ClientConnection* client, const uint8_t* body, size_t size);
   void NameCustomHeap(ClientConnection* client, const uint8_t* body, size_t size);
-  void HandleFree(HeapTracker* heap, const uint8_t* body, size_t size);
+  void HandleFree(HeapTracker* heap, uint32_t ring, const uint8_t* body, size_t size);
   // The files' tables the unwinds read (its deadline is the drain's; its bytes count against the
   // session's memory cap).
   ElfCache& elf_cache() { return elf_cache_; }
 
  private:
-  void BookSample(ClientConnection* client, HeapTracker* heap, uint64_t address,
+  void BookSample(ClientConnection* client, HeapTracker* heap, uint32_t ring, uint64_t address,
                   uint64_t sequence, uint32_t callstack, uint64_t sample_size,
                   uint64_t alloc_size);
   // Publishes an entry of the unwound-stack cache that a sample has just repeated to the client's

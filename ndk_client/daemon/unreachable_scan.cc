@@ -53,13 +53,13 @@ std::vector<HeapBlock> BlocksToMark(const std::vector<LiveSample>& sampled,
 }  // namespace
 
 bool TakeUnreachableSnapshot(const DaemonConfig& config, ClientConnection* client,
-                             uint64_t timestamp_ns, const std::function<uint64_t()>& mark_now) {
+                             uint64_t timestamp_ns) {
   if (client->snapshot != nullptr) return true;
   if (client->snapshots == nullptr || client->socket_closed) return false;
   std::string error;
-  uint64_t mark = 0;
+  RingBytes mark{};
   client->snapshot = client->snapshots->Take(
-      client->pid, *client->layout, [&mark, &mark_now] { mark = mark_now(); },
+      client->pid, *client->layout, [&mark, client] { mark = client->WrittenMark(); },
       /*list_blocks=*/!EverySampled(config, *client), MaxListedBlocks(config), &error);
   if (client->snapshot == nullptr) {
     client->unreachable = UnreachableReport();

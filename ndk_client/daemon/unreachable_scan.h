@@ -12,7 +12,6 @@
 
 #include <stdint.h>
 
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,19 +24,19 @@ namespace droidheap {
 class UnreachableSweeper;
 
 // Takes the client's snapshot now, unless one waits to be swept or the client has no snapshot
-// channel; `mark_now`, called while its threads are held, says what it had written by then. True
+// channel; what it had written while its threads were held is the snapshot's mark. True
 // when a snapshot waits to be swept afterwards. A snapshot that cannot be taken is said in the
 // client's report (and the dump goes on without it). Unless every block is known from the
 // samples, the copy lists the heap's blocks where its allocator can (bionic's): then the sweep
 // follows pointers through the blocks not sampled too, and finds the sampled blocks of a dropped
 // list or cycle as unreachable as LeakSanitizer would.
 bool TakeUnreachableSnapshot(const DaemonConfig& config, ClientConnection* client,
-                             uint64_t timestamp_ns, const std::function<uint64_t()>& mark_now);
+                             uint64_t timestamp_ns);
 
 // Whether the client's snapshot still waits for records written before it (a client cut off
 // meanwhile waits for nothing: its snapshot is dropped unswept).
 inline bool SnapshotAwaitsRecords(const ClientConnection& client) {
-  return client.snapshot != nullptr && client.consumed_bytes < client.snapshot_mark &&
+  return client.snapshot != nullptr && !client.ReadUpTo(client.snapshot_mark) &&
          !client.buffer_corrupted && !client.hit_guardrail && !client.stalled;
 }
 

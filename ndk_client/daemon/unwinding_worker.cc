@@ -116,11 +116,6 @@ UnwindingWorker::DrainLimits UnwindingWorker::RoundLimits(uint64_t now_us) const
   return {kRecordsPerRound, now_us + budgets_.round_us};
 }
 
-uint64_t UnwindingWorker::PendingBytes(ClientConnection* client) {
-  // Both positions are the client's to write: never more than a buffer.
-  return std::min<uint64_t>(client->buffer->bytes_pending(), client->buffer->data_size());
-}
-
 void UnwindingWorker::Run() {
   std::vector<pollfd> fds;
   while (!stopping_) {
@@ -130,16 +125,19 @@ void UnwindingWorker::Run() {
     bool written = false;
     for (auto& client : clients_) {
       // Ask for a wake-up byte before sleeping; records written after this are signalled.
-      if (client->buffer->bytes_pending() == 0) {
-        client->buffer->metadata()->reader_sleeping.store(1, std::memory_order_release);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+      for (uint32_t i = 0; i < client->rings->count(); ++i) {
+        SharedRingBuffer* ring = client->rings->ring(i);
+        if (ring->bytes_pending() == 0) {
+          ring->metadata()->reader_sleeping.store(1, std::memory_order_release);
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+        }
       }
       // Records written since the last drain found none, before the writer could see the request:
       // no wake-up byte comes for them, and a sleep of kPollTimeoutMs let a fast writer fill its
       // buffer and wait (a single thread at -i 1 waited 40 ms a run). A short sleep lets them
       // gather into a batch: read at once, right behind the writer, the lines it writes next kept
       // moving to the reader's core (the program's CPU +17%).
-      written |= !client->socket_closed && client->buffer->bytes_pending() != 0;
+      written |= !client->socket_closed && client->rings->bytes_pending() != 0;
       const bool quiet = client->socket_quiet_until_us > now_us;
       fds.push_back({client->socket_closed || quiet ? -1 : client->sock, POLLIN, 0});
     }
@@ -202,10 +200,10 @@ void UnwindingWorker::ReadSocket(ClientConnection* client) {
 bool UnwindingWorker::DrainClosing(ClientConnection* client) {
   if (!client->closing) {
     client->closing = true;
-    client->last_mark = client->consumed_bytes + PendingBytes(client);
+    client->last_mark = client->WrittenMark();
   }
   DrainLimits limits = RoundLimits(MonotonicUs());
-  limits.until_bytes = client->last_mark;
+  limits.until = &client->last_mark;
   if (Drain(client, limits, &client->last_drain_time)) return true;
   if (client->last_drain_time.Within(budgets_.last_drain_us)) {
     behind_ = true;
@@ -245,87 +243,112 @@ bool UnwindingWorker::Drain(ClientConnection* client, const DrainLimits& limits,
 }
 
 bool UnwindingWorker::DrainRecords(ClientConnection* client, const DrainLimits& limits) {
-  for (size_t i = 0; i < limits.max_records; ++i) {
-    if (client->consumed_bytes >= limits.until_bytes) return true;
-    if (i % kRecordsPerClockRead == kRecordsPerClockRead - 1 &&
-        MonotonicUs() >= limits.deadline_us) {
-      return false;
+  const uint32_t count = client->rings->count();
+  size_t records = limits.max_records;
+  // Each ring in turn, from the one the last drain stopped in (a sample put off there is read
+  // first again), until every ring is done.
+  for (uint32_t done = 0; done < count; ++done) {
+    switch (DrainRing(client, client->next_ring, limits, &records)) {
+      case RingDrained::kDone:
+        break;
+      case RingDrained::kCutOff:
+        return true;
+      case RingDrained::kStopped:
+        return false;
+    }
+    client->next_ring = (client->next_ring + 1) % count;
+  }
+  return true;
+}
+
+UnwindingWorker::RingDrained UnwindingWorker::DrainRing(ClientConnection* client, uint32_t index,
+                                                        const DrainLimits& limits,
+                                                        size_t* records) {
+  SharedRingBuffer* ring = client->rings->ring(index);
+  const uint64_t until = limits.until != nullptr ? (*limits.until)[index] : UINT64_MAX;
+  for (; *records > 0; --*records) {
+    if (client->consumed[index] >= until) return RingDrained::kDone;
+    if (*records % kRecordsPerClockRead == 0 && MonotonicUs() >= limits.deadline_us) {
+      return RingDrained::kStopped;
     }
     SharedRingBuffer::RecordView record;
-    SharedRingBuffer::ReadResult result = client->buffer->Peek(&record);
+    SharedRingBuffer::ReadResult result = ring->Peek(&record);
     for (int retry = 0; result == SharedRingBuffer::ReadResult::kUncommitted &&
                         retry < kCommitRetries; ++retry) {
       sched_yield();
-      result = client->buffer->Peek(&record);
+      result = ring->Peek(&record);
     }
     switch (result) {
       case SharedRingBuffer::ReadResult::kEmpty:
-        return true;
+        return RingDrained::kDone;
       case SharedRingBuffer::ReadResult::kUncommitted:
         awaiting_commit_ = true;
-        return true;
+        return RingDrained::kDone;
       case SharedRingBuffer::ReadResult::kCorrupt:
         // A client that scribbles over the buffer is cut off; what it sent before stays booked.
         client->buffer_corrupted = true;
         CutOff(client);
-        return true;
+        return RingDrained::kCutOff;
       case SharedRingBuffer::ReadResult::kRecord:
         break;
     }
-    if (record.type == kRecordAlloc) {
-      if (!booker_.HandleAlloc(client, &client->malloc_heap, record.body, record.body_size)) {
-        return false;
-      }
-    } else if (record.type == kRecordAllocMatched) {
-      booker_.HandleMatchedAlloc(client, &client->malloc_heap, record.body, record.body_size);
-    } else if (record.type == kRecordFree) {
-      booker_.HandleFree(&client->malloc_heap, record.body, record.body_size);
-    } else if (record.type == kRecordHeapAlloc) {
-      HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
-      if (heap != nullptr && !booker_.HandleAlloc(client, heap, record.body + sizeof(HeapTag),
-                                          record.body_size - sizeof(HeapTag))) {
-        return false;
-      }
-    } else if (record.type == kRecordHeapAllocMatched) {
-      HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
-      if (heap != nullptr) {
-        booker_.HandleMatchedAlloc(client, heap, record.body + sizeof(HeapTag),
-                           record.body_size - sizeof(HeapTag));
-      }
-    } else if (record.type == kRecordHeapFree) {
-      HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
-      if (heap != nullptr) {
-        booker_.HandleFree(heap, record.body + sizeof(HeapTag), record.body_size - sizeof(HeapTag));
-      }
-    } else if (record.type == kRecordHeapName) {
-      booker_.NameCustomHeap(client, record.body, record.body_size);
-    } else if (record.type == kRecordRecording && !client->recording) {
-      client->recording = true;  // said once: a hostile client's repeats are not logged
-      Log("recording pid=%d", client->pid);
-    } else if (record.type == kRecordExiting && !client->exiting) {
-      // Before Consume: the process waits in its exit path until this record is consumed. Read
-      // once: a hostile client's repeats cost nothing.
-      client->exiting = true;
-      client->memory_at_exit = ReadProcessMemory(client->pid);
-      // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
-      // dump's snapshot read up to its mark goes to be swept first: one waits at a time.
-      if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
-      TakeUnreachableSnapshot(config_, client, MonotonicCoarseNs(), [client] {
-        return client->consumed_bytes + PendingBytes(client);
-      });
-    } else if (record.type == kRecordAllocatorStats &&
-               record.body_size >= sizeof(AllocatorStatsRecord)) {
-      AllocatorStatsRecord stats;
-      memcpy(&stats, record.body, sizeof(stats));
-      client->allocator = stats;
-    }
-    client->buffer->Consume(record);
+    if (!HandleRecord(client, index, record)) return RingDrained::kStopped;
+    ring->Consume(record);
+    client->consumed[index] += record.record_size;
     client->consumed_bytes += record.record_size;
-    if (i % kRecordsPerMemoryCheck == kRecordsPerMemoryCheck - 1 && OverMemoryCap(client)) {
-      return true;
+    if (*records % kRecordsPerMemoryCheck == 0 && OverMemoryCap(client)) {
+      return RingDrained::kCutOff;
     }
   }
-  return false;
+  return RingDrained::kStopped;
+}
+
+bool UnwindingWorker::HandleRecord(ClientConnection* client, uint32_t ring,
+                                   const SharedRingBuffer::RecordView& record) {
+  if (record.type == kRecordAlloc) {
+    return booker_.HandleAlloc(client, &client->malloc_heap, ring, record.body, record.body_size);
+  }
+  if (record.type == kRecordAllocMatched) {
+    booker_.HandleMatchedAlloc(client, &client->malloc_heap, ring, record.body, record.body_size);
+  } else if (record.type == kRecordFree) {
+    booker_.HandleFree(&client->malloc_heap, ring, record.body, record.body_size);
+  } else if (record.type == kRecordHeapAlloc) {
+    HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
+    return heap == nullptr || booker_.HandleAlloc(client, heap, ring, record.body + sizeof(HeapTag),
+                                                  record.body_size - sizeof(HeapTag));
+  } else if (record.type == kRecordHeapAllocMatched) {
+    HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
+    if (heap != nullptr) {
+      booker_.HandleMatchedAlloc(client, heap, ring, record.body + sizeof(HeapTag),
+                                 record.body_size - sizeof(HeapTag));
+    }
+  } else if (record.type == kRecordHeapFree) {
+    HeapTracker* heap = booker_.CustomHeapOf(client, record.body, record.body_size);
+    if (heap != nullptr) {
+      booker_.HandleFree(heap, ring, record.body + sizeof(HeapTag),
+                         record.body_size - sizeof(HeapTag));
+    }
+  } else if (record.type == kRecordHeapName) {
+    booker_.NameCustomHeap(client, record.body, record.body_size);
+  } else if (record.type == kRecordRecording && !client->recording) {
+    client->recording = true;  // said once: a hostile client's repeats are not logged
+    Log("recording pid=%d", client->pid);
+  } else if (record.type == kRecordExiting && !client->exiting) {
+    // Before Consume: the process waits in its exit path until this record is consumed. Read
+    // once: a hostile client's repeats cost nothing.
+    client->exiting = true;
+    client->memory_at_exit = ReadProcessMemory(client->pid);
+    // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
+    // dump's snapshot read up to its mark goes to be swept first: one waits at a time.
+    if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());
+    TakeUnreachableSnapshot(config_, client, MonotonicCoarseNs());
+  } else if (record.type == kRecordAllocatorStats &&
+             record.body_size >= sizeof(AllocatorStatsRecord)) {
+    AllocatorStatsRecord stats;
+    memcpy(&stats, record.body, sizeof(stats));
+    client->allocator = stats;
+  }
+  return true;
 }
 
 bool UnwindingWorker::OverMemoryCap(ClientConnection* client) {
@@ -360,7 +383,7 @@ void UnwindingWorker::CutOff(ClientConnection* client) {
 void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   const size_t count = clients_.size();
   const uint64_t deadline_us = MonotonicUs() + budgets_.dump_deadline_us;
-  std::vector<uint64_t> marks(count);
+  std::vector<RingBytes> marks(count);
   std::vector<DrainTime> spent(count);
   std::vector<bool> taken(count, false);
   // Taken at its mark, its sweep still running: the verdict joins the dump when it ends, and the
@@ -369,9 +392,8 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
   std::vector<DumpSnapshot> snapshots(count);
   for (size_t i = 0; i < count; ++i) {
     ClientConnection* client = clients_[i].get();
-    TakeUnreachableSnapshot(config_, client, timestamp_ns,
-                            [client] { return client->consumed_bytes + PendingBytes(client); });
-    marks[i] = client->consumed_bytes + PendingBytes(client);
+    TakeUnreachableSnapshot(config_, client, timestamp_ns);
+    marks[i] = client->WrittenMark();
   }
   for (size_t left = count; left > 0;) {
     const bool late = MonotonicUs() >= deadline_us;
@@ -392,7 +414,7 @@ void UnwindingWorker::DumpAll(uint64_t request_id, uint64_t timestamp_ns) {
       }
       DrainLimits limits = RoundLimits(MonotonicUs());
       limits.deadline_us = std::min(limits.deadline_us, deadline_us);
-      limits.until_bytes = marks[i];
+      limits.until = &marks[i];
       if (late) {
         Stall(client, "a dump's mark", budgets_.dump_deadline_us);
       } else if (!Drain(client, limits, &spent[i]) || SnapshotAwaitsRecords(*client)) {

@@ -62,24 +62,32 @@ class UnwindingWorker {
   // Reads wake-up bytes; notes EOF.
   void ReadSocket(ClientConnection* client);
   // What one drain of a client may take: records, the worker's time (until deadline_us, on
-  // MonotonicUs) and bytes (it stops once the client's consumed_bytes reaches until_bytes).
+  // MonotonicUs) and bytes (it stops once each ring is read up to *until; nullptr: no mark).
   struct DrainLimits {
     size_t max_records;
     uint64_t deadline_us;
-    uint64_t until_bytes = UINT64_MAX;
+    const RingBytes* until = nullptr;
   };
   // One round's limits, from `now_us`.
   DrainLimits RoundLimits(uint64_t now_us) const;
-  // True when the client is done for now: its buffer is empty (or holds a record not yet
-  // committed), it was read up to until_bytes, or it is cut off; false when a limit stopped it.
+  // True when the client is done for now: each of its rings is empty (or holds a record not yet
+  // committed) or read up to the mark, or it is cut off; false when a limit stopped it.
   // Adds the time it took to *spent.
   bool Drain(ClientConnection* client, const DrainLimits& limits, DrainTime* spent = nullptr);
+  // Its rings in turn, from next_ring.
   bool DrainRecords(ClientConnection* client, const DrainLimits& limits);
+  // One ring: kDone when it is empty, waits for a commit or reached its mark; kCutOff when the
+  // client was cut off; kStopped when a limit (or a sample put off) stopped the drain. `records`
+  // counts down the drain's share of records.
+  enum class RingDrained { kDone, kCutOff, kStopped };
+  RingDrained DrainRing(ClientConnection* client, uint32_t ring, const DrainLimits& limits,
+                        size_t* records);
+  // Books one record read from `ring`; false when a sample was put off (not consumed).
+  bool HandleRecord(ClientConnection* client, uint32_t ring,
+                    const SharedRingBuffer::RecordView& record);
   // A client whose socket closed, read up to its last mark within its budget; true once it is
   // done and its final dump is due.
   bool DrainClosing(ClientConnection* client);
-  // What the client had written and not yet read: a mark is set that far past consumed_bytes.
-  static uint64_t PendingBytes(ClientConnection* client);
   // Ends the profile of a client that kept the worker from reading up to `mark` in time.
   void Stall(ClientConnection* client, const char* mark, uint64_t budget_us);
   // Counts what the client's bookkeeping takes now into the session's; past the cap, ends its

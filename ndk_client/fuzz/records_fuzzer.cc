@@ -1,9 +1,10 @@
-// What a hostile client can put in its shared ring buffer (protocol/ring_buffer.h), read by a real
-// UnwindingWorker through its public interface: records of every type with any body (sizes that
-// lie, registers and stacks that point anywhere, heaps never named; AllocRecords of either layout,
-// matched ones naming any id), then raw bytes written over the metadata and the data (positions,
-// headers and committed sizes that lie). The worker must
-// book or drop each record, cut the client off on corruption, and give its final snapshot.
+// What a hostile client can put in its shared ring buffers (protocol/ring_buffer.h, one to four of
+// them: ring_set.h), read by a real UnwindingWorker through its public interface: records of every
+// type in any ring with any body (sizes that lie, registers and stacks that point anywhere, heaps
+// never named, frees in another ring than their allocation's or before it; AllocRecords of either
+// layout, matched ones naming any id), then raw bytes written over the metadata and the data
+// (positions, headers and committed sizes that lie). The worker must book or drop each record,
+// cut the client off on corruption, and give its final snapshot.
 //
 // With the input's say-so a thread of the "client" also goes on rewriting bytes of the buffer
 // while the worker reads it: the reader must copy what it checks before it uses it.
@@ -33,6 +34,7 @@
 #include "daemon/unwinding_worker.h"
 #include "fuzz/fuzz_input.h"
 #include "protocol/ring_buffer.h"
+#include "protocol/ring_set.h"
 
 namespace droidheap {
 namespace {
@@ -99,10 +101,14 @@ struct Fixture {
   uint64_t dumps = 0;
 };
 
-void WriteRecords(FuzzInput* input, SharedRingBuffer* buffer) {
+// Records into the client's rings, each into the ring the input says (a block's allocation in one,
+// its free in another, or before it: what no honest client writes).
+void WriteRecords(FuzzInput* input, const RingSet* rings) {
   const uint8_t count = input->Take<uint8_t>() % 32;
   for (uint8_t i = 0; i < count && input->remaining() > 0; ++i) {
-    const uint32_t type = input->Take<uint8_t>() % 12;
+    const uint8_t type_and_ring = input->Take<uint8_t>();
+    const uint32_t type = (type_and_ring & 15) % 12;
+    SharedRingBuffer* buffer = rings->ring((type_and_ring >> 4) % rings->count());
     const size_t body_size = input->Take<uint16_t>() % 2048;
     SharedRingBuffer::Reservation r;
     if (buffer->Reserve(type, body_size, &r) != SharedRingBuffer::ReserveResult::kOk) break;
@@ -114,12 +120,13 @@ void WriteRecords(FuzzInput* input, SharedRingBuffer* buffer) {
   }
 }
 
-// Raw patches over [metadata | data]: lying positions, sizes and headers.
-void Scribble(FuzzInput* input, SharedRingBuffer* buffer) {
-  uint8_t* base = reinterpret_cast<uint8_t*>(buffer->metadata());
-  const size_t span = static_cast<size_t>(buffer->total_size());
+// Raw patches over the rings' [metadata | data]: lying positions, sizes and headers.
+void Scribble(FuzzInput* input, const RingSet* rings) {
   const uint8_t patches = input->Take<uint8_t>() % 8;
   for (uint8_t i = 0; i < patches && input->remaining() > 0; ++i) {
+    SharedRingBuffer* buffer = rings->ring(input->Take<uint8_t>() % rings->count());
+    uint8_t* base = reinterpret_cast<uint8_t*>(buffer->metadata());
+    const size_t span = static_cast<size_t>(buffer->total_size());
     const size_t at = input->Take<uint32_t>() % span;
     const size_t want = input->Take<uint8_t>() % 16;
     size_t got;
@@ -128,12 +135,13 @@ void Scribble(FuzzInput* input, SharedRingBuffer* buffer) {
   }
 }
 
-// Rewrites bytes of the buffer, from `seed`'s sequence of positions, until told to stop.
-void ScribbleUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint64_t seed) {
-  uint8_t* base = reinterpret_cast<uint8_t*>(buffer->metadata());
-  const size_t span = static_cast<size_t>(buffer->total_size());
+// Rewrites bytes of the rings, from `seed`'s sequence of positions, until told to stop.
+void ScribbleUntil(const std::atomic<bool>* stop, const RingSet* rings, uint64_t seed) {
   while (!stop->load(std::memory_order_relaxed)) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    SharedRingBuffer* buffer = rings->ring((seed >> 8) % rings->count());
+    uint8_t* base = reinterpret_cast<uint8_t*>(buffer->metadata());
+    const size_t span = static_cast<size_t>(buffer->total_size());
     // Mostly the metadata and the first records, where the reader looks first.
     const size_t at = (seed >> 33) % (seed & 1 ? 4096 + 4096 : span);
     reinterpret_cast<volatile uint8_t*>(base)[at] = static_cast<uint8_t>(seed >> 24);
@@ -143,8 +151,9 @@ void ScribbleUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint
 // A record of the input's, written again each time the buffer has room, until told to stop.
 // Through the client's own Reserve, which trusts the write position: it is first moved to where a
 // header may start (the scribbling may have left it anywhere).
-void WriteUntil(const std::atomic<bool>* stop, SharedRingBuffer* buffer, uint32_t type,
+void WriteUntil(const std::atomic<bool>* stop, const RingSet* rings, uint32_t type,
                 std::vector<uint8_t> body) {
+  SharedRingBuffer* buffer = rings->ring(rings->count() - 1);
   std::atomic<uint64_t>& write_pos = buffer->metadata()->write_pos;
   write_pos.store((write_pos.load() + 7) & ~uint64_t{7});
   while (!stop->load(std::memory_order_relaxed)) {
@@ -173,11 +182,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   client->pid = getpid();
   client->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   client->mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  client->buffer.reset(SharedRingBuffer::Create(kDataSize));
-  int pair[2];
-  if (!client->buffer || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) abort();
-  client->sock = pair[0];
   const uint8_t mode = input.Take<uint8_t>();
+  // One ring, as a client older than protocol 13 has, or up to four.
+  client->rings.reset(RingSet::Create((mode >> 3) % 4 + 1, kDataSize));
+  int pair[2];
+  if (!client->rings || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) abort();
+  client->sock = pair[0];
   const uint64_t seed = input.Take<uint64_t>();
   // The records of a client of today and of one from before version 7 (registers unpacked).
   client->version = mode & 2 ? 6 : kProtocolVersion;
@@ -186,20 +196,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (client->version >= 12) client->stack_matches.reset(StackMatches::Create());
   // The scribbler's own mapping, made while the buffer's metadata is still intact; it stays
   // mapped until the scribbler has stopped, whenever the worker unmaps its own.
-  std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> own_view;
+  std::unique_ptr<RingSet, RingSet::Deleter> own_view;
   const bool endless = mode & 4;
   if (mode & 1 || endless) {
-    const int view_fd = dup(client->buffer->fd());
-    own_view.reset(SharedRingBuffer::Attach(view_fd, client->buffer->total_size()));
+    const int view_fd = dup(client->rings->fd());
+    own_view.reset(RingSet::Attach(view_fd, client->rings->total_size(), client->rings->count()));
     if (!own_view) abort();
   }
-  WriteRecords(&input, client->buffer.get());
+  WriteRecords(&input, client->rings.get());
   // The record written again and again, when the records never end.
   const uint32_t endless_type = input.Take<uint8_t>() % 12;
   size_t got;
   const uint8_t* bytes = input.TakeBytes(input.Take<uint16_t>() % 1024, &got);
   std::vector<uint8_t> endless_body(bytes, bytes + got);
-  Scribble(&input, client->buffer.get());
+  Scribble(&input, client->rings.get());
   std::atomic<bool> stop{false};
   std::thread scribbler;
   std::thread writer;

@@ -52,16 +52,18 @@ void SharedRingBuffer::Destroy(SharedRingBuffer* rb) {
   free(rb);
 }
 
-SharedRingBuffer* SharedRingBuffer::Map(int fd, size_t page_size, size_t data_size) {
+SharedRingBuffer* SharedRingBuffer::Map(int fd, uint64_t offset, size_t page_size,
+                                       size_t data_size, void* at) {
   // Reserve the whole range first so both data mappings land back to back.
-  void* reserved = mmap(nullptr, page_size + 2 * data_size, PROT_NONE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* reserved = at != nullptr ? at
+                                 : mmap(nullptr, page_size + 2 * data_size, PROT_NONE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (reserved == MAP_FAILED) return nullptr;
   uint8_t* base = static_cast<uint8_t*>(reserved);
-  if (mmap(base, page_size + data_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-          MAP_FAILED ||
+  if (mmap(base, page_size + data_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+           static_cast<off_t>(offset)) == MAP_FAILED ||
       mmap(base + page_size + data_size, data_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-           fd, static_cast<off_t>(page_size)) == MAP_FAILED) {
+           fd, static_cast<off_t>(offset + page_size)) == MAP_FAILED) {
     munmap(base, page_size + 2 * data_size);
     return nullptr;
   }
@@ -81,19 +83,29 @@ SharedRingBuffer* SharedRingBuffer::Create(size_t data_size, uint32_t version) {
   if (!IsPowerOfTwo(data_size) || data_size < page_size) return nullptr;
   int fd = CreateSealedMemory("droidheap_ring", page_size + data_size);
   if (fd < 0) return nullptr;
-  SharedRingBuffer* rb = Map(fd, page_size, data_size);
+  SharedRingBuffer* rb = Map(fd, 0, page_size, data_size);
   if (rb == nullptr) {
     close(fd);
     return nullptr;
   }
-  rb->version_ = version;
-  rb->meta_->version = version;
-  rb->meta_->data_size = data_size;
-  if (version >= kRingBufferVersion) {
-    rb->commit_key_ = NewCommitKey(rb->base_);
-    rb->meta_->commit_key = rb->commit_key_;
-  }
+  rb->Initialize(version);
   return rb;
+}
+
+void SharedRingBuffer::Initialize(uint32_t version) {
+  version_ = version;
+  meta_->version = version;
+  meta_->data_size = data_size_;
+  if (version >= kRingBufferVersion) {
+    commit_key_ = NewCommitKey(base_);
+    meta_->commit_key = commit_key_;
+  }
+}
+
+bool SharedRingBuffer::Accept() {
+  if (meta_->version != kRingBufferVersion || meta_->data_size != data_size_) return false;
+  commit_key_ = meta_->commit_key;
+  return true;
 }
 
 SharedRingBuffer* SharedRingBuffer::Attach(int fd, uint64_t expected_total_size) {
@@ -105,14 +117,13 @@ SharedRingBuffer* SharedRingBuffer::Attach(int fd, uint64_t expected_total_size)
   }
   // A 64-bit daemon may offer more than a 32-bit process can map twice over.
   if (expected_total_size - page_size > (SIZE_MAX - page_size) / 2) return nullptr;
-  SharedRingBuffer* rb = Map(fd, page_size, expected_total_size - page_size);
+  SharedRingBuffer* rb = Map(fd, 0, page_size, expected_total_size - page_size);
   if (rb == nullptr) return nullptr;
-  if (rb->meta_->version != kRingBufferVersion || rb->meta_->data_size != rb->data_size_) {
+  if (!rb->Accept()) {
     rb->fd_ = -1;  // the caller keeps the fd
     Destroy(rb);
     return nullptr;
   }
-  rb->commit_key_ = rb->meta_->commit_key;
   return rb;
 }
 
@@ -142,6 +153,7 @@ SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t 
   auto* header = reinterpret_cast<RecordHeader*>(data_ + (write_pos & (data_size_ - 1)));
   header->size = static_cast<uint32_t>(total);
   header->type = type;
+  out->buffer = this;
   out->header = header;
   out->body = reinterpret_cast<uint8_t*>(header + 1);
   out->total_size = static_cast<uint32_t>(total);

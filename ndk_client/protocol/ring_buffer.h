@@ -108,6 +108,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must b
 class SharedRingBuffer {
  public:
   struct Reservation {
+    SharedRingBuffer* buffer = nullptr;  // the ring it is in
     RecordHeader* header = nullptr;
     uint8_t* body = nullptr;
     uint32_t total_size = 0;
@@ -122,7 +123,8 @@ class SharedRingBuffer {
   // Client side: map an object received from the daemon; checks size and seals. nullptr on error.
   // On failure the caller keeps ownership of fd.
   static SharedRingBuffer* Attach(int fd, uint64_t expected_total_size);
-  // Unmaps and closes the fd. Only when no writer can still be using the mapping.
+  // Unmaps and closes the fd (a ring of a RingSet leaves it to the set). Only when no writer can
+  // still be using the mapping.
   static void Destroy(SharedRingBuffer* rb);
   struct Deleter {
     void operator()(SharedRingBuffer* rb) const { Destroy(rb); }
@@ -164,8 +166,16 @@ class SharedRingBuffer {
   uint64_t bytes_pending() const;
 
  private:
+  friend class RingSet;
   SharedRingBuffer(int fd, uint8_t* base, size_t page_size, size_t data_size);
-  static SharedRingBuffer* Map(int fd, size_t page_size, size_t data_size);
+  // Maps the ring at `offset` of `fd`: [metadata page | data] there, the data once more after;
+  // at `at`, page_size + 2 * data_size bytes the caller reserved, or where the kernel puts it.
+  static SharedRingBuffer* Map(int fd, uint64_t offset, size_t page_size, size_t data_size,
+                               void* at = nullptr);
+  // Lays a new mapping out as `version`, its commit key drawn (daemon side).
+  void Initialize(uint32_t version);
+  // Whether the metadata the daemon wrote matches this mapping (client side); takes its key.
+  bool Accept();
   // The committed record's (size, type) at read_pos, from a header of this buffer's version;
   // false while it is not committed.
   bool CommittedHeader(uint64_t read_pos, uint32_t* size, uint32_t* type) const;

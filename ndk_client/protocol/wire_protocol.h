@@ -42,7 +42,10 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 10: DaemonReply::stack_matches_size and its fd; kRecordAllocMatched, kRecordHeapAllocMatched.
 // 11: kFlagSnapshots and the snapshot channel's fd (snapshot_channel.h).
 // 12: the stack matches in sets of two slots (stack_matches.h); an older client gets none.
-constexpr uint32_t kProtocolVersion = 12;
+// 13: DaemonReply::ring_count: the buffer fd holds that many rings (ring_set.h), a thread writes
+// to its own and a sampled block's free to its allocation's; sequence numbers order the records
+// of one ring (a block's allocation and free are in the same ring).
+constexpr uint32_t kProtocolVersion = 13;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -123,11 +126,15 @@ struct alignas(8) DaemonReply {
   char heap_names[kHeapNamesSize];
   // Version 10. Size of the stack matches (stack_matches.h), the reply's last fd; 0 = none.
   uint64_t stack_matches_size;
+  // Version 13. How many rings the buffer fd holds (ring_set.h), of shmem_size bytes in all; 0
+  // (an older daemon) is one.
+  uint32_t ring_count;
+  uint32_t reserved3;
 };
 // A reply of version 3 stops before totals_size, one of version 4 before heap_flags: the client
 // reads what came and zeroes the rest (which then records libc's heap alone).
 constexpr uint32_t kDaemonReplyV3Size = 56;
-static_assert(sizeof(DaemonReply) == 80 + kHeapNamesSize, "wire layout");
+static_assert(sizeof(DaemonReply) == 88 + kHeapNamesSize, "wire layout");
 static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
                   offsetof(DaemonReply, max_stack_bytes) == 24 &&
                   offsetof(DaemonReply, shmem_size) == 40 &&
@@ -135,7 +142,8 @@ static_assert(offsetof(DaemonReply, sampling_interval) == 16 &&
                   offsetof(DaemonReply, totals_size) == 56 &&
                   offsetof(DaemonReply, heap_flags) == 64 &&
                   offsetof(DaemonReply, heap_names) == 72 &&
-                  offsetof(DaemonReply, stack_matches_size) == 72 + kHeapNamesSize,
+                  offsetof(DaemonReply, stack_matches_size) == 72 + kHeapNamesSize &&
+                  offsetof(DaemonReply, ring_count) == 80 + kHeapNamesSize,
               "wire layout");
 
 enum RecordType : uint32_t {
@@ -176,7 +184,7 @@ struct alignas(8) HeapNameRecord {
 static_assert(sizeof(HeapNameRecord) == 72, "wire layout");
 
 struct alignas(8) AllocRecord {
-  // Orders a block's allocation and free: from version 7 the record's place in the buffer, taken
+  // Orders a block's allocation and free: from version 7 the record's place in its ring, taken
   // after the real allocation returned; before, a counter's next value, taken then too.
   uint64_t sequence;
   uint64_t address;

@@ -1,5 +1,6 @@
 // SharedRingBuffer: records come out whole and in order, a full buffer says so, records that
 // wrap the end of the data area stay contiguous, and hostile metadata is reported, not trusted.
+// RingSet: rings of one memfd, each a buffer of its own, mapped one after the other.
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,10 +11,13 @@
 #include <vector>
 
 #include "protocol/ring_buffer.h"
+#include "protocol/ring_set.h"
 #include "tests/test_util.h"
 
 using droidheap::SharedRingBuffer;
+using droidheap::RingSet;
 using Buffer = std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter>;
+using Rings = std::unique_ptr<RingSet, RingSet::Deleter>;
 
 namespace {
 
@@ -227,6 +231,48 @@ void TestAttachChecksSizeAndSeals() {
   CHECK(type == 3);
 }
 
+// The client's view of the daemon's rings: each ring is its own buffer (a record written into
+// ring 2 comes out of ring 2 alone, with its own commit key), the set's mappings lie one after the
+// other, and a size or count that does not divide into rings is refused.
+void TestRingsOfASetAreBuffersOfTheirOwn() {
+  Rings rings(RingSet::Create(4, 1 << 12));
+  CHECK(rings && rings->count() == 4);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  CHECK(rings->total_size() == 4 * (page + (1 << 12)));
+  CHECK(rings->mapping_size() == 4 * (page + 2 * (1 << 12)));
+  const int fd = dup(rings->fd());
+  CHECK(RingSet::Attach(fd, rings->total_size(), 3) == nullptr);
+  CHECK(RingSet::Attach(fd, rings->total_size() + 4 * page, 4) == nullptr);
+  CHECK(RingSet::Attach(fd, rings->total_size(), RingSet::kMaxRings + 1) == nullptr);
+  Rings client(RingSet::Attach(fd, rings->total_size(), 4));
+  CHECK(client);
+  for (uint32_t i = 0; i < 4; ++i) {
+    const auto* at = static_cast<const uint8_t*>(client->ring(i)->mapping());
+    CHECK(at == static_cast<const uint8_t*>(client->mapping()) + i * (page + 2 * (1 << 12)));
+    CHECK(client->IndexOf(client->ring(i)) == i);
+  }
+  CHECK(rings->ring(1)->metadata()->commit_key != rings->ring(2)->metadata()->commit_key);
+  uint64_t v = 7;
+  CHECK(Write(client->ring(2), 5, &v, sizeof(v)));
+  CHECK(rings->bytes_pending() == 24);
+  std::vector<uint8_t> out(rings->ring(0)->max_record_size());
+  uint32_t type;
+  size_t size;
+  for (uint32_t i : {0u, 1u, 3u}) {
+    CHECK(ReadNext(rings->ring(i), &type, out.data(), out.size(), &size) ==
+          SharedRingBuffer::ReadResult::kEmpty);
+  }
+  CHECK(ReadNext(rings->ring(2), &type, out.data(), out.size(), &size) ==
+        SharedRingBuffer::ReadResult::kRecord);
+  CHECK(type == 5 && size == 8 && rings->bytes_pending() == 0);
+  // A set of one ring is laid out as a lone buffer: what a client older than protocol 13 maps.
+  Rings one(RingSet::Create(1, 1 << 12));
+  Buffer lone(SharedRingBuffer::Attach(dup(one->fd()), one->total_size()));
+  CHECK(lone && Write(lone.get(), 6, &v, sizeof(v)));
+  CHECK(ReadNext(one->ring(0), &type, out.data(), out.size(), &size) ==
+        SharedRingBuffer::ReadResult::kRecord);
+}
+
 void TestConcurrentWritersLoseNothing() {
   Buffer rb(SharedRingBuffer::Create(1 << 16));
   constexpr int kThreads = 4;
@@ -273,6 +319,7 @@ int main() {
   TestPositionsFollowTheReadOrder();
   TestHostileMetadataIsReportedCorrupt();
   TestAttachChecksSizeAndSeals();
+  TestRingsOfASetAreBuffersOfTheirOwn();
   TestConcurrentWritersLoseNothing();
   printf("ring_buffer_test: ok\n");
   return 0;

@@ -1,5 +1,6 @@
 // SampledAddresses: a sampled block's free is always reported, any other free never is (until the
-// table overflows, after which every free is), under concurrent inserts and removes.
+// table overflows, after which every free is), under concurrent inserts and removes; and with it
+// the ring its allocation was recorded in.
 #include <sys/mman.h>
 
 #include <atomic>
@@ -23,22 +24,27 @@ SampledAddresses* NewTable() {
 
 void FreeTable(SampledAddresses* table) { munmap(table, sizeof(SampledAddresses)); }
 
+bool Removed(SampledAddresses* table, uint64_t address) {
+  uint32_t ring;
+  return table->Remove(address, &ring);
+}
+
 void TestOnlySampledFreesAreReported() {
   SampledAddresses* t = NewTable();
   CHECK(!t->overflowed());
   CHECK(!t->MayHold(0x1000));  // the hooks' first look: nothing there yet
   CHECK(t->Insert(0x1000));
   CHECK(t->MayHold(0x1000));
-  CHECK(t->Remove(0x1000));
+  CHECK(Removed(t, 0x1000));
   CHECK(!t->MayHold(0x1000));
   CHECK(t->Insert(0x1000));
   CHECK(t->Insert(0x2010));
-  CHECK(!t->Remove(0x3000));  // never sampled
-  CHECK(t->Remove(0x1000));
-  CHECK(!t->Remove(0x1000));  // reported once: the block is gone
-  CHECK(t->Remove(0x2010));
+  CHECK(!Removed(t, 0x3000));  // never sampled
+  CHECK(Removed(t, 0x1000));
+  CHECK(!Removed(t, 0x1000));  // reported once: the block is gone
+  CHECK(Removed(t, 0x2010));
   CHECK(t->Insert(0x1000));   // the address is reused by a new sampled block
-  CHECK(t->Remove(0x1000));
+  CHECK(Removed(t, 0x1000));
   FreeTable(t);
 }
 
@@ -53,9 +59,9 @@ void TestCrowdedBucketsSpillAndAreFound() {
     live.push_back(address);
   }
   CHECK(!t->overflowed());
-  for (uint64_t i = 1; i <= 30000; ++i) CHECK(!t->Remove(0x6f0000000000 + i * 48));
-  for (uint64_t address : live) CHECK(t->Remove(address));
-  for (uint64_t address : live) CHECK(!t->Remove(address));
+  for (uint64_t i = 1; i <= 30000; ++i) CHECK(!Removed(t, 0x6f0000000000 + i * 48));
+  for (uint64_t address : live) CHECK(Removed(t, address));
+  for (uint64_t address : live) CHECK(!Removed(t, address));
   FreeTable(t);
 }
 
@@ -81,13 +87,42 @@ void TestOverflowReportsEveryFree() {
   CHECK(t->overflowed());
   CHECK(inserted > capacity / 2 && inserted < capacity);
   CHECK(!t->Insert(0x20));
-  CHECK(t->Remove(0x30));
-  CHECK(t->Remove(0x10000));
+  CHECK(Removed(t, 0x30));
+  CHECK(Removed(t, 0x10000));
   FreeTable(t);
 
   t = NewTable();
   t->ReportEveryFree();
-  CHECK(t->Remove(0x40));
+  CHECK(Removed(t, 0x40));
+  FreeTable(t);
+}
+
+// libc's table keeps each block's ring (Client::RingOf) and gives it back with its free; a block
+// it could not hold after overflowing went to ring 0. A table without rings (the custom heaps')
+// keeps keys apart that differ in their low bits.
+void TestRingsAreKeptWithTheirBlocks() {
+  SampledAddresses* t = NewTable();
+  t->KeepRings();
+  uint32_t ring = 99;
+  CHECK(t->Insert(0x1000, 5) && t->Insert(0x1008, 0) && t->Insert(0x2000, 7));
+  CHECK(!t->Remove(0x3000, &ring) && ring == 0);
+  CHECK(t->Remove(0x2000, &ring) && ring == 7);
+  CHECK(t->Remove(0x1000, &ring) && ring == 5);
+  CHECK(!t->Remove(0x1000, &ring));
+  CHECK(t->Remove(0x1008, &ring) && ring == 0);
+  CHECK(t->Insert(0x4000, 3));
+  uint64_t inserted = 0;
+  while (t->Insert(0x10000 + inserted * 16, 1)) ++inserted;
+  CHECK(t->overflowed());
+  CHECK(t->Remove(0x4000, &ring) && ring == 3);  // held from before
+  CHECK(t->Remove(0x10000, &ring) && ring == 1);
+  CHECK(t->Remove(0x30, &ring) && ring == 0);  // never held: reported, in ring 0
+  FreeTable(t);
+
+  t = NewTable();
+  CHECK(t->Insert(0x1001) && t->Insert(0x1000));
+  CHECK(t->Remove(0x1001, &ring) && ring == 0);
+  CHECK(!t->Remove(0x1001, &ring) && t->Remove(0x1000, &ring));
   FreeTable(t);
 }
 
@@ -108,8 +143,8 @@ void TestConcurrentThreadsSeeExactlyTheirOwnBlocks() {
           if (!t->Insert(address(i))) failures.fetch_add(1);
         }
         for (uint64_t i = 0; i < kLive; ++i) {
-          if (!t->Remove(address(i))) failures.fetch_add(1);
-          if (t->Remove(address(i))) failures.fetch_add(1);
+          if (!Removed(t, address(i))) failures.fetch_add(1);
+          if (Removed(t, address(i))) failures.fetch_add(1);
         }
       }
     });
@@ -127,6 +162,7 @@ int main() {
   TestCrowdedBucketsSpillAndAreFound();
   TestTheCountsStayAFilterWithManyLiveBlocks();
   TestOverflowReportsEveryFree();
+  TestRingsAreKeptWithTheirBlocks();
   TestConcurrentThreadsSeeExactlyTheirOwnBlocks();
   printf("sampled_addresses_test: ok\n");
   return 0;

@@ -68,17 +68,17 @@ DrainBudgets ShortBudgets() {
   return budgets;
 }
 
-// A client connection for this process, with a buffer of `data_size` bytes; *peer is the other
-// end of its socket.
-std::unique_ptr<ClientConnection> NewClient(size_t data_size, int* peer) {
+// A client connection for this process, with `rings` rings of `data_size` bytes each; *peer is
+// the other end of its socket.
+std::unique_ptr<ClientConnection> NewClient(size_t data_size, int* peer, uint32_t rings = 1) {
   auto client = std::make_unique<ClientConnection>();
   client->pid = getpid();
   client->version = 6;  // registers unpacked, indexed by number
   client->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   client->mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  client->buffer.reset(SharedRingBuffer::Create(data_size));
+  client->rings.reset(RingSet::Create(rings, data_size));
   int pair[2];
-  CHECK(client->maps_fd >= 0 && client->mem_fd >= 0 && client->buffer &&
+  CHECK(client->maps_fd >= 0 && client->mem_fd >= 0 && client->rings &&
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
   client->sock = pair[0];
   *peer = pair[1];
@@ -117,8 +117,8 @@ std::vector<uint8_t> CostlyAlloc() {
   return body;
 }
 
-std::vector<uint8_t> CheapFree() {
-  FreeRecord free_record{1, 0x2000};
+std::vector<uint8_t> CheapFree(uint64_t sequence = 1, uint64_t address = 0x2000) {
+  FreeRecord free_record{sequence, address};
   std::vector<uint8_t> body(sizeof(free_record));
   memcpy(body.data(), &free_record, sizeof(free_record));
   return body;
@@ -173,13 +173,14 @@ std::vector<uint8_t> MatchedAlloc(uint64_t address, uint64_t match) {
 class EndlessWriter {
  public:
   EndlessWriter(const ClientConnection& client, uint32_t type, std::vector<uint8_t> body)
-      : view_(SharedRingBuffer::Attach(dup(client.buffer->fd()), client.buffer->total_size())) {
+      : view_(RingSet::Attach(dup(client.rings->fd()), client.rings->total_size(),
+                              client.rings->count())) {
     CHECK(view_);
-    while (Write(view_.get(), type, body)) {
+    while (Write(view_->ring(0), type, body)) {
     }
     thread_ = std::thread([this, type, body] {
       while (!stop_) {
-        if (!Write(view_.get(), type, body)) std::this_thread::yield();
+        if (!Write(view_->ring(0), type, body)) std::this_thread::yield();
       }
     });
   }
@@ -189,7 +190,7 @@ class EndlessWriter {
   }
 
  private:
-  std::unique_ptr<SharedRingBuffer, SharedRingBuffer::Deleter> view_;
+  std::unique_ptr<RingSet, RingSet::Deleter> view_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -215,7 +216,7 @@ void TestADumpCutsOffAClientThatNeverDrainsAndGoesOn() {
   int honest_peer;
   auto hog = NewClient(4 << 20, &hog_peer);
   auto honest = NewClient(64 << 10, &honest_peer);
-  CHECK(Write(honest->buffer.get(), kRecordFree, CheapFree()));
+  CHECK(Write(honest->rings->ring(0), kRecordFree, CheapFree()));
   EndlessWriter writer(*hog, kRecordAlloc, CostlyAlloc());
   worker.PostAddClient(std::move(honest));
   worker.PostAddClient(std::move(hog));
@@ -274,10 +275,11 @@ void TestAMatchedSampleIsBookedToThePublishedCallStack() {
   client->version = kProtocolVersion;
   client->stack_matches.reset(StackMatches::Create());
   CHECK(client->stack_matches);
-  CHECK(Write(client->buffer.get(), kRecordAlloc, CopiedAlloc(0x1000)));
-  CHECK(Write(client->buffer.get(), kRecordAlloc, CopiedAlloc(0x2000)));  // repeated: published
-  CHECK(Write(client->buffer.get(), kRecordAllocMatched, MatchedAlloc(0x3000, 0)));
-  CHECK(Write(client->buffer.get(), kRecordAllocMatched, MatchedAlloc(0x4000, 1)));
+  SharedRingBuffer* ring = client->rings->ring(0);
+  CHECK(Write(ring, kRecordAlloc, CopiedAlloc(0x1000)));
+  CHECK(Write(ring, kRecordAlloc, CopiedAlloc(0x2000)));  // repeated: published
+  CHECK(Write(ring, kRecordAllocMatched, MatchedAlloc(0x3000, 0)));
+  CHECK(Write(ring, kRecordAllocMatched, MatchedAlloc(0x4000, 1)));
   close(peer);
   h.worker.PostAddClient(std::move(client));
   std::vector<DumpSnapshot> last = h.sink.WaitFor(0, 1);
@@ -298,6 +300,30 @@ void TestAMatchedSampleIsBookedToThePublishedCallStack() {
   h.worker.Join();
 }
 
+// A client of protocol 13 writes to rings of its own per thread, a block's free behind its
+// allocation in the same ring. The block at 0x1000 allocated and freed in ring 1, then the
+// address handed out again and recorded in ring 3: whichever ring the worker reads first, each
+// free finds its own block, and a dump reads every ring up to what it held when asked.
+void TestEachRingIsReadAndEachFreeFindsItsBlock() {
+  Harness h;
+  int peer;
+  auto client = NewClient(64 << 10, &peer, 4);
+  client->version = kProtocolVersion;
+  client->next_ring = 3;  // the new block first
+  CHECK(Write(client->rings->ring(1), kRecordAlloc, CopiedAlloc(0x1000)));
+  CHECK(Write(client->rings->ring(3), kRecordAlloc, CopiedAlloc(0x1000)));
+  CHECK(Write(client->rings->ring(1), kRecordFree, CheapFree(1, 0x1000)));
+  h.worker.PostAddClient(std::move(client));
+  h.worker.PostDump(1, 0);
+  std::vector<DumpSnapshot> dump = h.sink.WaitFor(1, 1);
+  CHECK(dump.size() == 1 && dump[0].heap_samples == 2);
+  const std::vector<CallstackSample>& samples = dump[0].heaps[0].samples;
+  CHECK(samples.size() == 1 && samples[0].alloc_count == 2 && samples[0].free_count == 1);
+  close(peer);
+  h.worker.PostStop(2, 0);
+  h.worker.Join();
+}
+
 }  // namespace
 
 // A budget is the worker's CPU time, and twice that on the wall clock: a machine busy enough to
@@ -313,6 +339,7 @@ int main() {
   TestADumpCutsOffAClientThatNeverDrainsAndGoesOn();
   TestAClosedClientIsReadUpToWhatItHadWritten();
   TestAMatchedSampleIsBookedToThePublishedCallStack();
+  TestEachRingIsReadAndEachFreeFindsItsBlock();
   printf("unwinding_worker_test: ok\n");
   return 0;
 }

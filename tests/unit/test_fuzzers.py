@@ -85,18 +85,22 @@ def _ehabi_seeds():
 def _records_seeds():
     # Mode bit 1: a client of protocol 6, whose AllocRecords carry all 33 registers; else the
     # x86_64 client's 8, packed. Mode bit 2: the records never end (a client rewrites one
-    # whenever there is room, through a dump and after its socket closes).
-    for mode, registers in ((0, 8), (2, 33)):
+    # whenever there is room, through a dump and after its socket closes). Mode bits 3-4: the
+    # client's rings less one (ring_set.h). A record's type is in the low 4 bits of its first
+    # byte, its ring in the high ones: a block's free in its allocation's ring, or in another.
+    for mode, registers in ((0, 8), (2, 33), (3 << 3, 8)):
         alloc = struct.pack("<QQQQQII", 1, 0x1000, 16, 16, 0, 1, 64) + bytes(8 * registers)
         alloc += bytes(64)
         free = struct.pack("<QQ", 2, 0x1000)
         stats = struct.pack("<QQQ", 100, 200, 300)
-        records = b"".join(struct.pack("<BH", kind, len(body)) + body
-                           for kind, body in ((1, alloc), (2, free), (3, stats)))
-        yield struct.pack("<BQB", mode, 0, 3) + records + b"\0"
-        # With a thread scribbling meanwhile.
-        yield struct.pack("<BQB", mode | 1, 42, 3) + records + b"\0"
-        yield struct.pack("<BQB", mode | 4, 0, 3) + records + b"\0"
+        for free_ring in (1, 2) if mode >> 3 else (0,):
+            records = b"".join(struct.pack("<BH", kind, len(body)) + body
+                               for kind, body in ((0x11 if mode >> 3 else 1, alloc),
+                                                  (2 | free_ring << 4, free), (3, stats)))
+            yield struct.pack("<BQB", mode, 0, 3) + records + b"\0"
+            # With a thread scribbling meanwhile.
+            yield struct.pack("<BQB", mode | 1, 42, 3) + records + b"\0"
+            yield struct.pack("<BQB", mode | 4, 0, 3) + records + b"\0"
 
 
 def _block_list_seeds():

@@ -24,11 +24,14 @@ ACCEPTED, BAD_HELLO, UNSUPPORTED_ABI = 0, 2, 4
 ABI_X86_64, ABI_X86, ABI_ARMEABI_V7A = 1, 3, 4  # registers.h's Abi
 BLOCK_TIMEOUT_US = 2_500_300
 BLOCK_TIMEOUT_OFFSET = 28  # DaemonReply::block_timeout_us
+SHMEM_SIZE_OFFSET = 40  # DaemonReply::shmem_size
 RECORD_ALLOC, RECORD_RECORDING = 1, 7  # wire_protocol.h
 ALLOC_RECORD = struct.Struct("<QQQQQII")  # sequence, address, sizes, stack_pointer, tid, stack_size
 WRITE_POS_OFFSET = 72  # RingBufferMetadata::write_pos
 STACK_MATCHES_SIZE_OFFSET = 328  # DaemonReply::stack_matches_size
 STACK_MATCHES_SIZE = 256 * 2048  # StackMatches::kSize
+RING_COUNT_OFFSET = 336  # DaemonReply::ring_count
+SHMEM_SIZE = 1 << 20
 
 
 @pytest.fixture
@@ -39,7 +42,7 @@ def daemon(native_build, tmp_path):
     with open(log, "w") as log_file:
         process = subprocess.Popen(
             [str(native_build / "droidheapd"), "--socket", str(socket_path),
-             "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(1 << 20),
+             "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(SHMEM_SIZE),
              "--block-timeout-us", str(BLOCK_TIMEOUT_US)],
             stderr=log_file, env=dict(os.environ, DROIDHEAP_STACK_LOG=str(tmp_path / "stacks")))
     try:
@@ -144,11 +147,14 @@ def test_block_timeout_goes_in_microseconds_from_version_3_and_milliseconds_befo
     assert struct.unpack_from("<I", data, BLOCK_TIMEOUT_OFFSET)[0] == timeout
 
 
-def write_record(ring_fd: int, record_type: int, body: bytes = b""):
-    """Writes a record into the ring buffer as a client does (ring_buffer.h), in the buffer's
-    version's layout; `body` a multiple of 8 bytes."""
+def write_record(ring_fd: int, record_type: int, body: bytes = b"", ring_count: int = 1,
+                 ring_index: int = 0):
+    """Writes a record into a ring buffer as a client does (ring_buffer.h), in the buffer's
+    version's layout; `body` a multiple of 8 bytes. The fd holds `ring_count` rings (ring_set.h):
+    into the one at `ring_index`."""
     page = mmap.PAGESIZE
-    with mmap.mmap(ring_fd, os.fstat(ring_fd).st_size) as ring:
+    each = os.fstat(ring_fd).st_size // ring_count
+    with mmap.mmap(ring_fd, each, offset=ring_index * each) as ring:
         version, _, data_size, commit_key = struct.unpack_from("<IIQQ", ring, 0)
         write_pos = struct.unpack_from("<Q", ring, WRITE_POS_OFFSET)[0]
         at = page + write_pos % data_size
@@ -197,6 +203,26 @@ def test_a_client_of_protocol_12_gets_the_stack_matches(daemon, version):
         assert os.fstat(fds[2]).st_size == size
         seals = fcntl.fcntl(fds[2], fcntl.F_GET_SEALS)
         assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_client_of_protocol_13_gets_rings_for_its_threads(daemon, version):
+    """From protocol 13 the buffer fd holds DaemonReply::ring_count rings, one after the other,
+    each with its metadata page and an equal share of --shmem-size: 8, or as many as let a share
+    hold the largest record in its half (4 of 1 MiB with 64 KiB stacks). The daemon reads every
+    ring. An older client gets the one buffer it knows."""
+    socket_path, log = daemon
+    with connected(socket_path, hello_v2(ABI_X86_64, version=version),
+                   RING_COUNT_OFFSET + 8) as (sock, data, fds):
+        count = struct.unpack_from("<I", data, RING_COUNT_OFFSET)[0]
+        shmem_size = struct.unpack_from("<Q", data, SHMEM_SIZE_OFFSET)[0]
+        assert count == (4 if version >= 13 else 1)
+        assert shmem_size == os.fstat(fds[0]).st_size == count * (mmap.PAGESIZE +
+                                                                  SHMEM_SIZE // count)
+        # The last ring's record is read too.
+        write_record(fds[0], RECORD_RECORDING, ring_count=count, ring_index=count - 1)
+        sock.send(b"w")
+        assert logged(log, f"recording pid={os.getpid()}")
 
 
 def test_a_client_records_from_its_recording_record_on(daemon):
