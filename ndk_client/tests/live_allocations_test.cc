@@ -25,7 +25,7 @@ void TestAgreesWithAReferenceMap() {
     const uint64_t address = 0x7f0000000000 + (rng() % 6000) * 16;
     const int action = static_cast<int>(rng() % 3);
     if (action == 0) {
-      auto [entry, inserted] = live.Insert(address, LiveAllocation{++sequence, 1, 16, 1, 16});
+      auto [entry, inserted] = live.Insert(address, LiveAllocation{++sequence, 1, 0, 16, 1, 16});
       auto ref = reference.emplace(address, sequence);
       CHECK(inserted == ref.second);
       CHECK(entry->sequence == ref.first->second);
