@@ -3,7 +3,9 @@
 started here is stopped at the end, whatever the tests did.
 
 Parametrised over both adb binaries: Google's (36, shipped in adbutils' wheel, the one users get)
-and Debian's older adb 29 when it is installed.
+and Debian's older adb 29 when it is installed. A test whose subject is not the link to the device
+(a session, a flag, the device's own rules) runs through one of them (ONE_ADB_SERVER): the two
+servers differ in how they carry bytes and report devices, which the link's own tests see.
 """
 import dataclasses
 import os
@@ -32,6 +34,10 @@ ADB_BINARIES = {
 }
 _MISSING = {"adb29": "Debian's adb is not installed (apt-get install adb)",
             "adb36": "adbutils' wheel ships no adb for this machine"}
+# The server of the tests that need one but not a given one: the one users get, else Debian's.
+ONE_ADB_SERVER = pytest.mark.parametrize(
+    "adb_server", [next((name for name in ("adb36", "adb29") if ADB_BINARIES[name].is_file()),
+                        "adb36")], indirect=True)
 
 
 def free_port() -> int:

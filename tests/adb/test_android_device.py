@@ -7,6 +7,8 @@ import re
 import tarfile
 import time
 
+from .conftest import ONE_ADB_SERVER
+
 
 def shell(adb_server, device, script: str) -> str:
     result = adb_server.adb("-s", device.serial, "shell", script, check=False)
@@ -23,6 +25,7 @@ def refused(output: str) -> bool:
 ABILISTS = {"android10": "arm64-v8a,armeabi-v7a,armeabi", "android11": "x86_64"}
 
 
+@ONE_ADB_SERVER
 def test_bionic_reads_the_property_area(adb_server, android_root_device, android_release):
     props = shell(adb_server, android_root_device,
                   "getprop ro.build.version.sdk; getprop ro.product.model; getprop ro.build.type; "
@@ -32,6 +35,7 @@ def test_bionic_reads_the_property_area(adb_server, android_root_device, android
     assert int(props[4]) > 60  # build.prop's and what init adds
 
 
+@ONE_ADB_SERVER
 def test_setprop_goes_through_inits_property_service_with_androids_rules(
         adb_server, android_root_device, android_shell_device):
     assert shell(adb_server, android_shell_device,
@@ -53,6 +57,7 @@ def test_setprop_goes_through_inits_property_service_with_androids_rules(
     shell(adb_server, android_shell_device, "setprop debug.droidheap.test ''")
 
 
+@ONE_ADB_SERVER
 def test_init_stops_and_starts_the_platforms_heapprofd(adb_server, android_root_device):
     def state():
         return shell(adb_server, android_root_device,
@@ -70,6 +75,7 @@ def test_init_stops_and_starts_the_platforms_heapprofd(adb_server, android_root_
     assert now[0] == "running" and now[1].isdigit() and now[1] != running[1]
 
 
+@ONE_ADB_SERVER
 def test_processes_are_the_devices_own_with_a_phones_command_lines(adb_server,
                                                                     android_root_device):
     out = shell(adb_server, android_root_device,
@@ -85,11 +91,13 @@ def test_processes_are_the_devices_own_with_a_phones_command_lines(adb_server,
     assert int(count) < 20  # this device's processes, not the machine's
 
 
+@ONE_ADB_SERVER
 def test_system_is_read_only_even_to_root(adb_server, android_root_device):
     out = shell(adb_server, android_root_device, "touch /system/droidheap-test || echo refused")
     assert "refused" in out
 
 
+@ONE_ADB_SERVER
 def test_perfettos_tracing_service_runs_with_googles_heapprofd_as_a_producer(adb_server,
                                                                             android_root_device):
     """init starts traced and traced_probes (persist.traced.enable=1); the device's perfetto

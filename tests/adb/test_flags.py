@@ -8,7 +8,9 @@ from tests.e2e.conftest import finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing
 from tests.e2e.trace_check import totals_by_leaf_function
 
-from .conftest import DEVICE_PROGRAM, kill_device_program
+from .conftest import DEVICE_PROGRAM, ONE_ADB_SERVER, kill_device_program
+
+pytestmark = ONE_ADB_SERVER  # what each mode reaches, whichever server carries the session
 
 
 def test_all_profiles_every_bionic_process_running_and_starting_where_root_allows(

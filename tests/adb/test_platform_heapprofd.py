@@ -23,7 +23,9 @@ from droidheap.session import ProfileOptions
 from unit.fixtures_dumpsys import package_dump
 from unit.fixtures_trace import two_process_trace
 
-from .conftest import ROOT
+from .conftest import ONE_ADB_SERVER, ROOT
+
+pytestmark = ONE_ADB_SERVER  # the device commands and the trace, whichever server carries them
 
 FAKE_DIR = "/data/local/tmp/fake-android"
 APP = "com.example.app"

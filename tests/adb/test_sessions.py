@@ -1,9 +1,10 @@
-"""Whole profiling sessions through a real adb server (both adb binaries) and the emulation-layer
-test device: the preload mode on a device whose adbd runs as the shell user, the root mode on one
-that runs as root; the site bytes as exact as on --local, and the device left as it was on every
-exit path. 32-bit x86 (-m32), droidheap's own faults and the device's lost links run here; the
-routes a real bionic takes (continuous dumps and killall, attach after `droidheap shell`, a
-program started during the session) run on the Android devices (test_android_sessions.py)."""
+"""Whole profiling sessions through a real adb server (ONE_ADB_SERVER; both adb binaries where the
+link is lost) and the emulation-layer test device: the preload mode on a device whose adbd runs as
+the shell user, the root mode on one that runs as root; the site bytes as exact as on --local, and
+the device left as it was on every exit path. 32-bit x86 (-m32), droidheap's own faults and the
+device's lost links run here; the routes a real bionic takes (continuous dumps and killall, attach
+after `droidheap shell`, a program started during the session) run on the Android devices
+(test_android_sessions.py)."""
 import os
 import pathlib
 import signal
@@ -17,10 +18,11 @@ from tests.e2e.test_profile import assert_sites, read_line_containing, single_pr
 from tests.e2e.test_stress import assert_nothing_lost, checksum
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 
-from .conftest import (DEVICE_PROGRAM, ROOT, AdbCli, device_bin_dir,
+from .conftest import (DEVICE_PROGRAM, ONE_ADB_SERVER, ROOT, AdbCli, device_bin_dir,
                        kill_device_program, start_test_adbd)
 
 
+@ONE_ADB_SERVER
 def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program, tmp_path):
     out = tmp_path / "out"
     result = cli.run("-o", out, "-i", "1", "--", DEVICE_PROGRAM)
@@ -43,6 +45,7 @@ def test_spawned_profile_is_exact_and_leaves_nothing(cli, device, local_program,
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root_device, tmp_path,
                                                                  native_build_i386):
     """A 64-bit rooted device runs 32-bit app processes too: bionic loads /system/lib's client
@@ -64,6 +67,7 @@ def test_a_32_bit_program_is_profiled_through_the_32_bit_client(adb_server, root
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_the_stress_program_built_32_bit_is_unaffected(adb_server, root_device, tmp_path,
                                                        native_build_i386):
     """tests/e2e/test_stress.py's program as a 32-bit app process, through the 32-bit client."""
@@ -85,6 +89,7 @@ def test_the_stress_program_built_32_bit_is_unaffected(adb_server, root_device, 
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, local_program,
                                                                  tmp_path):
     out = tmp_path / "out"
@@ -117,6 +122,7 @@ def start_waiting(cli, go: str, out):
     return session
 
 
+@ONE_ADB_SERVER
 def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
     go = "/data/local/tmp/go-killed"
     session = start_waiting(cli, go, tmp_path / "first")
@@ -144,6 +150,7 @@ def test_a_killed_droidheap_is_repaired_by_the_next_run(cli, device, tmp_path):
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_a_daemon_killed_mid_session_leaves_nothing(cli, device, tmp_path):
     go = "/data/local/tmp/go-daemon-killed"
     session = start_waiting(cli, go, tmp_path / "out")
@@ -163,6 +170,7 @@ def test_a_daemon_killed_mid_session_leaves_nothing(cli, device, tmp_path):
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_bad_targets_are_one_line(cli, device):
     result = cli.run("-n", "no_such_program", "--no-startup")
     assert result.returncode != 0
@@ -171,6 +179,7 @@ def test_bad_targets_are_one_line(cli, device):
     assert "Traceback" not in result.stderr
 
 
+@ONE_ADB_SERVER
 def test_without_root_only_preloaded_programs_can_be_attached(adb_server, shell_device):
     cli = AdbCli(adb_server, shell_device.serial)
     sleeper = cli.start("shell", "--", "sh", "-c", "echo started; exec sleep 30")
@@ -249,6 +258,7 @@ def test_a_dropped_adb_link_leaves_the_dumps_for_pull(adb_server, local_program,
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, local_program,
                                                                   tmp_path):
     out = tmp_path / "out"
@@ -265,6 +275,7 @@ def test_sigterm_ends_a_session_with_its_profile_and_nothing_left(cli, device, l
     cli.assert_left_as_it_was()
 
 
+@ONE_ADB_SERVER
 def test_a_device_abi_without_binaries_is_one_line(adb_server, local_program, extra_adbds):
     adbd = start_test_adbd(root=True, abi="riscv64")  # an ABI nothing here builds for
     extra_adbds.append(adbd)

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from .conftest import DEVICE_PROGRAM, PROFILER_DIR, ROOT_DIR, AdbCli
+from .conftest import DEVICE_PROGRAM, ONE_ADB_SERVER, PROFILER_DIR, ROOT_DIR, AdbCli
+
+pytestmark = ONE_ADB_SERVER  # what root runs on the device, whichever server carries it
 
 _SHELL_UID = 2000  # tests/adbd/device_root.py's SHELL_UID
 

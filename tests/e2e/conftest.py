@@ -2,9 +2,10 @@
 device, and a way to run the CLI.
 
 Every end-to-end test runs once per ABI: x86_64 natively, arm64-v8a under qemu-user (cross compiler
-g++-aarch64-linux-gnu and qemu-user, as scripts/install_test_tools sets up). An ABI is skipped, saying why,
-only when this machine lacks qemu or the cross compiler for it; missing droidheap binaries for it
-are an error (scripts/build_arm64.sh builds them).
+g++-aarch64-linux-gnu and qemu-user, as scripts/install_test_tools sets up), but those whose
+subject is the same code on any ABI (HOST_ABI_ONLY). An ABI is skipped, saying why, only when this
+machine lacks qemu or the cross compiler for it; missing droidheap binaries for it are an error
+(scripts/build_arm64.sh builds them).
 """
 import os
 import pathlib
@@ -24,6 +25,9 @@ from droidheap.errors import DroidheapError
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "programs"
 ABIS = ["x86_64", "arm64-v8a"]
+# For a test of what runs on the host (reports, checks) or of logic that compiles to the same on
+# every ABI: qemu would only make it slower.
+HOST_ABI_ONLY = pytest.mark.parametrize("abi", [host_abi()], indirect=True)
 # (C, C++) compilers per ABI, when it is not this machine's.
 CROSS_COMPILERS = {"x86_64": ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"),
                    "arm64-v8a": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++")}

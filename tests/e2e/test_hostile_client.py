@@ -14,7 +14,7 @@ import pytest
 
 from droidheap import native
 from droidheap.native import host_abi
-from tests.e2e.conftest import finished, kill_all
+from tests.e2e.conftest import HOST_ABI_ONLY, finished, kill_all
 from tests.e2e.test_profile import assert_sites, read_line_containing, single_process
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 from tests.requirements import require
@@ -213,6 +213,7 @@ def _summary_block(said, pid):
     return "\n".join(blocks)
 
 
+@HOST_ABI_ONLY  # the daemon's budgets, the same code on every ABI: 10 s sessions each
 @pytest.mark.parametrize("close", [False, True], ids=["connected", "closed"])
 def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli, programs,
                                                                              tmp_path, close):

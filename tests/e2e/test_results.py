@@ -8,6 +8,9 @@ import json
 import pytest
 
 from tests.chromium import Page, dump_dom
+from tests.e2e.conftest import HOST_ABI_ONLY
+
+pytestmark = HOST_ABI_ONLY  # what the host makes of a run
 
 LEAK, CACHE, CHURN = "site_leak", "site_cache", "site_churn"
 

@@ -3,7 +3,7 @@ input (a genuine hello, a real ELF file's call-frame information, well-formed re
 daemon's peers and files may send anything, and nothing may crash, hang, leak fds or trip ASan or
 UBSan.
 
-DROIDHEAP_FUZZ_SECONDS sets the time per target (default 30; the closing notes of issue 11 give
+DROIDHEAP_FUZZ_SECONDS sets the time per target (default 20; the closing notes of issue 11 give
 longer runs). What a run finds is written to build/fuzz/findings/<target>/ to be replayed:
 `build/fuzz/fuzz/<target>_fuzzer <file>`."""
 import os
@@ -21,7 +21,7 @@ from tests.android import write_apk
 # Minutes of work: started before the short modules, so that the run ends on short ones
 # (tests/conftest.py, _start_order).
 RUNS_LONG = True
-SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "30"))
+SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "20"))
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
