@@ -118,8 +118,8 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   DaemonReply reply;
   ReceivedFds fds;
-  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendHello(sock, hello_flags) ||
-      !ReceiveReply(sock, &reply, &fds)) {
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      !SendHello(sock, hello_flags) || !ReceiveReply(sock, &reply, &fds)) {
     close(sock);
     return nullptr;
   }

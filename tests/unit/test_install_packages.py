@@ -1,8 +1,8 @@
 """Every build route installs the Debian packages it uses (scripts/check_packages: the route run
 under strace, each file it opened named by its package, compared with what the route named to
-install_missing and with what a fresh Debian has), on the longest route this machine can take
-(from ../shared/android, else the bare one, no Android binaries), and the arm64-v8a emulator
-binaries of scripts/install_test_tools. The NDK route needs an NDK, absent here. What the tests themselves use,
+install_missing and with what a fresh Debian has), on the longest route this machine can take (from
+../shared/android, else the bare one, no Android binaries), and the arm64-v8a emulator binaries of
+scripts/install_test_tools. The NDK route needs an NDK, absent here. What the tests themselves use,
 scripts/test checks in CI through the files' access times."""
 import pathlib
 import shutil

@@ -50,9 +50,13 @@ def test_an_orphan_of_ours_is_named_too(tmp_path, monkeypatch):
 
 def test_what_ended_in_time_and_what_is_not_ours_are_not_named(tmp_path):
     found = Leftovers([str(tmp_path)])
-    ended = subprocess.Popen([_program(tmp_path), "0.3"])
+    program = _program(tmp_path)
+    ended = subprocess.Popen([program, "0.3"])
     other = subprocess.Popen(["sleep", "60"])
     try:
+        # Popen returns once the child is past exec's point of no return, its command line not
+        # yet written: on a busy machine the check could miss it and return before it ended.
+        _wait_until_running(program)
         began = time.monotonic()
         assert found.check() == ""
         assert ended.poll() is not None and time.monotonic() - began < 5
