@@ -220,7 +220,8 @@ def test_native_unit_tests_pass_on_bionic(native_tests, request):
                                 timeout=120)
         outputs[name] = result.stdout + result.stderr
         if result.returncode != 0:
-            failed[name] = outputs[name][-2000:]
+            # A test killed by a signal prints nothing of what its pipe buffered: say how it ended.
+            failed[name] = f"exit status {result.returncode}: {outputs[name][-2000:]}"
     assert not failed, failed
     if abi not in QEMU:  # a real kernel: nothing skipped for qemu's sake
         assert "raw clone() case skipped" not in outputs["process_identity_test"]
