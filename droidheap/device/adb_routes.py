@@ -34,8 +34,13 @@ _PLATFORM_CLIENT_DIRS = {True: "/system/lib64", False: "/system/lib"}  # by 64-b
 _SYSTEM_LIB_LABEL = "u:object_r:system_lib_file:s0"
 PROFILING_SIGNAL = 36  # bionic's BIONIC_SIGNAL_PROFILER, __SIGRTMIN + 4
 # bionic's libc as /proc/PID/maps names it: /apex/com.android.runtime/lib64/bionic/libc.so on
-# Android 10+, /system/lib64/libc.so before (and /system/lib for 32-bit processes).
-_BIONIC_LIBC_IN_MAPS = r" /[^ ]*/libc\.so$"
+# Android 10+, /system/lib64/libc.so before (and /system/lib for 32-bit processes; the bootstrap
+# bionic of early processes under /system too). Only there: a device whose /proc shows processes
+# outside its own root (the emulator test device, chrooted over this machine's /proc) would
+# otherwise take any libc.so, such as one a qemu-user process maps from an Android userland
+# elsewhere on the host. qemu-user catches every host signal, so the profiling signal (a host
+# real-time signal it hands on as another) kills such a process, silently.
+_BIONIC_LIBC_IN_MAPS = r" /(apex|system)/([^ ]*/)?libc\.so$"
 
 
 def _check(result, what: str) -> None:
