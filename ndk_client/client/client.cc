@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "client/custom_heaps.h"
 #include "client/register_capture.h"
 #include "client/thread_totals.h"
@@ -49,7 +51,14 @@ uint64_t NowUs() { return ClockUs(CLOCK_MONOTONIC); }
 
 }  // namespace
 
-std::atomic<uint32_t> Client::generation_{0};
+std::atomic<uint32_t> Client::kept_generation_{0};
+std::atomic<uint32_t>* Client::generation_ = &Client::kept_generation_;
+
+void Client::PlaceGeneration() {
+  void* page = MapPageWipedOnFork();
+  if (page == nullptr) return;
+  generation_ = new (page) std::atomic<uint32_t>(kept_generation_.load());
+}
 
 bool Client::SocketIsOurs() const {
   struct stat st;
@@ -375,7 +384,7 @@ void Client::WaitUntilDrained(uint32_t timeout_ms) {
 
 void Client::Shutdown(ClientStopReason reason) {
   if (!enabled_.exchange(false)) return;
-  generation_.fetch_add(1, std::memory_order_release);
+  generation_->fetch_add(1, std::memory_order_release);
   CustomHeaps::StopSession();
   uint32_t running = kClientRunning;
   // Ring 0's says it for the set.
@@ -386,7 +395,7 @@ void Client::Shutdown(ClientStopReason reason) {
 
 void Client::DisableInChild() {
   enabled_.store(false);
-  generation_.fetch_add(1, std::memory_order_release);
+  generation_->fetch_add(1, std::memory_order_release);
   CustomHeaps::StopSession();
   if (SocketIsOurs()) close(sock_);
 }

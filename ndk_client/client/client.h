@@ -50,10 +50,18 @@ class Client {
   bool RecordsHeap(const char* name) const;
 
   // Changes whenever a client starts or stops recording (NewGeneration, Shutdown,
-  // DisableInChild): what the hooks' per-thread view of the session is checked against.
-  static uint32_t generation() { return generation_.load(std::memory_order_relaxed); }
+  // DisableInChild): what the hooks' per-thread view of the session is checked against. Once
+  // PlaceGeneration has run, where the kernel can, it lives in a page wiped in every child without
+  // CLONE_VM: such a child reads 0, a generation no session has, until it starts a session of its
+  // own; a child that inherited the hooks without our atfork handler (a raw clone(), or the atfork
+  // handlers that run before ours) then counts nowhere, at no cost to the hooks.
+  static uint32_t generation() { return generation_->load(std::memory_order_relaxed); }
   // A client was installed.
-  static void NewGeneration() { generation_.fetch_add(1, std::memory_order_release); }
+  static void NewGeneration() { generation_->fetch_add(1, std::memory_order_release); }
+  // Once per process, before the first client is installed.
+  static void PlaceGeneration();
+  // Whether a child without CLONE_VM reads generation 0.
+  static bool ChildrenReadGenerationZero() { return generation_ != &kept_generation_; }
 
   // Hook path, any thread; `heap` is 0 for libc's, else a custom heap's number. The Record*
   // callers hold the thread's re-entrancy guard.
@@ -158,7 +166,9 @@ class Client {
     std::atomic<uint64_t> next{0};
   };
   WakeCheck next_wake_check_[RingSet::kMaxRings];
-  static std::atomic<uint32_t> generation_;
+  static std::atomic<uint32_t> kept_generation_;  // where the kernel wipes nothing
+  // Hidden in the declaration too: the hooks then read it without a look in the GOT.
+  __attribute__((visibility("hidden"))) static std::atomic<uint32_t>* generation_;
 };
 
 }  // namespace droidheap

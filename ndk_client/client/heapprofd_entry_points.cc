@@ -1,8 +1,9 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
 // per MallocDispatch slot; and the entry the custom heaps report to (include/droidheap/heaps.h).
-// Each replacement counts the call in this thread's slot of the exact totals
-// (client/thread_totals.h), then asks this thread's sampler (allocations) or the table of sampled
-// addresses (frees) whether the call may concern the profile; nearly always it does not, and the
+// Each replacement checks that this thread's view of the session is current (one compare), asks
+// this thread's sampler (allocations) or the table of sampled addresses (frees) whether the call
+// may concern the profile, and counts the call in this thread's slot of the exact totals
+// (client/thread_totals.h); nearly always the call does not concern the profile, and the
 // replacement is done with the previous allocator's answer. Otherwise it records a sampled
 // allocation, or reports the free of a sampled block so the daemon can match it.
 //
@@ -28,22 +29,31 @@ namespace {
 
 const MallocDispatch* g_previous = nullptr;
 std::atomic<Client*> g_client{nullptr};
-// What the unsampled paths read, beside the thread's own state: the number of the latest session
-// (from 1; set before its client, see Sampler) and its client's table of sampled addresses.
+// The number of the latest session (from 1; set before its client: a thread whose samplers
+// belong to another restarts them, see Refresh), and its client's table of sampled addresses,
+// which every free reads.
 std::atomic<uint32_t> g_session{0};
 std::atomic<const SampledAddresses*> g_sampled{nullptr};
-DROIDHEAP_TLS bool t_in_hook = false;
-DROIDHEAP_TLS Sampler t_sampler;
-DROIDHEAP_TLS Sampler t_custom_sampler;  // the custom heaps': libc's stream stays as it was
-DROIDHEAP_TLS ThreadTotals t_totals;
+
+// What a hook reads and writes of its own thread, in one thread-local: one address for all of it.
+// Constant-initialised (no guard on the hook path): generation 0 is none, so the first call
+// refreshes it.
+struct HookThread {
+  uint32_t generation = 0;  // Client::generation() this view belongs to
+  bool in_hook = false;
+  Sampler sampler;
+  Sampler custom_sampler;  // the custom heaps': libc's stream stays as it was
+  ThreadTotals totals;
+};
+DROIDHEAP_TLS HookThread t_thread;
 
 constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
 
 class HookGuard {
  public:
-  HookGuard() : entered_(!t_in_hook) { t_in_hook = true; }
+  HookGuard() : entered_(!t_thread.in_hook) { t_thread.in_hook = true; }
   ~HookGuard() {
-    if (entered_) t_in_hook = false;
+    if (entered_) t_thread.in_hook = false;
   }
   bool entered() const { return entered_; }
 
@@ -56,48 +66,65 @@ Client* ActiveClient() {
   return (client != nullptr && client->enabled()) ? client : nullptr;
 }
 
-// Out of line: once per thread and session.
-__attribute__((noinline)) void RefreshTotals(uint32_t generation) {
-  Client* client = ActiveClient();
+// Out of line: once per thread and generation. A sampler whose session ended starts afresh.
+__attribute__((noinline)) void Refresh(uint32_t generation) {
+  // Pairs with NewGeneration's release: what Install wrote before it (the session, the client) is
+  // seen from here on.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  HookThread& self = t_thread;
+  self.generation = generation;  // first: the refresh may allocate, and is not re-entered
+  const uint32_t session = g_session.load(std::memory_order_relaxed);
+  if (self.sampler.session() != session) self.sampler.Restart();
+  if (self.custom_sampler.session() != session) self.custom_sampler.Restart();
+  // Generation 0: no session yet, or a child that inherited the hooks (Client::generation()).
+  Client* client = generation != 0 ? ActiveClient() : nullptr;
   if (client == nullptr) {
-    t_totals.Refresh(generation, nullptr, nullptr, false);
+    self.totals.Refresh(nullptr, nullptr, false, false);
   } else {
-    t_totals.Refresh(generation, client->totals(), &client->identity(), client->records_malloc());
+    self.totals.Refresh(client->totals(), &client->identity(), client->records_malloc(),
+                        kLibcCachesPid && !Client::ChildrenReadGenerationZero());
   }
 }
 
-// This thread's totals, as of the current session.
-inline ThreadTotals& CurrentTotals() {
-  const uint32_t generation = Client::generation();
-  if (__builtin_expect(generation != t_totals.generation(), 0)) RefreshTotals(generation);
-  return t_totals;
+// The address of this thread's HookThread, taken once by each hook. The empty asm makes it a
+// value the compiler keeps: clang otherwise looks bionic's thread-locals up again (a TLSDESC call)
+// at every access, five times in an unsampled malloc.
+inline HookThread& ThisThread() {
+  HookThread* self = &t_thread;
+  asm("" : "+r"(self));
+  return *self;
 }
 
-// Where this thread counts libc's calls; nullptr when no session counts them.
-inline HeapCounters* MallocCounters() { return CurrentTotals().malloc_counters(); }
+// This thread's view, as of the current session. Called first by every hook.
+inline HookThread& CurrentThread() {
+  HookThread& self = ThisThread();
+  const uint32_t generation = Client::generation();
+  if (__builtin_expect(generation != self.generation, 0)) Refresh(generation);
+  return self;
+}
 
 // Every block handed out and every block given back is counted at its usable size, what the
 // allocator really set aside: the two sides then cancel exactly. Returns `ptr`.
-inline void* CountAlloc(void* ptr) {
+// After the call (CurrentThread before it): a session that starts meanwhile counts from the next.
+inline void* CountAlloc(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return ptr;
-  HeapCounters* counters = MallocCounters();
-  if (counters != nullptr) t_totals.CountAlloc(counters, g_previous->malloc_usable_size(ptr));
+  HeapCounters* counters = totals.malloc_counters();
+  if (counters != nullptr) totals.CountAlloc(counters, g_previous->malloc_usable_size(ptr));
   return ptr;
 }
 
 // Before the block goes back to the allocator: its usable size is gone after.
-inline void CountFree(void* ptr) {
+inline void CountFree(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return;
-  HeapCounters* counters = MallocCounters();
-  if (counters != nullptr) t_totals.CountFree(counters, g_previous->malloc_usable_size(ptr));
+  HeapCounters* counters = totals.malloc_counters();
+  if (counters != nullptr) totals.CountFree(counters, g_previous->malloc_usable_size(ptr));
 }
 
 // Whether an allocation of `size` may be sampled: false for our own allocations and, after one
 // subtraction from this thread's count, for nearly every other one. Decided before the call, so
-// that an unsampled allocation's call into the allocator is the hook's last act (a tail call: no
-// frame, nothing shared touched).
-inline bool MaybeSampled(size_t size) {
-  return !t_in_hook && t_sampler.MaybeSampled(size, g_session.load(std::memory_order_relaxed));
+// that an unsampled allocation touches nothing shared but its counters.
+inline bool MaybeSampled(HookThread& self, size_t size) {
+  return !self.in_hook && self.sampler.MaybeSampled(size);
 }
 
 // A new block MaybeSampled let through: recorded when the sampler says it is sampled. Returns it.
@@ -107,8 +134,8 @@ void* RecordIfSampled(void* ptr, size_t size) {
   if (client == nullptr || !client->records_malloc()) return ptr;
   // Read after the client: at least the session that client belongs to.
   const uint32_t session = g_session.load(std::memory_order_relaxed);
-  uint64_t sample_size =
-      t_sampler.SampleSize(size, client->sampling_interval(), client->random_seed(), session);
+  uint64_t sample_size = t_thread.sampler.SampleSize(size, client->sampling_interval(),
+                                                     client->random_seed(), session);
   if (sample_size == 0) return ptr;
   HookGuard guard;
   client->RecordAlloc(0, reinterpret_cast<uint64_t>(ptr), size, sample_size);
@@ -139,20 +166,20 @@ void RecordFreeIfSampled(void* ptr) {
 class PendingFree {
  public:
   explicit PendingFree(void* ptr) : address_(reinterpret_cast<uint64_t>(ptr)) {
-    if (ptr == nullptr || t_in_hook || !MaybeSampledBlock(ptr)) return;
+    if (ptr == nullptr || t_thread.in_hook || !MaybeSampledBlock(ptr)) return;
     Client* client = ActiveClient();
     if (client == nullptr) return;
-    t_in_hook = true;
+    t_thread.in_hook = true;
     if (client->BeginFree(0, address_, &reservation_)) {
       client_ = client;
     } else {
-      t_in_hook = false;
+      t_thread.in_hook = false;
     }
   }
   void End(bool freed) {
     if (client_ == nullptr) return;
     client_->EndFree(0, address_, reservation_, freed);
-    t_in_hook = false;
+    t_thread.in_hook = false;
   }
 
  private:
@@ -168,19 +195,20 @@ void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, ui
   Client* client = ActiveClient();
   const uint32_t number = heap->number;
   // A custom heap's allocator called from our own hook path is not the program's doing.
-  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || t_in_hook) return;
-  HeapCounters* counters = CurrentTotals().custom_counters(number);
+  HookThread& self = CurrentThread();
+  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || self.in_hook) return;
+  HeapCounters* counters = self.totals.custom_counters(number);
   if (event == DROIDHEAP_EVENT_ALLOC) {
-    if (counters != nullptr) t_totals.CountAlloc(counters, size);
+    if (counters != nullptr) self.totals.CountAlloc(counters, size);
+    if (!self.custom_sampler.MaybeSampled(size)) return;
     const uint32_t session = g_session.load(std::memory_order_relaxed);
-    if (!t_custom_sampler.MaybeSampled(size, session)) return;
-    const uint64_t sample_size = t_custom_sampler.SampleSize(size, client->sampling_interval(),
-                                                             client->random_seed(), session);
+    const uint64_t sample_size = self.custom_sampler.SampleSize(
+        size, client->sampling_interval(), client->random_seed(), session);
     if (sample_size == 0) return;
     HookGuard guard;
     client->RecordAlloc(number, address, size, sample_size);
   } else if (event == DROIDHEAP_EVENT_FREE) {
-    if (counters != nullptr) t_totals.CountFree(counters, size);
+    if (counters != nullptr) self.totals.CountFree(counters, size);
     HookGuard guard;
     client->RecordFree(number, address);
   }
@@ -241,7 +269,7 @@ void Install(Client* client) {
 // parent). With fork teardown disabled the child then starts one of its own, from this point on.
 void AtForkChild() {
   ForgetSnapshotThreadInChild();
-  t_totals.ForgetInChild();
+  t_thread.totals.ForgetInChild();
   CustomHeaps::ResetInChild();
   Client* client = g_client.load(std::memory_order_acquire);
   if (client == nullptr) return;
@@ -254,7 +282,7 @@ void AtForkChild() {
 
 }  // namespace
 
-ThreadTotals& ThisThreadTotals() { return t_totals; }
+ThreadTotals& ThisThreadTotals() { return t_thread.totals; }
 
 }  // namespace droidheap
 
@@ -272,6 +300,7 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
   if (client == nullptr) return false;
   static bool registered = false;
   if (!registered) {
+    Client::PlaceGeneration();
     pthread_atfork(nullptr, nullptr, AtForkChild);
     atexit(DrainAtExit);
     ThreadTotals::CreateThreadKey();
@@ -307,11 +336,17 @@ namespace droidheap {
 namespace {
 
 __attribute__((noinline)) void* MallocMaybeSampled(size_t size) {
-  return RecordIfSampled(CountAlloc(g_previous->malloc(size)), size);
+  return RecordIfSampled(CountAlloc(ThisThread().totals, g_previous->malloc(size)), size);
 }
 
 __attribute__((noinline)) void* CallocMaybeSampled(size_t n, size_t size, size_t total) {
-  return RecordIfSampled(CountAlloc(g_previous->calloc(n, size)), total);
+  return RecordIfSampled(CountAlloc(ThisThread().totals, g_previous->calloc(n, size)), total);
+}
+
+// The rarer allocation calls (memalign and its kin): one path, sampled or not.
+void* CountAndRecord(HookThread& self, bool may_sample, void* ptr, size_t size) {
+  CountAlloc(self.totals, ptr);
+  return may_sample ? RecordIfSampled(ptr, size) : ptr;
 }
 
 __attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
@@ -323,27 +358,30 @@ __attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
 }  // namespace droidheap
 
 EXPORT void* heapprofd_malloc(size_t size) {
-  if (!MaybeSampled(size)) return CountAlloc(g_previous->malloc(size));
+  HookThread& self = CurrentThread();
+  if (!MaybeSampled(self, size)) return CountAlloc(self.totals, g_previous->malloc(size));
   return MallocMaybeSampled(size);
 }
 
 EXPORT void* heapprofd_calloc(size_t n, size_t size) {
+  HookThread& self = CurrentThread();
   size_t total;
-  if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(total)) {
-    return CountAlloc(g_previous->calloc(n, size));
+  if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(self, total)) {
+    return CountAlloc(self.totals, g_previous->calloc(n, size));
   }
   return CallocMaybeSampled(n, size, total);
 }
 
 EXPORT void heapprofd_free(void* ptr) {
-  CountFree(ptr);
+  CountFree(CurrentThread().totals, ptr);
   if (!MaybeSampledBlock(ptr)) return g_previous->free(ptr);
   FreeMaybeSampled(ptr);
 }
 
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
-  const bool may_sample = MaybeSampled(size);
-  HeapCounters* counters = ptr != nullptr ? MallocCounters() : nullptr;
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
+  HeapCounters* counters = ptr != nullptr ? self.totals.malloc_counters() : nullptr;
   const uint64_t old_size = counters != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
   PendingFree pending(ptr);
   void* p = g_previous->realloc(ptr, size);
@@ -351,41 +389,44 @@ EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   const bool freed = p != nullptr || size == 0;
   pending.End(freed);
   if (freed) {
-    if (counters != nullptr) t_totals.CountFree(counters, old_size);
-    CountAlloc(p);
+    if (counters != nullptr) self.totals.CountFree(counters, old_size);
+    CountAlloc(self.totals, p);
   }
   return may_sample ? RecordIfSampled(p, size) : p;
 }
 
 EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {
-  if (!MaybeSampled(size)) return CountAlloc(g_previous->memalign(alignment, size));
-  return RecordIfSampled(CountAlloc(g_previous->memalign(alignment, size)), size);
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
+  return CountAndRecord(self, may_sample, g_previous->memalign(alignment, size), size);
 }
 
 EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
-  const bool may_sample = MaybeSampled(size);
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
   int rc = g_previous->posix_memalign(out, alignment, size);
-  if (rc != 0) return rc;
-  CountAlloc(*out);
-  if (may_sample) RecordIfSampled(*out, size);
+  if (rc == 0) CountAndRecord(self, may_sample, *out, size);
   return rc;
 }
 
 EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
-  if (!MaybeSampled(size)) return CountAlloc(g_previous->aligned_alloc(alignment, size));
-  return RecordIfSampled(CountAlloc(g_previous->aligned_alloc(alignment, size)), size);
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
+  return CountAndRecord(self, may_sample, g_previous->aligned_alloc(alignment, size), size);
 }
 
 #if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
 // 32-bit bionic's two extra slots. The sample is the size asked for, as for memalign.
 EXPORT void* heapprofd_pvalloc(size_t size) {
-  if (!MaybeSampled(size)) return CountAlloc(g_previous->pvalloc(size));
-  return RecordIfSampled(CountAlloc(g_previous->pvalloc(size)), size);
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
+  return CountAndRecord(self, may_sample, g_previous->pvalloc(size), size);
 }
 
 EXPORT void* heapprofd_valloc(size_t size) {
-  if (!MaybeSampled(size)) return CountAlloc(g_previous->valloc(size));
-  return RecordIfSampled(CountAlloc(g_previous->valloc(size)), size);
+  HookThread& self = CurrentThread();
+  const bool may_sample = MaybeSampled(self, size);
+  return CountAndRecord(self, may_sample, g_previous->valloc(size), size);
 }
 #endif
 

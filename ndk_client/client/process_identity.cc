@@ -50,18 +50,23 @@ bool KernelWipesOnFork(uintptr_t start) {
 
 }  // namespace
 
-void ProcessIdentity::Init() {
-  pid_ = getpid();
+void* MapPageWipedOnFork() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   void* mapping = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) return;
-  auto* mark = static_cast<volatile uint64_t*>(mapping);
-  *mark = 1;
+  if (mapping == MAP_FAILED) return nullptr;
   if (madvise(mapping, page, MADV_WIPEONFORK) != 0 ||
       !KernelWipesOnFork(reinterpret_cast<uintptr_t>(mapping))) {
     munmap(mapping, page);
-    return;
+    return nullptr;
   }
+  return mapping;
+}
+
+void ProcessIdentity::Init() {
+  pid_ = getpid();
+  auto* mark = static_cast<volatile uint64_t*>(MapPageWipedOnFork());
+  if (mark == nullptr) return;
+  *mark = 1;
   mark_ = mark;  // never unmapped: like the Client, it outlives every hook call
 }
 

@@ -24,6 +24,11 @@
 
 namespace droidheap {
 
+// A page of zeroes that the kernel wipes again in every child without CLONE_VM (fork() and raw
+// clone() children alike), or nullptr where it does not (before Linux 4.14, qemu-user). Never to be
+// unmapped: the hooks read it.
+void* MapPageWipedOnFork();
+
 class ProcessIdentity {
  public:
   // Remembers the calling process. Call once, before the hooks are installed.

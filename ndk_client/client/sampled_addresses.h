@@ -7,8 +7,9 @@
 //
 // Layout: 2^13 buckets of one cache line each, 8 address slots (0 = empty); and apart from them,
 // 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of counts about the
-// addresses whose home it is: how many are in the set (low byte), and how many of those had to be
-// placed in one of the kMaxSpill buckets after it (high byte). The counts are a dense 128 KiB
+// addresses whose home it is: how many are in the set (low byte), how many of those had to be
+// placed in one of the kMaxSpill buckets after it (the next 7 bits), and whether the set has
+// overflowed (the top bit, see below). The counts are a dense 128 KiB
 // array, so that the look every free takes -- mostly finding its home's count at zero -- stays
 // in cache, where one line per bucket spread the frees over half a megabyte (a cache miss per free
 // in programs that free a lot). Only a free whose home count is not zero scans the home bucket,
@@ -32,7 +33,9 @@
 //
 // When no bucket within reach has room the set overflows: from then on Remove says "report it" for
 // every address, as if everything had been sampled -- the daemon ignores frees of blocks it never
-// saw -- so a full table costs speed, never a missed free.
+// saw -- so a full table costs speed, never a missed free. Every home's top bit is set before the
+// Insert that overflowed returns (before the program has the block): the look every free takes
+// then says "maybe" with no second load.
 //
 // libc's table also keeps, beside each address, the ring its allocation was recorded in
 // (KeepRings; Client::RingOf): in the 3 low bits of its slot, which every malloc'd block's
@@ -51,13 +54,19 @@ class SampledAddresses {
  public:
   static constexpr size_t kBuckets = size_t{1} << 13;
   static constexpr size_t kSlotsPerBucket = 8;
-  static constexpr size_t kMaxSpill = 16;
+  static constexpr size_t kMaxSpill = 15;
   static constexpr size_t kHomes = kBuckets << 3;
 
   static constexpr uint32_t kMaxRings = 8;
 
-  // Starts overflowed: every free is reported (for -i 1, where every block is sampled anyway).
-  void ReportEveryFree() { overflowed_.store(true, std::memory_order_relaxed); }
+  // Overflows: every free is reported (at the start for -i 1, where every block is sampled
+  // anyway). Writes every home's count once.
+  void ReportEveryFree() {
+    overflowed_.store(true, std::memory_order_relaxed);
+    for (std::atomic<uint16_t>& counts : counts_) {
+      counts.fetch_or(kEveryFree, std::memory_order_relaxed);
+    }
+  }
   bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
   // Keeps each block's ring (below kMaxRings) with it, before any Insert: every address is then
   // a multiple of 8.
@@ -91,9 +100,9 @@ class SampledAddresses {
   }
 
   // Inline in every free: false when the block at `address` cannot be in the set, from one load
-  // of its home's counts (the set has not overflowed, so no other bucket matters).
+  // of its home's counts (zero: no address of that home is in the set, nor has it overflowed).
   bool MayHold(uint64_t address) const {
-    return counts_[Home(address)].load(std::memory_order_relaxed) != 0 || overflowed();
+    return counts_[Home(address)].load(std::memory_order_relaxed) != 0;
   }
 
   // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
@@ -127,10 +136,13 @@ class SampledAddresses {
   struct alignas(64) Bucket {
     std::atomic<uint64_t> slots[kSlotsPerBucket];
   };
-  // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after.
+  // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after;
+  // those spilled fit the 7 bits below kEveryFree.
   static constexpr uint16_t kOne = 1;
   static constexpr uint16_t kOneSpilled = uint16_t{1} << 8;
+  static constexpr uint16_t kEveryFree = uint16_t{1} << 15;
   static_assert((kMaxSpill + 1) * kSlotsPerBucket < kOneSpilled, "counts fit their byte");
+  static_assert(kMaxSpill * kSlotsPerBucket * kOneSpilled < kEveryFree, "spills fit their bits");
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                     std::atomic<uint16_t>::is_always_lock_free,

@@ -14,12 +14,21 @@ namespace droidheap {
 class Sampler {
  public:
   // Inline in every allocation, so it only reads and writes this thread's own state: false, after
-  // one subtraction, for an allocation that holds no sample point and belongs to the session this
-  // thread last sampled for. True sends the allocation to SampleSize.
-  bool MaybeSampled(uint64_t alloc_size, uint32_t session) {
-    if (alloc_size >= small_limit_ || session != session_) return true;
+  // one subtraction, for an allocation that holds no sample point. True sends the allocation to
+  // SampleSize. Answers for the session the thread last sampled for: the hooks call Restart first
+  // when the session changed (they learn it from the recording generation they check anyway).
+  bool MaybeSampled(uint64_t alloc_size) {
+    if (alloc_size >= small_limit_) return true;
     bytes_until_sample_ -= static_cast<int64_t>(alloc_size);
     return bytes_until_sample_ <= 0;
+  }
+
+  // The session this thread's stream belongs to (0: none yet).
+  uint32_t session() const { return session_; }
+  // Forgets the stream: every allocation goes to SampleSize, which starts the next one.
+  void Restart() {
+    session_ = 0;
+    small_limit_ = 0;
   }
 
   // An allocation MaybeSampled let through: the bytes it stands for, 0 = not sampled. A session
@@ -29,7 +38,7 @@ class Sampler {
   uint64_t SampleSize(uint64_t alloc_size, uint64_t interval, uint64_t seed, uint32_t session) {
     if (session != session_) {
       Start(interval, seed, session);
-      if (!MaybeSampled(alloc_size, session)) return 0;
+      if (!MaybeSampled(alloc_size)) return 0;
     }
     if (interval <= 1 || alloc_size >= interval) return alloc_size;  // 0 for malloc(0): no byte
     uint64_t points = 0;

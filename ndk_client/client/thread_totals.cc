@@ -20,18 +20,21 @@ HeapCounters* ThreadTotals::FirstCustomCounters(uint32_t heap) {
   return &custom_row_->heaps[heap - 1];
 }
 
-void ThreadTotals::Refresh(uint32_t generation, SharedTotals* totals,
-                           const ProcessIdentity* identity, bool counts_malloc) {
-  generation_ = generation;
+bool ThreadTotals::InOwnProcessByPid() const { return InOwnProcess(); }
+
+void ThreadTotals::Refresh(SharedTotals* totals, const ProcessIdentity* identity,
+                           bool counts_malloc, bool check_pid) {
   if (totals_ != nullptr && InOwnProcess()) totals_->Release(slot_);
   identity_ = identity != nullptr && identity->answers_without_syscall() ? identity : nullptr;
+  check_pid_ = check_pid && identity_ != nullptr;
   totals_ = totals;
   slot_ = totals != nullptr ? totals->Claim() : nullptr;
   shared_ = totals != nullptr && totals->IsShared(slot_);
   custom_row_ = nullptr;
   malloc_counters_ = slot_ != nullptr && counts_malloc ? &slot_->malloc : nullptr;
+  UpdateCountedMalloc();
   // Held as a pointer to this thread-local, so that the key's destructor runs at thread exit.
-  // glibc may allocate here (keys past the first 32): the generation above ends that re-entry.
+  // glibc may allocate here (keys past the first 32): the caller's generation ends that re-entry.
   if (slot_ != nullptr && !shared_) pthread_setspecific(g_thread_key, this);
 }
 
@@ -42,15 +45,18 @@ void ThreadTotals::EndThread() {
   shared_ = true;
   custom_row_ = nullptr;
   if (malloc_counters_ != nullptr) malloc_counters_ = &slot_->malloc;
+  UpdateCountedMalloc();
 }
 
 void ThreadTotals::ForgetInChild() {
   totals_ = nullptr;
   slot_ = nullptr;
   malloc_counters_ = nullptr;
+  UpdateCountedMalloc();
   shared_ = false;
   custom_row_ = nullptr;
   identity_ = nullptr;
+  check_pid_ = false;
   pthread_setspecific(g_thread_key, nullptr);
 }
 

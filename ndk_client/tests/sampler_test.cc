@@ -15,7 +15,8 @@ constexpr uint64_t kSeed = 42;
 
 // As heapprofd_entry_points.cc asks.
 uint64_t Sample(Sampler* sampler, uint64_t size, uint64_t interval, uint32_t session) {
-  if (!sampler->MaybeSampled(size, session)) return 0;
+  if (sampler->session() != session) sampler->Restart();
+  if (!sampler->MaybeSampled(size)) return 0;
   return sampler->SampleSize(size, interval, kSeed, session);
 }
 
