@@ -49,7 +49,9 @@ Figures:
                 live stack above its allocations, built with frame pointers and without: the
                 elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
-                1 thread, counted by callgrind inside malloc_churn's allocation loop
+                1 thread, counted by callgrind inside malloc_churn's allocation loop; and
+                sqlite3's whole run under the layer alone and at dh 1e9, in multiples of its
+                instructions alone (what elapsed times, 5% apart run to run, cannot tell)
   custom heap   what a recorded custom heap (droidheap/heaps.h) costs its program: ns per report
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
@@ -87,6 +89,8 @@ JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
 # Instruction counts barely vary from run to run: one short run is enough.
 CALLGRIND_ALLOCS = 200_000
+# The programs whose whole run is counted under callgrind too (its 50x slowdown: one).
+CALLGRIND_PROGRAMS = ["sqlite3 rows"]
 FAST_PATH_ALLOCS = 10_000_000
 CUSTOM_HEAP_THREADS = [1, 2]
 
@@ -275,6 +279,32 @@ def callgrind_instructions(runner: Runner, program: pathlib.Path, arguments=(),
             client.daemon.samples)
 
 
+def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, float]:
+    """(the layer alone's, dh 1e9's) instructions over the program's alone, for a whole run of
+    `argv` under callgrind, start and exit included, through a link named as valgrind's launcher
+    (callgrind_instructions says why)."""
+    launcher = valgrind_launcher()
+    place = runner.work / f"callgrind {name}"
+    place.mkdir()
+    link = place / pathlib.Path(launcher).name
+    link.symlink_to(argv[0])
+    runner.stdin = stdin
+    totals = []
+    for column in ("alone", "layer", "dh 1e9"):
+        counts = runner.scratch()
+        command = [launcher, "--tool=callgrind", f"--callgrind-out-file={counts}", str(link),
+                   *argv[1:]]
+        if column == "alone":
+            runner.run(command)
+        elif column == "layer":
+            runner.run([*runner.droidheap, "shell", "--", *command])
+        else:
+            runner.note_problems(f"callgrind {name}, dh 1e9", runner.profiled(command, 10**9))
+        totals.append(callgrind_total(counts))
+    runner.stdin = None
+    return totals[1] / totals[0], totals[2] / totals[0]
+
+
 def callgrind_total(counts: pathlib.Path) -> int:
     found = re.search(r"^summary: (\d+)$", counts.read_text(), re.MULTILINE)
     if found is None:
@@ -367,11 +397,16 @@ def main() -> int:
         fast_path = measure_fast_path(runner, program, args.runs)
         custom_heap = measure_custom_heap(runner, program, args.runs)
         callgrind = custom_callgrind = None
+        programs_callgrind = []
         if not args.no_callgrind and valgrind_launcher():
             callgrind = callgrind_instructions(runner, program)
             custom_callgrind = callgrind_instructions(
                 runner, program, ["-s", "32:32", "-w", "64", "-c", CUSTOM_HEAP],
                 ["--heaps", CUSTOM_HEAP])
+            programs_callgrind = [(name, callgrind_program(runner, name, argv, stdin))
+                                  for name, argv, stdin in PROGRAMS
+                                  if name in CALLGRIND_PROGRAMS and not args.no_programs
+                                  and os.path.exists(argv[0])]
 
     churn_rows = [(f"{threads} threads {order}", runs) for order, by_threads in churn.items()
                   for threads, runs in by_threads.items()]
@@ -399,6 +434,9 @@ def main() -> int:
         alone, added, _ = custom_callgrind
         print(f"custom heap reports under callgrind (1 thread, dh 1e9 --heaps {CUSTOM_HEAP}): "
               f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
+    for name, (layer, client) in programs_callgrind:
+        print(f"{name} under callgrind, whole run: layer {layer:.4f}x, dh 1e9 {client:.4f}x "
+              "its instructions alone")
     print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live "
           "(a random one freed, or with FIFO the oldest), every 1000th kept to the end, "
           f"{'half' if args.cross_thread_frees else 'none'} freed on another thread, "
