@@ -301,12 +301,16 @@ def device(request, adb_server, local_program):
 
 def kill_device_program(pid):
     """The test device is this machine: a program a failed test left waiting would wait forever
-    (and be found by name by the next test)."""
-    if pid is not None:
-        try:
+    (and be found by name by the next test). Only while the pid is still the test program's: one
+    that ended long ago may be another process's by now (the other worker's tests)."""
+    if pid is None:
+        return
+    try:
+        command = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+        if DEVICE_PROGRAM.encode() in command:
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    except (FileNotFoundError, ProcessLookupError):
+        pass
 
 
 class AdbCli:
