@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from droidheap.trace.reader import iter_fields
 from tests.e2e.conftest import daemon_pids, finished, kill_all
 from tests.e2e.test_forks import exec_args
 from tests.e2e.test_profile import (assert_sites, profile_attached, read_line_containing,
@@ -95,6 +96,17 @@ def test_a_killed_droidheap_leaves_its_dumps_for_pull(cli, alloc_program, device
     assert again.returncode == 0 and "no trace left on" in again.stderr, again.stderr
 
 
+def cut_inside_a_packet(data: bytes, near: int) -> int:
+    """Where to cut the trace `data` so that its packet at offset `near` is torn: a cut that fell
+    on a packet's end would leave an intact, shorter trace."""
+    start = 0
+    for _, _, _, end in iter_fields(data):
+        if end > near:
+            return start + (end - start) // 2
+        start = end
+    raise AssertionError(f"the trace ends before offset {near}")
+
+
 def test_pull_keeps_the_intact_dumps_of_a_truncated_trace(cli, alloc_program, device_root,
                                                           tmp_path):
     """A trace cut short (its daemon killed while writing, the device out of space)."""
@@ -105,7 +117,7 @@ def test_pull_keeps_the_intact_dumps_of_a_truncated_trace(cli, alloc_program, de
     data = (out / "raw-trace").read_bytes()
     (dumps,) = read_dumps(out / "raw-trace").values()
     cut = device_root / "data" / "misc" / "perfetto-traces" / "droidheap-1.trace"
-    cut.write_bytes(data[:len(data) * 2 // 3])
+    cut.write_bytes(data[:cut_inside_a_packet(data, len(data) * 2 // 3)])
     pulled = cli.run("--local", "pull", "-o", tmp_path / "pulled")
     assert pulled.returncode == 0, pulled.stderr
     assert "the trace ends in a truncated or corrupt packet" in pulled.stdout + pulled.stderr
