@@ -147,12 +147,13 @@ class StackMatches {
         return kNoMatch;
       }
     }
+    // Each word within what the client would have copied, whatever a torn read of the slot says:
+    // one compare a word (an address below sp wraps around to a larger offset than any).
+    if (words != 0 && stack_size < sizeof(void*)) return kNoMatch;
+    const uint64_t last_offset = stack_size - sizeof(void*);
     for (size_t i = 0; i < words; ++i) {
       const uint64_t address = slot.word_addresses[i].load(std::memory_order_relaxed);
-      // Within what the client would have copied, whatever a torn read of the slot says.
-      if (address < sp || address - sp > stack_size || stack_size - (address - sp) < sizeof(void*)) {
-        return kNoMatch;
-      }
+      if (address - sp > last_offset) return kNoMatch;
       uintptr_t word;
       __builtin_memcpy(&word, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)),
                        sizeof(word));
