@@ -1,14 +1,12 @@
 // The interface bionic (or the emulation layer) loads: heapprofd_initialize plus one replacement
-// per MallocDispatch slot; and the entry the custom heaps report to (include/droidheap/heaps.h).
-// Each replacement checks that this thread's view of the session is current (one compare), asks
-// this thread's sampler (allocations) or the table of sampled addresses (frees) whether the call
-// may concern the profile, and counts the call in this thread's slot of the exact totals
-// (client/thread_totals.h); nearly always the call does not concern the profile, and the
-// replacement is done with the previous allocator's answer. Otherwise it records a sampled
-// allocation, or reports the free of a sampled block so the daemon can match it.
-//
-// Hook path rules: no heap use of our own, no locks held across calls into the allocator, a
-// thread-local guard against re-entry (pthread_getattr_np and friends allocate).
+// per MallocDispatch slot (malloc, calloc and free in client/malloc_free_hooks.cc); and the entry
+// the custom heaps report to (include/droidheap/heaps.h). Each replacement checks that this
+// thread's view of the session is current (one compare), asks this thread's sampler (allocations)
+// or the table of sampled addresses (frees) whether the call may concern the profile, and counts
+// the call in this thread's slot of the exact totals (client/thread_totals.h); nearly always the
+// call does not concern the profile, and the replacement is done with the previous allocator's
+// answer. Otherwise it records a sampled allocation, or reports the free of a sampled block so the
+// daemon can match it. The hook path's rules: client/hook_path.h.
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,33 +17,26 @@
 
 #include "client/client.h"
 #include "client/custom_heaps.h"
-#include "client/sampler.h"
+#include "client/hook_path.h"
 #include "client/snapshot_thread.h"
-#include "client/thread_totals.h"
-#include "common/platform.h"
 
 namespace droidheap {
-namespace {
 
 const MallocDispatch* g_previous = nullptr;
+DROIDHEAP_TLS HookThread t_thread;
+namespace {
+// Until the first session an empty table (never written: zero pages that frees only read), so
+// that a free needs no test of the pointer.
+SampledAddresses g_no_sampled;
+}  // namespace
+std::atomic<const SampledAddresses*> g_sampled{&g_no_sampled};
+
+namespace {
+
 std::atomic<Client*> g_client{nullptr};
 // The number of the latest session (from 1; set before its client: a thread whose samplers
-// belong to another restarts them, see Refresh), and its client's table of sampled addresses,
-// which every free reads.
+// belong to another restarts them, see Refresh).
 std::atomic<uint32_t> g_session{0};
-std::atomic<const SampledAddresses*> g_sampled{nullptr};
-
-// What a hook reads and writes of its own thread, in one thread-local: one address for all of it.
-// Constant-initialised (no guard on the hook path): generation 0 is none, so the first call
-// refreshes it.
-struct HookThread {
-  uint32_t generation = 0;  // Client::generation() this view belongs to
-  bool in_hook = false;
-  Sampler sampler;
-  Sampler custom_sampler;  // the custom heaps': libc's stream stays as it was
-  ThreadTotals totals;
-};
-DROIDHEAP_TLS HookThread t_thread;
 
 constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
 
@@ -66,8 +57,9 @@ Client* ActiveClient() {
   return (client != nullptr && client->enabled()) ? client : nullptr;
 }
 
-// Out of line: once per thread and generation. A sampler whose session ended starts afresh.
-__attribute__((noinline)) void Refresh(uint32_t generation) {
+}  // namespace
+
+void Refresh(uint32_t generation) {
   // Pairs with NewGeneration's release: what Install wrote before it (the session, the client) is
   // seen from here on.
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -86,67 +78,31 @@ __attribute__((noinline)) void Refresh(uint32_t generation) {
   }
 }
 
-// The address of this thread's HookThread, taken once by each hook. The empty asm makes it a
-// value the compiler keeps: clang otherwise looks bionic's thread-locals up again (a TLSDESC call)
-// at every access, five times in an unsampled malloc.
-inline HookThread& ThisThread() {
-  HookThread* self = &t_thread;
-  asm("" : "+r"(self));
-  return *self;
-}
-
-// This thread's view, as of the current session. Called first by every hook.
-inline HookThread& CurrentThread() {
-  HookThread& self = ThisThread();
-  const uint32_t generation = Client::generation();
-  if (__builtin_expect(generation != self.generation, 0)) Refresh(generation);
-  return self;
-}
-
-// Every block handed out and every block given back is counted at its usable size, what the
-// allocator really set aside: the two sides then cancel exactly. Returns `ptr`.
-// After the call (CurrentThread before it): a session that starts meanwhile counts from the next.
-inline void* CountAlloc(const ThreadTotals& totals, void* ptr) {
-  if (ptr == nullptr) return ptr;
+void CountAllocElsewhere(const ThreadTotals& totals, const void* ptr) {
   HeapCounters* counters = totals.malloc_counters();
   if (counters != nullptr) totals.CountAlloc(counters, g_previous->malloc_usable_size(ptr));
-  return ptr;
 }
 
-// Before the block goes back to the allocator: its usable size is gone after.
-inline void CountFree(const ThreadTotals& totals, void* ptr) {
-  if (ptr == nullptr) return;
+void CountFreeElsewhere(const ThreadTotals& totals, const void* ptr) {
   HeapCounters* counters = totals.malloc_counters();
   if (counters != nullptr) totals.CountFree(counters, g_previous->malloc_usable_size(ptr));
 }
 
-// Whether an allocation of `size` may be sampled: false for our own allocations and, after one
-// subtraction from this thread's count, for nearly every other one. Decided before the call, so
-// that an unsampled allocation touches nothing shared but its counters.
-inline bool MaybeSampled(HookThread& self, size_t size) {
-  return !self.in_hook && self.sampler.MaybeSampled(size);
-}
+namespace {
 
 // A new block MaybeSampled let through: recorded when the sampler says it is sampled. Returns it.
-void* RecordIfSampled(void* ptr, size_t size) {
+void* RecordIfSampled(HookThread& self, void* ptr, size_t size) {
   if (ptr == nullptr) return ptr;
   Client* client = ActiveClient();
   if (client == nullptr || !client->records_malloc()) return ptr;
   // Read after the client: at least the session that client belongs to.
   const uint32_t session = g_session.load(std::memory_order_relaxed);
-  uint64_t sample_size = t_thread.sampler.SampleSize(size, client->sampling_interval(),
-                                                     client->random_seed(), session);
+  uint64_t sample_size = self.sampler.SampleSize(size, client->sampling_interval(),
+                                                 client->random_seed(), session);
   if (sample_size == 0) return ptr;
   HookGuard guard;
   client->RecordAlloc(0, reinterpret_cast<uint64_t>(ptr), size, sample_size);
   return ptr;
-}
-
-// Whether the free of `ptr` may have to be reported: false, after one load of the table, for
-// nearly every block (those never sampled).
-inline bool MaybeSampledBlock(void* ptr) {
-  const SampledAddresses* sampled = g_sampled.load(std::memory_order_acquire);
-  return sampled != nullptr && sampled->MayHold(reinterpret_cast<uint64_t>(ptr));
 }
 
 // Before the real free of a block MaybeSampledBlock let through: its free is reported when it was
@@ -284,6 +240,19 @@ void AtForkChild() {
 
 ThreadTotals& ThisThreadTotals() { return t_thread.totals; }
 
+void* MallocMaybeSampled(HookThread& self, size_t size) {
+  return RecordIfSampled(self, CountAlloc(self.totals, g_previous->malloc(size)), size);
+}
+
+void* CallocMaybeSampled(HookThread& self, size_t n, size_t size, size_t total) {
+  return RecordIfSampled(self, CountAlloc(self.totals, g_previous->calloc(n, size)), total);
+}
+
+void FreeMaybeSampled(void* ptr) {
+  RecordFreeIfSampled(ptr);
+  g_previous->free(ptr);
+}
+
 }  // namespace droidheap
 
 using namespace droidheap;
@@ -330,53 +299,17 @@ EXPORT void heapprofd_free_malloc_leak_info(uint8_t*) {}
 EXPORT ssize_t heapprofd_malloc_backtrace(void*, uintptr_t*, size_t) { return 0; }
 EXPORT bool heapprofd_write_malloc_leak_info(FILE*) { return false; }
 
-// malloc, calloc and free, the calls programs make by the million, keep their sampled paths out of
-// line: the hook itself stays small, only the count, the decision and the call.
+// The rarer allocation calls (memalign and its kin): one path, sampled or not.
 namespace droidheap {
 namespace {
 
-__attribute__((noinline)) void* MallocMaybeSampled(size_t size) {
-  return RecordIfSampled(CountAlloc(ThisThread().totals, g_previous->malloc(size)), size);
-}
-
-__attribute__((noinline)) void* CallocMaybeSampled(size_t n, size_t size, size_t total) {
-  return RecordIfSampled(CountAlloc(ThisThread().totals, g_previous->calloc(n, size)), total);
-}
-
-// The rarer allocation calls (memalign and its kin): one path, sampled or not.
 void* CountAndRecord(HookThread& self, bool may_sample, void* ptr, size_t size) {
   CountAlloc(self.totals, ptr);
-  return may_sample ? RecordIfSampled(ptr, size) : ptr;
-}
-
-__attribute__((noinline)) void FreeMaybeSampled(void* ptr) {
-  RecordFreeIfSampled(ptr);
-  g_previous->free(ptr);
+  return may_sample ? RecordIfSampled(self, ptr, size) : ptr;
 }
 
 }  // namespace
 }  // namespace droidheap
-
-EXPORT void* heapprofd_malloc(size_t size) {
-  HookThread& self = CurrentThread();
-  if (!MaybeSampled(self, size)) return CountAlloc(self.totals, g_previous->malloc(size));
-  return MallocMaybeSampled(size);
-}
-
-EXPORT void* heapprofd_calloc(size_t n, size_t size) {
-  HookThread& self = CurrentThread();
-  size_t total;
-  if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(self, total)) {
-    return CountAlloc(self.totals, g_previous->calloc(n, size));
-  }
-  return CallocMaybeSampled(n, size, total);
-}
-
-EXPORT void heapprofd_free(void* ptr) {
-  CountFree(CurrentThread().totals, ptr);
-  if (!MaybeSampledBlock(ptr)) return g_previous->free(ptr);
-  FreeMaybeSampled(ptr);
-}
 
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   HookThread& self = CurrentThread();
@@ -392,7 +325,7 @@ EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
     if (counters != nullptr) self.totals.CountFree(counters, old_size);
     CountAlloc(self.totals, p);
   }
-  return may_sample ? RecordIfSampled(p, size) : p;
+  return may_sample ? RecordIfSampled(self, p, size) : p;
 }
 
 EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {

@@ -52,11 +52,11 @@ void ThreadTotals::ForgetInChild() {
   totals_ = nullptr;
   slot_ = nullptr;
   malloc_counters_ = nullptr;
-  UpdateCountedMalloc();
   shared_ = false;
   custom_row_ = nullptr;
   identity_ = nullptr;
   check_pid_ = false;
+  UpdateCountedMalloc();
   pthread_setspecific(g_thread_key, nullptr);
 }
 

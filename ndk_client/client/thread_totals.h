@@ -25,6 +25,10 @@ class ThreadTotals {
     HeapCounters* counters = counted_malloc_;
     return counters != nullptr && CountsHere() ? counters : nullptr;
   }
+  // The hooks' first ask, with nothing else to check: this thread's own slot when libc's calls are
+  // counted there with plain adds (CountOwn); nullptr sends the call to malloc_counters() (the
+  // shared slot, the cached pid, or nowhere).
+  HeapCounters* own_malloc_counters() const { return own_malloc_; }
   // While the profiler itself allocates on this thread (pthread_getattr_np, from a hook): those
   // calls are not the program's, and are not counted.
   void set_profiler_allocating(bool allocating) {
@@ -55,6 +59,9 @@ class ThreadTotals {
   void CountFree(HeapCounters* counters, uint64_t bytes) const {
     CountFreeIn(counters, bytes, shared_);
   }
+  // In own_malloc_counters().
+  static void CountOwnAlloc(HeapCounters* own, uint64_t bytes) { CountAllocIn(own, bytes, false); }
+  static void CountOwnFree(HeapCounters* own, uint64_t bytes) { CountFreeIn(own, bytes, false); }
 
   // Once per process, before any Refresh: the key whose destructor calls EndThread.
   static bool CreateThreadKey();
@@ -68,10 +75,12 @@ class ThreadTotals {
   bool InOwnProcess() const { return identity_ == nullptr || identity_->InOriginalProcess(); }
   void UpdateCountedMalloc() {
     counted_malloc_ = profiler_allocating_ ? nullptr : malloc_counters_;
+    own_malloc_ = shared_ || check_pid_ ? nullptr : counted_malloc_;
   }
   // Out of line: once per thread and session, the row found and marked as counted in.
   HeapCounters* FirstCustomCounters(uint32_t heap);
 
+  HeapCounters* own_malloc_ = nullptr;  // counted_malloc_ where nothing else needs checking
   HeapCounters* counted_malloc_ = nullptr;  // malloc_counters_ unless the profiler allocates
   bool check_pid_ = false;
   bool shared_ = false;

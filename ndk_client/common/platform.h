@@ -14,11 +14,13 @@
 // dynamic TLS block with malloc, on first touch -- re-entering our own hooks -- so the static
 // (initial-exec) model is used there; bionic refuses that model in dlopened libraries and its ELF
 // TLS (API 29 and later) never allocates through malloc. Below API 29 the NDK emulates TLS with
-// malloc: CMakeLists.txt refuses to build for it.
+// malloc: CMakeLists.txt refuses to build for it. __thread, not thread_local: it admits only
+// constant initialisation, so code of another file that uses one (client/hook_path.h) reaches it
+// directly, where an extern thread_local goes through a check for an initialisation function.
 #if defined(__BIONIC__)
-#define DROIDHEAP_TLS thread_local
+#define DROIDHEAP_TLS __thread
 #else
-#define DROIDHEAP_TLS thread_local __attribute__((tls_model("initial-exec")))
+#define DROIDHEAP_TLS __thread __attribute__((tls_model("initial-exec")))
 #endif
 
 // A thread-local of an executable (droidheapd, the native tests): bionic on arm64 (and arm) refuses

@@ -15,6 +15,9 @@ void* __libc_realloc(void*, size_t);
 void* __libc_memalign(size_t, size_t);
 void* __libc_valloc(size_t);
 void* __libc_pvalloc(size_t);
+// glibc's malloc_usable_size under the table's type (bionic's takes a const pointer): the same
+// symbol, which every counted allocation and free calls, so no wrapper of ours sits in between.
+size_t GlibcMallocUsableSize(const void* ptr) __asm__("malloc_usable_size");
 }
 
 namespace droidheap {
@@ -48,9 +51,6 @@ int LibcMallocIterate(uintptr_t, size_t, void (*)(uintptr_t, size_t, void*), voi
 void LibcMallocDisable() {}
 void LibcMallocEnable() {}
 
-// glibc's takes a non-const pointer; bionic's (and the table's) a const one.
-size_t LibcMallocUsableSize(const void* ptr) { return ::malloc_usable_size(const_cast<void*>(ptr)); }
-
 #if defined(DROIDHEAP_MALLINFO2)
 droidheap_mallinfo LibcMallinfo() { return ::mallinfo2(); }
 #else
@@ -61,7 +61,7 @@ droidheap_mallinfo LibcMallinfo() { return ::mallinfo(); }
 #endif
 
 const MallocDispatch kLibcDispatch = {
-    __libc_calloc,     __libc_free,       LibcMallinfo,      __libc_malloc, LibcMallocUsableSize,
+    __libc_calloc,     __libc_free,       LibcMallinfo,      __libc_malloc, GlibcMallocUsableSize,
     __libc_memalign,   LibcPosixMemalign,
 #if defined(DROIDHEAP_DEPRECATED_MALLOC_SLOTS)
     __libc_pvalloc,
