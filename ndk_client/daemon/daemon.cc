@@ -219,8 +219,9 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
     // them and leave them at zero.
     const bool counts = hello.version >= 5 && config_.exact_totals;
     if (counts) client->totals.reset(SharedTotals::Create());
-    // Without them the client copies every stack: slower, as exact.
-    if (hello.version >= 12) client->stack_matches.reset(StackMatches::Create());
+    // Without them the client copies every stack: slower, as exact. An older client reads the
+    // slots' words at other places (protocol 14).
+    if (hello.version >= 14) client->stack_matches.reset(StackMatches::Create());
     if (!client->rings || (counts && !client->totals)) {
       reply.status = kReplyDaemonBusy;
     }

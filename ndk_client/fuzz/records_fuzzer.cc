@@ -193,7 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   client->version = mode & 2 ? 6 : kProtocolVersion;
   // Today's client matches repeated stacks: the worker publishes them, and reads records naming
   // ids it published, or never did.
-  if (client->version >= 12) client->stack_matches.reset(StackMatches::Create());
+  if (client->version >= 14) client->stack_matches.reset(StackMatches::Create());
   // The scribbler's own mapping, made while the buffer's metadata is still intact; it stays
   // mapped until the scribbler has stopped, whenever the worker unmaps its own.
   std::unique_ptr<RingSet, RingSet::Deleter> own_view;

@@ -77,7 +77,7 @@ size_t StackMatches::Publish(uint64_t id, uint64_t sp, uint64_t stack_top, size_
   slot.register_slots[0].store(packed[0], std::memory_order_relaxed);
   slot.register_slots[1].store(packed[1], std::memory_order_relaxed);
   for (size_t i = 0; i < word_count; ++i) {
-    slot.word_addresses[i].store(word_addresses[i], std::memory_order_relaxed);
+    slot.word_offsets[i].store(word_addresses[i] - sp, std::memory_order_relaxed);
     slot.word_values[i].store(word_values[i], std::memory_order_relaxed);
   }
   sequences_[index] = done;

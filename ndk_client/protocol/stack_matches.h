@@ -48,8 +48,9 @@ struct alignas(64) StackMatchSlot {
   // one byte each, and their values.
   std::atomic<uint64_t> register_slots[2];
   std::atomic<uint64_t> register_values[kMaxRegisters];
-  // The stack words to compare: their addresses and values (zero-extended words of the process).
-  std::atomic<uint64_t> word_addresses[kMaxWords];
+  // The stack words to compare: their offsets from sp (the sp register the slot names) and their
+  // values (zero-extended words of the process).
+  std::atomic<uint64_t> word_offsets[kMaxWords];
   std::atomic<uint64_t> word_values[kMaxWords];
 };
 static_assert(sizeof(StackMatchSlot) == 2048, "shared layout");
@@ -139,24 +140,25 @@ class StackMatches {
     if (registers > StackMatchSlot::kMaxRegisters || words > StackMatchSlot::kMaxWords) {
       return kNoMatch;
     }
-    for (size_t i = 0; i < registers; ++i) {
-      const size_t at = static_cast<size_t>(
-          slot.register_slots[i / 8].load(std::memory_order_relaxed) >> (8 * (i % 8)) & 0xff);
+    uint64_t places = slot.register_slots[0].load(std::memory_order_relaxed);
+    for (size_t i = 0; i < registers; ++i, places >>= 8) {
+      if (i == 8) places = slot.register_slots[1].load(std::memory_order_relaxed);
+      const size_t at = static_cast<size_t>(places & 0xff);
       if (at >= captured_count ||
           captured[at] != slot.register_values[i].load(std::memory_order_relaxed)) {
         return kNoMatch;
       }
     }
-    // Each word within what the client would have copied, whatever a torn read of the slot says:
-    // one compare a word (an address below sp wraps around to a larger offset than any).
+    // Each word within what the client would have copied, whatever a torn read of the slot says.
     if (words != 0 && stack_size < sizeof(void*)) return kNoMatch;
     const uint64_t last_offset = stack_size - sizeof(void*);
+    const char* stack = reinterpret_cast<const char*>(static_cast<uintptr_t>(sp));
+#pragma GCC unroll 2
     for (size_t i = 0; i < words; ++i) {
-      const uint64_t address = slot.word_addresses[i].load(std::memory_order_relaxed);
-      if (address - sp > last_offset) return kNoMatch;
+      const uint64_t offset = slot.word_offsets[i].load(std::memory_order_relaxed);
+      if (offset > last_offset) return kNoMatch;
       uintptr_t word;
-      __builtin_memcpy(&word, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)),
-                       sizeof(word));
+      __builtin_memcpy(&word, stack + static_cast<uintptr_t>(offset), sizeof(word));
       if (word != slot.word_values[i].load(std::memory_order_relaxed)) return kNoMatch;
     }
     const uint64_t id = slot.id.load(std::memory_order_relaxed);

@@ -45,7 +45,9 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 13: DaemonReply::ring_count: the buffer fd holds that many rings (ring_set.h), a thread writes
 // to its own and a sampled block's free to its allocation's; sequence numbers order the records
 // of one ring (a block's allocation and free are in the same ring).
-constexpr uint32_t kProtocolVersion = 13;
+// 14: a stack match's words are named by their offsets from sp (stack_matches.h); an older client
+// gets no stack matches.
+constexpr uint32_t kProtocolVersion = 14;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 

@@ -74,7 +74,7 @@ int main() {
   FIELD(StackMatchSlot, counts);
   FIELD(StackMatchSlot, register_slots);
   FIELD(StackMatchSlot, register_values);
-  FIELD(StackMatchSlot, word_addresses);
+  FIELD(StackMatchSlot, word_offsets);
   FIELD(StackMatchSlot, word_values);
 
   STRUCT(FreeRecord);

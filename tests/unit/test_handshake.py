@@ -187,16 +187,16 @@ def test_a_client_gets_the_buffer_its_protocol_writes(daemon, version):
         assert logged(log, f"recording pid={os.getpid()}")
 
 
-@pytest.mark.parametrize("version", [9, 11, 12])
-def test_a_client_of_protocol_12_gets_the_stack_matches(daemon, version):
-    """From protocol 12 the reply's third fd is the stack matches (stack_matches.h), sized by
-    DaemonReply::stack_matches_size and sealed; an older client is sent none (protocols 10 and 11
-    had a table of another layout)."""
+@pytest.mark.parametrize("version", [9, 11, 13, 14])
+def test_a_client_of_protocol_14_gets_the_stack_matches(daemon, version):
+    """From protocol 14 the reply's third fd is the stack matches (stack_matches.h), sized by
+    DaemonReply::stack_matches_size and sealed; an older client is sent none (protocols 10 to 13
+    read tables of other layouts: 12 and 13 named a stack word by its address, not its offset)."""
     socket_path, _ = daemon
     with connected(socket_path, hello_v2(ABI_X86_64, version=version),
                    STACK_MATCHES_SIZE_OFFSET + 8) as (_, data, fds):
         size = struct.unpack_from("<Q", data, STACK_MATCHES_SIZE_OFFSET)[0]
-        if version < 12:
+        if version < 14:
             assert size == 0 and len(fds) == 2  # the buffer and the totals
             return
         assert size == STACK_MATCHES_SIZE and len(fds) == 3
