@@ -132,6 +132,13 @@ uint32_t Client::RingOf(uint32_t heap) {
 bool Client::Reserve(uint32_t ring, uint32_t type, size_t body_size,
                      SharedRingBuffer::Reservation* out) {
   SharedRingBuffer* buffer = rings_->ring(ring);
+  const SharedRingBuffer::ReserveResult result = buffer->Reserve(type, body_size, out);
+  if (__builtin_expect(result == SharedRingBuffer::ReserveResult::kOk, 1)) return true;
+  return ReserveAfter(result, buffer, type, body_size, out);
+}
+
+bool Client::ReserveAfter(SharedRingBuffer::ReserveResult result, SharedRingBuffer* buffer,
+                          uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out) {
   // Full: the thread waits for the daemon to read. Its pause doubles up to kMaxPauseUs, so that a
   // program's many threads waiting at once do not take the cores the daemon needs to make room
   // (32 threads polling every 100 us starved it on a busy machine). The timeout runs from the
@@ -142,8 +149,8 @@ bool Client::Reserve(uint32_t ring, uint32_t type, size_t body_size,
   uint64_t pause_us = kFirstPauseUs;
   uint64_t deadline = 0;
   uint64_t read_pos_seen = 0;
-  for (;;) {
-    switch (buffer->Reserve(type, body_size, out)) {
+  for (;; result = buffer->Reserve(type, body_size, out)) {
+    switch (result) {
       case SharedRingBuffer::ReserveResult::kOk:
         return true;
       case SharedRingBuffer::ReserveResult::kTooLarge:

@@ -128,7 +128,14 @@ class Client {
   // the next ring at its first sample) for libc's heap while its table holds every sampled block
   // (so that the block's free can follow it there); else ring 0, in the order of the calls.
   uint32_t RingOf(uint32_t heap);
+  // Reserves a record in `ring`; when the ring is full, waits for the daemon (ReserveAfter) or
+  // ends the session. False when nothing was reserved.
   bool Reserve(uint32_t ring, uint32_t type, size_t body_size, SharedRingBuffer::Reservation* out);
+  // Out of line: a first try that did not reserve (`result`), and the waits and tries after it.
+  __attribute__((noinline)) bool ReserveAfter(SharedRingBuffer::ReserveResult result,
+                                              SharedRingBuffer* buffer, uint32_t type,
+                                              size_t body_size,
+                                              SharedRingBuffer::Reservation* out);
   // Reserves an allocation's or a free's record (`malloc_type`) of `heap` in `ring`: libc's as is,
   // a custom heap's as its kRecordHeap* type behind a HeapTag. Returns where the body goes;
   // nullptr when nothing was reserved.
