@@ -42,9 +42,11 @@ constexpr char kDefaultSocket[] = "/dev/socket/heapprofd";
 
 class HookGuard {
  public:
-  HookGuard() : entered_(!t_thread.in_hook) { t_thread.in_hook = true; }
+  HookGuard() : entered_(!t_thread.in_hook) {
+    if (entered_) t_thread.EnterHook();
+  }
   ~HookGuard() {
-    if (entered_) t_thread.in_hook = false;
+    if (entered_) t_thread.LeaveHook();
   }
   bool entered() const { return entered_; }
 
@@ -92,7 +94,7 @@ namespace {
 
 // A new block MaybeSampled let through: recorded when the sampler says it is sampled. Returns it.
 void* RecordIfSampled(HookThread& self, void* ptr, size_t size) {
-  if (ptr == nullptr) return ptr;
+  if (ptr == nullptr || self.in_hook) return ptr;
   Client* client = ActiveClient();
   if (client == nullptr || !client->records_malloc()) return ptr;
   // Read after the client: at least the session that client belongs to.
@@ -125,17 +127,17 @@ class PendingFree {
     if (ptr == nullptr || t_thread.in_hook || !MaybeSampledBlock(ptr)) return;
     Client* client = ActiveClient();
     if (client == nullptr) return;
-    t_thread.in_hook = true;
+    t_thread.EnterHook();
     if (client->BeginFree(0, address_, &reservation_)) {
       client_ = client;
     } else {
-      t_thread.in_hook = false;
+      t_thread.LeaveHook();
     }
   }
   void End(bool freed) {
     if (client_ == nullptr) return;
     client_->EndFree(0, address_, reservation_, freed);
-    t_thread.in_hook = false;
+    t_thread.LeaveHook();
   }
 
  private:

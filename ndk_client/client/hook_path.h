@@ -36,11 +36,25 @@ extern std::atomic<const SampledAddresses*> g_sampled;
 // Constant-initialised (no guard on the hook path): generation 0 is none, so the first call
 // refreshes it.
 struct HookThread {
+  // While the profiler works on this thread (a sample's or a free's record), the allocations it
+  // makes (pthread_getattr_np's, a signal handler's) are not sampled: they go to the sampled paths
+  // (the sampler's count may cross its point meanwhile), which let them through, and the count
+  // is then put back, so that they take no sample point from the program's allocations either.
+  void EnterHook() {
+    in_hook = true;
+    held_countdown = sampler.countdown();
+  }
+  void LeaveHook() {
+    sampler.set_countdown(held_countdown);
+    in_hook = false;
+  }
+
   uint32_t generation = 0;  // Client::generation() this view belongs to
   bool in_hook = false;
   Sampler sampler;
   Sampler custom_sampler;  // the custom heaps': libc's stream stays as it was
   ThreadTotals totals;
+  int64_t held_countdown = 0;  // the sampler's, while in the hook
 };
 extern DROIDHEAP_TLS HookThread t_thread;
 
@@ -94,12 +108,11 @@ inline void CountFree(const ThreadTotals& totals, void* ptr) {
   }
 }
 
-// Whether an allocation of `size` may be sampled: false for our own allocations and, after one
-// subtraction from this thread's count, for nearly every other one. Decided before the call, so
-// that an unsampled allocation touches nothing shared but its counters.
-inline bool MaybeSampled(HookThread& self, size_t size) {
-  return !self.in_hook && self.sampler.MaybeSampled(size);
-}
+// Whether an allocation of `size` may be sampled: false, after one subtraction from this thread's
+// count, for nearly every one. Decided before the call, so that an unsampled allocation touches
+// nothing shared but its counters. (The profiler's own are let through on the sampled paths:
+// HookThread::EnterHook.)
+inline bool MaybeSampled(HookThread& self, size_t size) { return self.sampler.MaybeSampled(size); }
 
 // Whether the free of `ptr` may have to be reported: false, after one load of the table, for
 // nearly every block (those never sampled).

@@ -16,14 +16,29 @@ using namespace droidheap;
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
+// A thread whose view of the session is not current refreshes it and calls the hook again: a
+// tail call out of the hook, so that no value of the hook lives across the refresh (which would
+// cost every call a place kept on the stack).
+namespace {
+__attribute__((noinline)) void* MallocAfterRefresh(size_t size);
+__attribute__((noinline)) void* CallocAfterRefresh(size_t n, size_t size);
+__attribute__((noinline)) void FreeAfterRefresh(void* ptr);
+
+inline bool IsCurrent(const HookThread& self) {
+  return __builtin_expect(Client::generation() == self.generation, 1);
+}
+}  // namespace
+
 EXPORT void* heapprofd_malloc(size_t size) {
-  HookThread& self = CurrentThread();
+  HookThread& self = ThisThread();
+  if (!IsCurrent(self)) return MallocAfterRefresh(size);
   if (!MaybeSampled(self, size)) return CountAlloc(self.totals, g_previous->malloc(size));
   return MallocMaybeSampled(self, size);
 }
 
 EXPORT void* heapprofd_calloc(size_t n, size_t size) {
-  HookThread& self = CurrentThread();
+  HookThread& self = ThisThread();
+  if (!IsCurrent(self)) return CallocAfterRefresh(n, size);
   size_t total;
   if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(self, total)) {
     return CountAlloc(self.totals, g_previous->calloc(n, size));
@@ -32,7 +47,24 @@ EXPORT void* heapprofd_calloc(size_t n, size_t size) {
 }
 
 EXPORT void heapprofd_free(void* ptr) {
-  CountFree(CurrentThread().totals, ptr);
+  HookThread& self = ThisThread();
+  if (!IsCurrent(self)) return FreeAfterRefresh(ptr);
+  CountFree(self.totals, ptr);
   if (!MaybeSampledBlock(ptr)) return g_previous->free(ptr);
   FreeMaybeSampled(ptr);
 }
+
+namespace {
+void* MallocAfterRefresh(size_t size) {
+  Refresh(Client::generation());
+  return heapprofd_malloc(size);
+}
+void* CallocAfterRefresh(size_t n, size_t size) {
+  Refresh(Client::generation());
+  return heapprofd_calloc(n, size);
+}
+void FreeAfterRefresh(void* ptr) {
+  Refresh(Client::generation());
+  heapprofd_free(ptr);
+}
+}  // namespace

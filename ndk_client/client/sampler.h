@@ -25,6 +25,10 @@ class Sampler {
 
   // The session this thread's stream belongs to (0: none yet).
   uint32_t session() const { return session_; }
+  // The bytes to the next sample point, set aside while the profiler allocates on this thread
+  // (HookThread::EnterHook): the stream is the program's allocations alone.
+  int64_t countdown() const { return bytes_until_sample_; }
+  void set_countdown(int64_t countdown) { bytes_until_sample_ = countdown; }
   // Forgets the stream: every allocation goes to SampleSize, which starts the next one.
   void Restart() {
     session_ = 0;
