@@ -279,10 +279,10 @@ def callgrind_instructions(runner: Runner, program: pathlib.Path, arguments=(),
             client.daemon.samples)
 
 
-def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, float]:
-    """(the layer alone's, dh 1e9's) instructions over the program's alone, for a whole run of
-    `argv` under callgrind, start and exit included, through a link named as valgrind's launcher
-    (callgrind_instructions says why)."""
+def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, float, float]:
+    """(the layer alone's, dh 1e9's, dh 4096's) instructions over the program's alone, for a whole
+    run of `argv` under callgrind, start and exit included, through a link named as valgrind's
+    launcher (callgrind_instructions says why)."""
     launcher = valgrind_launcher()
     place = runner.work / f"callgrind {name}"
     place.mkdir()
@@ -290,7 +290,7 @@ def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, fl
     link.symlink_to(argv[0])
     runner.stdin = stdin
     totals = []
-    for column in ("alone", "layer", "dh 1e9"):
+    for column in ("alone", "layer", "dh 1e9", "dh 4096"):
         counts = runner.scratch()
         command = [launcher, "--tool=callgrind", f"--callgrind-out-file={counts}", str(link),
                    *argv[1:]]
@@ -299,10 +299,12 @@ def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, fl
         elif column == "layer":
             runner.run([*runner.droidheap, "shell", "--", *command])
         else:
-            runner.note_problems(f"callgrind {name}, dh 1e9", runner.profiled(command, 10**9))
+            interval = 10**9 if column == "dh 1e9" else 4096
+            runner.note_problems(f"callgrind {name}, {column}",
+                                 runner.profiled(command, interval))
         totals.append(callgrind_total(counts))
     runner.stdin = None
-    return totals[1] / totals[0], totals[2] / totals[0]
+    return totals[1] / totals[0], totals[2] / totals[0], totals[3] / totals[0]
 
 
 def callgrind_total(counts: pathlib.Path) -> int:
@@ -434,14 +436,15 @@ def main() -> int:
         alone, added, _ = custom_callgrind
         print(f"custom heap reports under callgrind (1 thread, dh 1e9 --heaps {CUSTOM_HEAP}): "
               f"{added:.1f} instructions per report pair over {alone:.1f} unprofiled")
-    for name, (layer, client) in programs_callgrind:
-        print(f"{name} under callgrind, whole run: layer {layer:.4f}x, dh 1e9 {client:.4f}x "
-              "its instructions alone")
+    for name, (layer, unsampled, sampled) in programs_callgrind:
+        print(f"{name} under callgrind, whole run: layer {layer:.4f}x, dh 1e9 {unsampled:.4f}x, "
+              f"dh 4096 {sampled:.4f}x its instructions alone")
     print(f"\ngoals, malloc_churn: {args.allocs} allocations of 16..4096 B per thread, 1024 live "
           "(a random one freed, or with FIFO the oldest), every 1000th kept to the end, "
           f"{'half' if args.cross_thread_frees else 'none'} freed on another thread, "
           f"{args.stack} B of live stack above the allocations")
-    print_goals(goals(churn, dict(programs), by_depth, by_size))
+    print_goals(goals(churn, dict(programs), by_depth, by_size,
+                      {name: sampled for name, (_, _, sampled) in programs_callgrind}))
     print()
     print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
     print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))

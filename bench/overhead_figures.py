@@ -265,10 +265,12 @@ def multiple(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
 
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
           programs: Dict[str, Dict[str, List[Run]]],
-          by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None) -> List[Goal]:
+          by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None,
+          instructions: Optional[Dict[str, float]] = None) -> List[Goal]:
     """Issues 42's and 56's goals against this run: `churn` by free order ("random", "FIFO"),
     then thread count; `programs` by label, the stack-depth runs by depth, the stack-size runs by
-    build and size."""
+    build and size; `instructions`: a program's whole run under callgrind at dh 4096, a multiple
+    of its instructions alone, by label."""
     found: List[Goal] = []
 
     def elapsed_goal(what: str, by_column, column: str, limit: float, peer: Optional[str] = None):
@@ -290,6 +292,10 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
                          "heaptrack" if threads == 4 else None)
     for name in GOAL_PROGRAMS:
         elapsed_goal(f"{name} @4096", programs.get(name), "dh 4096", 1.05)
+    # Counted, where elapsed time is the machine's as much as the program's.
+    for name, multiple_now in (instructions or {}).items():
+        found.append(Goal(f"{name} @4096, instructions", "<= 1.05x", f"{multiple_now:.3f}x",
+                          multiple_now <= 1.05))
     one = churn.get("random", {}).get(1)
     client = one and client_ns_per_sample(one.get("dh 4096", []), one.get("dh 1e9", []))
     found.append(Goal("client ns per sample", "<= 150 (1 thread random @4096)",

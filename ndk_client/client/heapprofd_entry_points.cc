@@ -251,7 +251,9 @@ void* CallocMaybeSampled(HookThread& self, size_t n, size_t size, size_t total) 
 }
 
 void FreeMaybeSampled(void* ptr) {
-  RecordFreeIfSampled(ptr);
+  if (g_sampled.load(std::memory_order_acquire)->Holds(reinterpret_cast<uint64_t>(ptr))) {
+    RecordFreeIfSampled(ptr);
+  }
   g_previous->free(ptr);
 }
 

@@ -78,8 +78,8 @@ inline HookThread& CurrentThread() {
   return self;
 }
 
-// Out of line: calls counted in the shared slot, or where the cached pid must be asked, or not at
-// all (ThreadTotals::own_malloc_counters).
+// Out of line: calls counted in the shared slot, or where the cached pid must be asked
+// (ThreadTotals::counts_malloc_elsewhere).
 void CountAllocElsewhere(const ThreadTotals& totals, const void* ptr);
 void CountFreeElsewhere(const ThreadTotals& totals, const void* ptr);
 
@@ -89,10 +89,10 @@ void CountFreeElsewhere(const ThreadTotals& totals, const void* ptr);
 inline void* CountAlloc(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return ptr;
   HeapCounters* own = totals.own_malloc_counters();
-  if (__builtin_expect(own == nullptr, 0)) {
-    CountAllocElsewhere(totals, ptr);
-  } else {
+  if (__builtin_expect(own != nullptr, 1)) {
     ThreadTotals::CountOwnAlloc(own, g_previous->malloc_usable_size(ptr));
+  } else if (totals.counts_malloc_elsewhere()) {
+    CountAllocElsewhere(totals, ptr);
   }
   return ptr;
 }
@@ -101,10 +101,10 @@ inline void* CountAlloc(const ThreadTotals& totals, void* ptr) {
 inline void CountFree(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return;
   HeapCounters* own = totals.own_malloc_counters();
-  if (__builtin_expect(own == nullptr, 0)) {
-    CountFreeElsewhere(totals, ptr);
-  } else {
+  if (__builtin_expect(own != nullptr, 1)) {
     ThreadTotals::CountOwnFree(own, g_previous->malloc_usable_size(ptr));
+  } else if (totals.counts_malloc_elsewhere()) {
+    CountFreeElsewhere(totals, ptr);
   }
 }
 

@@ -105,6 +105,24 @@ class SampledAddresses {
     return counts_[Home(address)].load(std::memory_order_relaxed) != 0;
   }
 
+  // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its
+  // home's count let through is of a block never sampled more often than not (with perl's 20k
+  // live samples a quarter of the homes count something), and it then goes no further.
+  bool Holds(uint64_t address) const {
+    if (overflowed()) return true;
+    const size_t home = Home(address);
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
+    if (counts == 0) return false;
+    const size_t bucket = BucketOf(home);
+    if (Find(&buckets_[bucket], address, ring_bits_) != nullptr) return true;
+    if (counts >= kOneSpilled) {
+      for (size_t i = 1; i <= kMaxSpill; ++i) {
+        if (Find(&buckets_[(bucket + i) % kBuckets], address, ring_bits_) != nullptr) return true;
+      }
+    }
+    return false;
+  }
+
   // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
   // the set has overflowed; `ring` is then the ring its allocation was recorded in (0 when it is
   // not in the set).
@@ -163,16 +181,21 @@ class SampledAddresses {
     }
     return false;
   }
-  static bool Release(Bucket* bucket, uint64_t address, uint64_t ring_bits, uint32_t* ring) {
-    for (std::atomic<uint64_t>& slot : bucket->slots) {
-      const uint64_t held = slot.load(std::memory_order_relaxed);
-      if ((held & ~ring_bits) == address) {
-        slot.store(0, std::memory_order_relaxed);
-        *ring = static_cast<uint32_t>(held & ring_bits);
-        return true;
-      }
+  // The slot of `bucket` that holds `address`, or nullptr.
+  static const std::atomic<uint64_t>* Find(const Bucket* bucket, uint64_t address,
+                                           uint64_t ring_bits) {
+    for (const std::atomic<uint64_t>& slot : bucket->slots) {
+      if ((slot.load(std::memory_order_relaxed) & ~ring_bits) == address) return &slot;
     }
-    return false;
+    return nullptr;
+  }
+  static bool Release(Bucket* bucket, uint64_t address, uint64_t ring_bits, uint32_t* ring) {
+    // The bucket is this table's, writable: Find only answers for a const one.
+    auto* slot = const_cast<std::atomic<uint64_t>*>(Find(bucket, address, ring_bits));
+    if (slot == nullptr) return false;
+    *ring = static_cast<uint32_t>(slot->load(std::memory_order_relaxed) & ring_bits);
+    slot->store(0, std::memory_order_relaxed);
+    return true;
   }
 
   std::atomic<uint16_t> counts_[kHomes];  // by home bucket, see the top of the file

@@ -26,9 +26,10 @@ class ThreadTotals {
     return counters != nullptr && CountsHere() ? counters : nullptr;
   }
   // The hooks' first ask, with nothing else to check: this thread's own slot when libc's calls are
-  // counted there with plain adds (CountOwn); nullptr sends the call to malloc_counters() (the
-  // shared slot, the cached pid, or nowhere).
+  // counted there with plain adds (CountOwn*); else nullptr, and when malloc_counters() may be
+  // somewhere (the shared slot, or the cached pid to ask), counts_malloc_elsewhere() says so.
   HeapCounters* own_malloc_counters() const { return own_malloc_; }
+  bool counts_malloc_elsewhere() const { return counted_malloc_ != nullptr; }
   // While the profiler itself allocates on this thread (pthread_getattr_np, from a hook): those
   // calls are not the program's, and are not counted.
   void set_profiler_allocating(bool allocating) {

@@ -1,6 +1,7 @@
 // SampledAddresses: a sampled block's free is always reported, any other free never is (until the
 // table overflows, after which every free is), under concurrent inserts and removes; and with it
-// the ring its allocation was recorded in.
+// the ring its allocation was recorded in; and Holds, the free hook's second look, answers as
+// Remove does, removing nothing.
 #include <sys/mman.h>
 
 #include <atomic>
@@ -24,9 +25,14 @@ SampledAddresses* NewTable() {
 
 void FreeTable(SampledAddresses* table) { munmap(table, sizeof(SampledAddresses)); }
 
+// Every removal is asked first as the free hook asks (Holds): the same answer, nothing removed.
 bool Removed(SampledAddresses* table, uint64_t address) {
+  const bool held = table->Holds(address);
+  CHECK(table->Holds(address) == held);
   uint32_t ring;
-  return table->Remove(address, &ring);
+  const bool removed = table->Remove(address, &ring);
+  CHECK(held == removed);
+  return removed;
 }
 
 void TestOnlySampledFreesAreReported() {

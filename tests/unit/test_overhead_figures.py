@@ -71,6 +71,14 @@ def test_goals_are_met_missed_or_not_measured(figures):
     assert (found["daemon ns per sample"].now, found["daemon ns per sample"].met) == ("150", True)
 
 
+def test_a_programs_instructions_meet_the_goal_within_1_05x(figures):
+    found = {g.what: g for g in figures.goals({}, {}, {}, None,
+                                              {"sqlite3 rows": 1.049, "perl hash": 1.0512})}
+    assert (found["sqlite3 rows @4096, instructions"].now,
+            found["sqlite3 rows @4096, instructions"].met) == ("1.049x", True)
+    assert found["perl hash @4096, instructions"].met is False
+
+
 def test_goals_without_the_four_thread_or_depth_runs_say_so(figures):
     found = {g.what: g for g in figures.goals({"random": {}}, {}, {})}
     assert all(g.now is None for g in found.values())
