@@ -50,8 +50,9 @@ Figures:
                 elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop; and
-                sqlite3's whole run under the layer alone and at dh 1e9, in multiples of its
-                instructions alone (what elapsed times, 5% apart run to run, cannot tell)
+                perl's, python3's and sqlite3's whole runs under the layer alone, at dh 1e9 and
+                at dh 4096, in multiples of their instructions alone (what elapsed times, a few
+                percent apart run to run, cannot tell)
   custom heap   what a recorded custom heap (droidheap/heaps.h) costs its program: ns per report
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
@@ -89,8 +90,8 @@ JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
 # Instruction counts barely vary from run to run: one short run is enough.
 CALLGRIND_ALLOCS = 200_000
-# The programs whose whole run is counted under callgrind too (its 50x slowdown: one).
-CALLGRIND_PROGRAMS = ["sqlite3 rows"]
+# The programs whose whole run is counted under callgrind too (50x slower: a minute or two each).
+CALLGRIND_PROGRAMS = ["perl hash", "python3 dict", "sqlite3 rows"]
 FAST_PATH_ALLOCS = 10_000_000
 CUSTOM_HEAP_THREADS = [1, 2]
 
