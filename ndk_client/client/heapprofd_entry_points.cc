@@ -107,8 +107,8 @@ void* RecordIfSampled(HookThread& self, void* ptr, size_t size) {
   return ptr;
 }
 
-// Before the real free of a block MaybeSampledBlock let through: its free is reported when it was
-// sampled.
+// Before the real free of a block the table may hold (FreeMaybeSampled): its free is reported
+// when it was sampled.
 void RecordFreeIfSampled(void* ptr) {
   if (ptr == nullptr) return;
   Client* client = ActiveClient();
