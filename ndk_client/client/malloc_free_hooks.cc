@@ -7,7 +7,7 @@
 // allocator runs is then three saved registers, no frame record, 5 instructions fewer a call. No
 // stack of a sample holds them (a sampled call leaves by its tail call first), and an unwind that
 // meets one all the same, a signal handler's allocation while the allocator runs, reads this
-// file's CFI as it does every frame of code built without frame pointers (the program's and libc's).
+// file's CFI as it does every frame of code built without frame pointers (the program's, libc's).
 #include <stddef.h>
 
 #include "client/hook_path.h"
