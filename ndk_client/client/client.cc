@@ -40,6 +40,12 @@ DROIDHEAP_TLS uint32_t t_tid = 0;
 // (Client::RingOf), in every session.
 DROIDHEAP_TLS uint32_t t_ring_number = 0;
 std::atomic<uint32_t> g_threads_numbered{0};
+// Where the thread's last record in the first ring ended, and how often another thread's records
+// came between two of its own there (Client::RingOf at -i 1).
+DROIDHEAP_TLS uint64_t t_first_ring_end = 0;
+DROIDHEAP_TLS uint32_t t_first_ring_interleaved = 0;
+// At -i 1 a thread moves to a ring of its own once others wrote between its records this often.
+constexpr uint32_t kInterleavedBeforeOwnRing = 64;
 
 uint64_t ClockUs(clockid_t clock) {
   timespec ts;
@@ -122,11 +128,16 @@ bool Client::StackBounds(uint64_t sp, uint64_t* top) {
 
 uint32_t Client::RingOf(uint32_t heap) {
   const uint32_t count = rings_->count();
-  if (count == 1 || heap != 0 || sampled_->overflowed()) return 0;
+  if (count == 1 || heap != 0 || sampled_->full()) return 0;
+  // At -i 1 the table holds the blocks of the other rings alone (sampled_addresses.h), each at the
+  // cost of an insert and a removal: a thread writes to the first ring, at no such cost, until
+  // other threads' records come between its own there, and then to one of the others.
+  const bool first_is_free = sampled_->reports_every_free();
+  if (first_is_free && t_first_ring_interleaved < kInterleavedBeforeOwnRing) return 0;
   if (t_ring_number == 0) {
     t_ring_number = g_threads_numbered.fetch_add(1, std::memory_order_relaxed) + 1;
   }
-  return (t_ring_number - 1) % count;
+  return first_is_free ? 1 + (t_ring_number - 1) % (count - 1) : (t_ring_number - 1) % count;
 }
 
 bool Client::Reserve(uint32_t ring, uint32_t type, size_t body_size,
@@ -189,7 +200,14 @@ bool Client::ReserveAfter(SharedRingBuffer::ReserveResult result, SharedRingBuff
 
 uint8_t* Client::ReserveRecord(uint32_t ring, uint32_t heap, RecordType malloc_type,
                                size_t body_size, SharedRingBuffer::Reservation* r) {
-  if (heap == 0) return Reserve(ring, malloc_type, body_size, r) ? r->body : nullptr;
+  if (heap == 0) {
+    if (!Reserve(ring, malloc_type, body_size, r)) return nullptr;
+    if (ring == 0 && sampled_->reports_every_free()) {  // RingOf
+      if (r->position != t_first_ring_end) ++t_first_ring_interleaved;
+      t_first_ring_end = r->position + r->total_size;
+    }
+    return r->body;
+  }
   const RecordType type = malloc_type == kRecordAlloc          ? kRecordHeapAlloc
                           : malloc_type == kRecordAllocMatched ? kRecordHeapAllocMatched
                                                                : kRecordHeapFree;

@@ -126,7 +126,8 @@ class Client {
   static uint64_t SequenceOf(const SharedRingBuffer::Reservation& r) { return r.position + 1; }
   // The ring a sample of `heap` by this thread goes to: the thread's own (each thread is given
   // the next ring at its first sample) for libc's heap while its table holds every sampled block
-  // (so that the block's free can follow it there); else ring 0, in the order of the calls.
+  // (so that the block's free can follow it there), at -i 1 once other threads share its first
+  // one; else ring 0, in the order of the calls.
   uint32_t RingOf(uint32_t heap);
   // Reserves a record in `ring`; when the ring is full, waits for the daemon (ReserveAfter) or
   // ends the session. False when nothing was reserved.

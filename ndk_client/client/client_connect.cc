@@ -161,12 +161,13 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   }
   SampledAddresses* sampled = static_cast<SampledAddresses*>(tables);
   SampledAddresses* custom_sampled = sampled + 1;
-  // Every block is sampled at interval 1: a lookup could only ever say "report it".
+  // Every block is sampled at interval 1: a lookup could only ever say "report it", and says where
+  // to when a block's ring is not 0 (KeepRings).
+  if (ring_count > 1) sampled->KeepRings();
   if (reply.sampling_interval <= 1) {
     sampled->ReportEveryFree();
     custom_sampled->ReportEveryFree();
   }
-  if (ring_count > 1) sampled->KeepRings();
   reply.heap_names[sizeof(reply.heap_names) - 1] = '\0';  // the last name ends, whatever came
   ProcessIdentity identity;  // last: its page is never given back
   identity.Init();

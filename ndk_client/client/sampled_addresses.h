@@ -40,7 +40,9 @@
 // libc's table also keeps, beside each address, the ring its allocation was recorded in
 // (KeepRings; Client::RingOf): in the 3 low bits of its slot, which every malloc'd block's
 // alignment leaves zero. Its free goes to that ring, behind the allocation. An overflowed table
-// still says where the blocks it holds went; a block it could not take went to ring 0.
+// still says where the blocks it holds went; a block it could not take went to ring 0. At -i 1,
+// where every free is reported from the start, the table holds only the blocks of the other rings
+// (a program's first sampling thread writes to ring 0 and pays for no table at all).
 #pragma once
 
 #include <stddef.h>
@@ -59,23 +61,28 @@ class SampledAddresses {
 
   static constexpr uint32_t kMaxRings = 8;
 
-  // Overflows: every free is reported (at the start for -i 1, where every block is sampled
-  // anyway). Writes every home's count once.
+  // Every free is reported from now on: at the start for -i 1, where every block is sampled
+  // anyway, or when the set overflows. Writes every home's count once.
   void ReportEveryFree() {
-    overflowed_.store(true, std::memory_order_relaxed);
+    every_free_.store(true, std::memory_order_relaxed);
     for (std::atomic<uint16_t>& counts : counts_) {
       counts.fetch_or(kEveryFree, std::memory_order_relaxed);
     }
   }
-  bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+  bool reports_every_free() const { return every_free_.load(std::memory_order_relaxed); }
+  // Whether the set takes no more addresses: it had no room for one. Its blocks' rings are then
+  // no longer known: a new sample goes to ring 0 (Client::RingOf).
+  bool full() const { return full_.load(std::memory_order_relaxed); }
   // Keeps each block's ring (below kMaxRings) with it, before any Insert: every address is then
-  // a multiple of 8.
+  // a multiple of 8. With ReportEveryFree as well (-i 1), the set holds only the blocks of rings
+  // other than 0: where a block's free goes, for every block is reported, by default to ring 0.
   void KeepRings() { ring_bits_ = kMaxRings - 1; }
 
-  // Remembers a sampled block, recorded in `ring` (0 unless KeepRings). False when the set has
-  // overflowed (its free will be reported all the same).
+  // Remembers a sampled block, recorded in `ring` (0 unless KeepRings). False when the set does
+  // not hold it: full, or a block of ring 0 when every free is reported anyway (its free will be
+  // reported all the same, in ring 0).
   bool Insert(uint64_t address, uint32_t ring = 0) {
-    if (overflowed()) return false;
+    if (full() || (ring == 0 && reports_every_free())) return false;
     const size_t home = Home(address);
     const size_t bucket = BucketOf(home);
     const uint64_t slot = address | (ring & ring_bits_);
@@ -87,6 +94,7 @@ class SampledAddresses {
       if (Claim(&buckets_[(bucket + i) % kBuckets], slot)) return true;
     }
     counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+    full_.store(true, std::memory_order_relaxed);
     ReportEveryFree();
     return false;
   }
@@ -109,13 +117,13 @@ class SampledAddresses {
   // home's count let through is of a block never sampled more often than not (with perl's 20k
   // live samples a quarter of the homes count something), and it then goes no further.
   bool Holds(uint64_t address) const {
-    if (overflowed()) return true;
+    if (reports_every_free()) return true;
     const size_t home = Home(address);
     const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
     if (counts == 0) return false;
     const size_t bucket = BucketOf(home);
     if (Find(&buckets_[bucket], address, ring_bits_) != nullptr) return true;
-    if (counts >= kOneSpilled) {
+    if ((counts & ~kEveryFree) >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
         if (Find(&buckets_[(bucket + i) % kBuckets], address, ring_bits_) != nullptr) return true;
       }
@@ -128,12 +136,12 @@ class SampledAddresses {
   // not in the set).
   bool Remove(uint64_t address, uint32_t* ring) {
     *ring = 0;
-    // Without rings an overflowed table is never read again: what it still holds does not matter.
-    const bool overflown = overflowed();
-    if (overflown && ring_bits_ == 0) return true;
+    // Without rings such a table is never read again: what it still holds does not matter.
+    const bool every_free = reports_every_free();
+    if (every_free && ring_bits_ == 0) return true;
     const size_t home = Home(address);
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
-    if (counts == 0) return overflown;
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kEveryFree;
+    if (counts == 0) return every_free;
     const size_t bucket = BucketOf(home);
     if (Release(&buckets_[bucket], address, ring_bits_, ring)) {
       counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
@@ -147,7 +155,7 @@ class SampledAddresses {
         }
       }
     }
-    return overflown;
+    return every_free;
   }
 
  private:
@@ -199,7 +207,8 @@ class SampledAddresses {
   }
 
   std::atomic<uint16_t> counts_[kHomes];  // by home bucket, see the top of the file
-  std::atomic<bool> overflowed_;
+  std::atomic<bool> every_free_;
+  std::atomic<bool> full_;
   uint64_t ring_bits_;  // the slots' bits that hold a ring (KeepRings), not the address
   Bucket buckets_[kBuckets];
 };

@@ -46,8 +46,9 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // to its own and a sampled block's free to its allocation's; sequence numbers order the records
 // of one ring (a block's allocation and free are in the same ring).
 // 14: a stack match's words are named by their offsets from sp (stack_matches.h); an older client
-// gets no stack matches.
-constexpr uint32_t kProtocolVersion = 14;
+// gets no stack matches. 15: at -i 1 too the client is given rings (and keeps the blocks of its
+// rings other than 0 in its table of sampled addresses, so that their frees follow them).
+constexpr uint32_t kProtocolVersion = 15;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 

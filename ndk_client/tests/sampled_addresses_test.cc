@@ -37,7 +37,7 @@ bool Removed(SampledAddresses* table, uint64_t address) {
 
 void TestOnlySampledFreesAreReported() {
   SampledAddresses* t = NewTable();
-  CHECK(!t->overflowed());
+  CHECK(!t->reports_every_free());
   CHECK(!t->MayHold(0x1000));  // the hooks' first look: nothing there yet
   CHECK(t->Insert(0x1000));
   CHECK(t->MayHold(0x1000));
@@ -64,7 +64,7 @@ void TestCrowdedBucketsSpillAndAreFound() {
     CHECK(t->Insert(address));
     live.push_back(address);
   }
-  CHECK(!t->overflowed());
+  CHECK(!t->reports_every_free());
   for (uint64_t i = 1; i <= 30000; ++i) CHECK(!Removed(t, 0x6f0000000000 + i * 48));
   for (uint64_t address : live) CHECK(Removed(t, address));
   for (uint64_t address : live) CHECK(!Removed(t, address));
@@ -90,7 +90,7 @@ void TestOverflowReportsEveryFree() {
   const uint64_t capacity = SampledAddresses::kBuckets * SampledAddresses::kSlotsPerBucket;
   uint64_t inserted = 0;
   while (t->Insert(0x10000 + inserted * 16)) ++inserted;
-  CHECK(t->overflowed());
+  CHECK(t->reports_every_free());
   CHECK(inserted > capacity / 2 && inserted < capacity);
   CHECK(!t->Insert(0x20));
   CHECK(t->MayHold(0x30) && t->MayHold(0x7f0000001230));  // the hooks' look says "maybe"
@@ -121,7 +121,7 @@ void TestRingsAreKeptWithTheirBlocks() {
   CHECK(t->Insert(0x4000, 3));
   uint64_t inserted = 0;
   while (t->Insert(0x10000 + inserted * 16, 1)) ++inserted;
-  CHECK(t->overflowed());
+  CHECK(t->reports_every_free() && t->full());
   CHECK(t->Remove(0x4000, &ring) && ring == 3);  // held from before
   CHECK(t->Remove(0x10000, &ring) && ring == 1);
   CHECK(t->Remove(0x30, &ring) && ring == 0);  // never held: reported, in ring 0
@@ -131,6 +131,25 @@ void TestRingsAreKeptWithTheirBlocks() {
   CHECK(t->Insert(0x1001) && t->Insert(0x1000));
   CHECK(t->Remove(0x1001, &ring) && ring == 0);
   CHECK(!t->Remove(0x1001, &ring) && t->Remove(0x1000, &ring));
+  FreeTable(t);
+}
+
+// At -i 1 every free is reported from the start: the table holds the blocks of rings other than
+// 0 alone, so that their frees follow them; a block of ring 0, or one it does not hold, is
+// reported in ring 0.
+void TestAtIntervalOneOnlyOtherRingsAreHeld() {
+  SampledAddresses* t = NewTable();
+  t->KeepRings();
+  t->ReportEveryFree();
+  uint32_t ring = 99;
+  CHECK(!t->Insert(0x1000, 0));  // not held: its free is reported all the same
+  CHECK(t->Insert(0x2000, 3) && t->Insert(0x2008, 6));
+  CHECK(t->MayHold(0x1000) && t->Holds(0x1000));
+  CHECK(t->Remove(0x1000, &ring) && ring == 0);
+  CHECK(t->Remove(0x2008, &ring) && ring == 6);
+  CHECK(t->Remove(0x2000, &ring) && ring == 3);
+  CHECK(t->Remove(0x2000, &ring) && ring == 0);  // gone from the table, reported in ring 0
+  CHECK(!t->full());
   FreeTable(t);
 }
 
@@ -159,7 +178,7 @@ void TestConcurrentThreadsSeeExactlyTheirOwnBlocks() {
   }
   for (std::thread& thread : threads) thread.join();
   CHECK(failures.load() == 0);
-  CHECK(!t->overflowed());
+  CHECK(!t->reports_every_free());
   FreeTable(t);
 }
 
@@ -171,6 +190,7 @@ int main() {
   TestTheCountsStayAFilterWithManyLiveBlocks();
   TestOverflowReportsEveryFree();
   TestRingsAreKeptWithTheirBlocks();
+  TestAtIntervalOneOnlyOtherRingsAreHeld();
   TestConcurrentThreadsSeeExactlyTheirOwnBlocks();
   printf("sampled_addresses_test: ok\n");
   return 0;

@@ -35,15 +35,16 @@ SHMEM_SIZE = 1 << 20
 
 
 @pytest.fixture
-def daemon(native_build, tmp_path):
-    """A running droidheapd that accepts every process; yields (socket path, log reader)."""
+def daemon(native_build, tmp_path, request):
+    """A running droidheapd that accepts every process, with the options a test's indirect
+    parameter adds; yields (socket path, log reader)."""
     socket_path = tmp_path / "heapprofd"
     log = tmp_path / "droidheapd.log"
     with open(log, "w") as log_file:
         process = subprocess.Popen(
             [str(native_build / "droidheapd"), "--socket", str(socket_path),
              "--output", str(tmp_path / "trace"), "--all", "--shmem-size", str(SHMEM_SIZE),
-             "--block-timeout-us", str(BLOCK_TIMEOUT_US)],
+             "--block-timeout-us", str(BLOCK_TIMEOUT_US), *getattr(request, "param", ())],
             stderr=log_file, env=dict(os.environ, DROIDHEAP_STACK_LOG=str(tmp_path / "stacks")))
     try:
         deadline = time.monotonic() + 10
@@ -223,6 +224,18 @@ def test_a_client_of_protocol_13_gets_rings_for_its_threads(daemon, version):
         write_record(fds[0], RECORD_RECORDING, ring_count=count, ring_index=count - 1)
         sock.send(b"w")
         assert logged(log, f"recording pid={os.getpid()}")
+
+
+@pytest.mark.parametrize("daemon", [("--interval", "1")], indirect=True)
+@pytest.mark.parametrize("version", [14, 15])
+def test_at_interval_1_a_client_of_protocol_15_gets_rings_too(daemon, version):
+    """At -i 1 an older client keeps no table of its blocks, which is what sends a block's free to
+    its allocation's ring: it gets one ring. From protocol 15 it keeps the blocks of its rings
+    other than 0 there, and gets rings as at any interval."""
+    socket_path, _ = daemon
+    with connected(socket_path, hello_v2(ABI_X86_64, version=version),
+                   RING_COUNT_OFFSET + 8) as (_, data, _):
+        assert struct.unpack_from("<I", data, RING_COUNT_OFFSET)[0] == (4 if version >= 15 else 1)
 
 
 def test_a_client_records_from_its_recording_record_on(daemon):
