@@ -230,10 +230,11 @@ def test_a_client_that_keeps_its_buffer_full_stalls_neither_dumps_nor_others(cli
     out = tmp_path / "out"
     duration_ms = 10000
     began = time.monotonic()
-    # Connected, the hog's chain is spread over pages and its buffer is large: reading one buffer
-    # of its records takes longer than a dump may spend on a client, even where each costs the
-    # least. Closed, packed in the default buffer: it may be read up to its mark in time.
-    buffer = [] if close else ["--shmem-size", str(32 << 20)]
+    # Connected, the hog's chain is spread over pages and its ring is large (32 MiB: the hog fills
+    # the first of its 8 rings, an eighth of the buffer): reading one ring of its records takes
+    # longer than a dump may spend on a client, even where each costs the least. Closed, packed in
+    # the default buffer: it may be read up to its mark in time.
+    buffer = [] if close else ["--shmem-size", str(8 * (32 << 20))]
     session = cli.start("--local", "--all", "-d", str(duration_ms), "-c", "2000", "-i", "1",
                         *buffer, "-o", out)
     hog = honest = None
