@@ -69,6 +69,7 @@ Figures:
 import argparse
 import os
 import pathlib
+import random
 import re
 import shutil
 import statistics
@@ -200,15 +201,18 @@ def report(runner: Runner, what: str, done: List[Run]) -> None:
 def measure(runner: Runner, label: str, workload, runs: int, stdin=None,
             columns: Optional[List[str]] = None) -> Dict[str, List[Run]]:
     """{column: runs} of one workload under every configuration (or those in `columns`), in
-    rounds that run each configuration once: a slow spell of this machine falls on every column
-    alike instead of on one."""
+    rounds that run each configuration once, in an order drawn anew each round: a slow spell of
+    this machine falls on every column alike instead of on one, and so does what a run leaves to
+    the next (in a fixed order glibc's runs, each after a profiled one's conversion, came out
+    slower than the layer's and droidheap's)."""
     runner.stdin = stdin
+    order = random.Random(label)  # the same orders in every run of the benchmark
     try:
         chosen = [(column, run) for column, run in runner.configurations(workload)
                   if columns is None or column in columns]
         done: Dict[str, List[Run]] = {column: [] for column, _ in chosen}
         for _ in range(runs):
-            for column, run in chosen:
+            for column, run in order.sample(chosen, len(chosen)):
                 done[column].append(run())
     finally:
         runner.stdin = None
