@@ -92,7 +92,8 @@ void CountFreeElsewhere(const ThreadTotals& totals, const void* ptr) {
 
 namespace {
 
-// A new block MaybeSampled let through: recorded when the sampler says it is sampled. Returns it.
+// A new block the sampler let through (Sampler::MaybeSampled): recorded when SampleSize says it
+// is sampled. Returns it.
 void* RecordIfSampled(HookThread& self, void* ptr, size_t size) {
   if (ptr == nullptr || self.in_hook) return ptr;
   Client* client = ActiveClient();
@@ -317,7 +318,7 @@ void* CountAndRecord(HookThread& self, bool may_sample, void* ptr, size_t size) 
 
 EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   HeapCounters* counters = ptr != nullptr ? self.totals.malloc_counters() : nullptr;
   const uint64_t old_size = counters != nullptr ? g_previous->malloc_usable_size(ptr) : 0;
   PendingFree pending(ptr);
@@ -334,13 +335,13 @@ EXPORT void* heapprofd_realloc(void* ptr, size_t size) {
 
 EXPORT void* heapprofd_memalign(size_t alignment, size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   return CountAndRecord(self, may_sample, g_previous->memalign(alignment, size), size);
 }
 
 EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   int rc = g_previous->posix_memalign(out, alignment, size);
   if (rc == 0) CountAndRecord(self, may_sample, *out, size);
   return rc;
@@ -348,7 +349,7 @@ EXPORT int heapprofd_posix_memalign(void** out, size_t alignment, size_t size) {
 
 EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   return CountAndRecord(self, may_sample, g_previous->aligned_alloc(alignment, size), size);
 }
 
@@ -356,13 +357,13 @@ EXPORT void* heapprofd_aligned_alloc(size_t alignment, size_t size) {
 // 32-bit bionic's two extra slots. The sample is the size asked for, as for memalign.
 EXPORT void* heapprofd_pvalloc(size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   return CountAndRecord(self, may_sample, g_previous->pvalloc(size), size);
 }
 
 EXPORT void* heapprofd_valloc(size_t size) {
   HookThread& self = CurrentThread();
-  const bool may_sample = MaybeSampled(self, size);
+  const bool may_sample = self.sampler.MaybeSampled(size);
   return CountAndRecord(self, may_sample, g_previous->valloc(size), size);
 }
 #endif

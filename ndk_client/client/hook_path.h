@@ -70,7 +70,8 @@ inline HookThread& ThisThread() {
   return *self;
 }
 
-// This thread's view, as of the current session. Called first by every hook.
+// This thread's view, as of the current session. Called first by the hooks of
+// heapprofd_entry_points.cc (malloc, calloc and free refresh theirs by a tail call instead).
 inline HookThread& CurrentThread() {
   HookThread& self = ThisThread();
   const uint32_t generation = Client::generation();
@@ -90,7 +91,7 @@ inline void* CountAlloc(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return ptr;
   HeapCounters* own = totals.own_malloc_counters();
   if (__builtin_expect(own != nullptr, 1)) {
-    ThreadTotals::CountOwnAlloc(own, g_previous->malloc_usable_size(ptr));
+    CountAllocIn(own, g_previous->malloc_usable_size(ptr), /*shared=*/false);
   } else if (totals.counts_malloc_elsewhere()) {
     CountAllocElsewhere(totals, ptr);
   }
@@ -102,17 +103,11 @@ inline void CountFree(const ThreadTotals& totals, void* ptr) {
   if (ptr == nullptr) return;
   HeapCounters* own = totals.own_malloc_counters();
   if (__builtin_expect(own != nullptr, 1)) {
-    ThreadTotals::CountOwnFree(own, g_previous->malloc_usable_size(ptr));
+    CountFreeIn(own, g_previous->malloc_usable_size(ptr), /*shared=*/false);
   } else if (totals.counts_malloc_elsewhere()) {
     CountFreeElsewhere(totals, ptr);
   }
 }
-
-// Whether an allocation of `size` may be sampled: false, after one subtraction from this thread's
-// count, for nearly every one. Decided before the call, so that an unsampled allocation touches
-// nothing shared but its counters. (The profiler's own are let through on the sampled paths:
-// HookThread::EnterHook.)
-inline bool MaybeSampled(HookThread& self, size_t size) { return self.sampler.MaybeSampled(size); }
 
 // Whether the free of `ptr` may have to be reported: false, after one load of the table, for
 // nearly every block (those never sampled).

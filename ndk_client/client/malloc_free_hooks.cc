@@ -32,7 +32,7 @@ inline bool IsCurrent(const HookThread& self) {
 EXPORT void* heapprofd_malloc(size_t size) {
   HookThread& self = ThisThread();
   if (!IsCurrent(self)) return MallocAfterRefresh(size);
-  if (!MaybeSampled(self, size)) return CountAlloc(self.totals, g_previous->malloc(size));
+  if (!self.sampler.MaybeSampled(size)) return CountAlloc(self.totals, g_previous->malloc(size));
   return MallocMaybeSampled(self, size);
 }
 
@@ -40,7 +40,7 @@ EXPORT void* heapprofd_calloc(size_t n, size_t size) {
   HookThread& self = ThisThread();
   if (!IsCurrent(self)) return CallocAfterRefresh(n, size);
   size_t total;
-  if (__builtin_mul_overflow(n, size, &total) || !MaybeSampled(self, total)) {
+  if (__builtin_mul_overflow(n, size, &total) || !self.sampler.MaybeSampled(total)) {
     return CountAlloc(self.totals, g_previous->calloc(n, size));
   }
   return CallocMaybeSampled(self, n, size, total);

@@ -25,9 +25,10 @@ class ThreadTotals {
     HeapCounters* counters = counted_malloc_;
     return counters != nullptr && CountsHere() ? counters : nullptr;
   }
-  // The hooks' first ask, with nothing else to check: this thread's own slot when libc's calls are
-  // counted there with plain adds (CountOwn*); else nullptr, and when malloc_counters() may be
-  // somewhere (the shared slot, or the cached pid to ask), counts_malloc_elsewhere() says so.
+  // The hooks' first ask, with nothing else to check: this thread's own slot when libc's calls
+  // are counted there with plain adds (CountAllocIn, not shared); else nullptr, and when
+  // malloc_counters() may be somewhere (the shared slot, or the cached pid to ask),
+  // counts_malloc_elsewhere() says so.
   HeapCounters* own_malloc_counters() const { return own_malloc_; }
   bool counts_malloc_elsewhere() const { return counted_malloc_ != nullptr; }
   // While the profiler itself allocates on this thread (pthread_getattr_np, from a hook): those
@@ -60,9 +61,6 @@ class ThreadTotals {
   void CountFree(HeapCounters* counters, uint64_t bytes) const {
     CountFreeIn(counters, bytes, shared_);
   }
-  // In own_malloc_counters().
-  static void CountOwnAlloc(HeapCounters* own, uint64_t bytes) { CountAllocIn(own, bytes, false); }
-  static void CountOwnFree(HeapCounters* own, uint64_t bytes) { CountFreeIn(own, bytes, false); }
 
   // Once per process, before any Refresh: the key whose destructor calls EndThread.
   static bool CreateThreadKey();
