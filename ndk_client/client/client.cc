@@ -95,6 +95,14 @@ int Client::TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count) {
 }
 
 bool Client::StackBounds(uint64_t sp, uint64_t* top) {
+  if (__builtin_expect(sp >= t_stack_low && sp < t_stack_high, 1)) {
+    *top = t_stack_high;
+    return true;
+  }
+  return StackBoundsElsewhere(sp, top);
+}
+
+bool Client::StackBoundsElsewhere(uint64_t sp, uint64_t* top) {
   if (t_stack_high == 0) {
     // pthread_getattr_np allocates (and pthread_attr_destroy frees): not the program's calls.
     ThisThreadTotals().set_profiler_allocating(true);
@@ -143,6 +151,7 @@ uint32_t Client::RingOf(uint32_t heap) {
 bool Client::Reserve(uint32_t ring, uint32_t type, size_t body_size,
                      SharedRingBuffer::Reservation* out) {
   SharedRingBuffer* buffer = rings_->ring(ring);
+  out->ring = ring;
   const SharedRingBuffer::ReserveResult result = buffer->Reserve(type, body_size, out);
   if (__builtin_expect(result == SharedRingBuffer::ReserveResult::kOk, 1)) return true;
   return ReserveAfter(result, buffer, type, body_size, out);
@@ -233,7 +242,7 @@ void Client::Publish(const SharedRingBuffer::Reservation& r) {
   const uint64_t end = r.position + r.total_size;
   if (sample) {
     // The reader's line is read once a batch, not at every record.
-    std::atomic<uint64_t>& next_check = next_wake_check_[rings_->IndexOf(buffer)].next;
+    std::atomic<uint64_t>& next_check = next_wake_check_[r.ring].next;
     if (end < next_check.load(std::memory_order_relaxed)) return;
     const uint64_t batch = buffer->data_size() / kWakeBatchFraction;
     const uint64_t read_pos = meta->read_pos.load(std::memory_order_relaxed);
@@ -347,7 +356,7 @@ bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reserv
 void Client::EndFree(uint32_t heap, uint64_t address, const SharedRingBuffer::Reservation& r,
                      bool freed) {
   if (!freed) {
-    SampledOf(heap)->Insert(SampledKey(heap, address), rings_->IndexOf(r.buffer));
+    SampledOf(heap)->Insert(SampledKey(heap, address), r.ring);
     r.header->type = kRecordCancelled;
   }
   Publish(r);
@@ -381,8 +390,12 @@ void Client::RecordAllocatorStats(bool now) {
   // a read of the vDSO's page, where the precise one cost 5% of a 4-thread program's time under
   // droidheap (its time source read, a paravirtual clock in a VM).
   const uint64_t now_us = ClockUs(CLOCK_MONOTONIC_COARSE);
-  uint64_t due = next_allocator_stats_us_.load(std::memory_order_relaxed);
-  if (!now && now_us < due) return;
+  const uint64_t due = next_allocator_stats_us_.load(std::memory_order_relaxed);
+  if (__builtin_expect(!now && now_us < due, 1)) return;
+  SendAllocatorStats(now_us, due);
+}
+
+void Client::SendAllocatorStats(uint64_t now_us, uint64_t due) {
   // One thread sends; the others go on.
   if (!next_allocator_stats_us_.compare_exchange_strong(due, now_us + kAllocatorStatsPeriodUs,
                                                         std::memory_order_relaxed)) {

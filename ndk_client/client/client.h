@@ -152,7 +152,12 @@ class Client {
   bool SocketIsOurs() const;
   // Nudges the daemon awake; false when it is gone or the socket is no longer ours.
   bool Wake();
+  // The top of the stack `sp` is on (false: on none this thread knows). Inline, the thread's own
+  // stack; out of line, its first sample (the bounds found) and a signal's alternate stack.
   bool StackBounds(uint64_t sp, uint64_t* top);
+  __attribute__((noinline)) bool StackBoundsElsewhere(uint64_t sp, uint64_t* top);
+  // RecordAllocatorStats once they are due (`due`: the time it read), out of line.
+  __attribute__((noinline)) void SendAllocatorStats(uint64_t now_us, uint64_t due);
 
   int sock_;
   dev_t sock_dev_;

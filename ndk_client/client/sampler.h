@@ -5,8 +5,8 @@
 // unbiased.
 #pragma once
 
-#include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 namespace droidheap {
@@ -53,6 +53,33 @@ class Sampler {
     return points * interval;
   }
 
+  // log(u) for a normal u > 0, libm's to a relative 1e-13 (sampler_test), in half its
+  // instructions (at every sample): with u = m * 2^e, m in [sqrt(1/2), sqrt(2)), log(m) is
+  // 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, whose series is cut after s^15.
+  static double Log(double u) {
+    uint64_t bits;
+    memcpy(&bits, &u, sizeof(bits));
+    int64_t exponent = static_cast<int64_t>(bits >> 52) - 1023;
+    bits = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1023} << 52);  // m in [1, 2)
+    double m;
+    memcpy(&m, &bits, sizeof(m));
+    if (m > 1.4142135623730951) {
+      m *= 0.5;
+      ++exponent;
+    }
+    const double s = (m - 1.0) / (m + 1.0);
+    const double s2 = s * s;
+    double series = 1.0 / 15;  // Horner's, from the last term
+    series = series * s2 + 1.0 / 13;
+    series = series * s2 + 1.0 / 11;
+    series = series * s2 + 1.0 / 9;
+    series = series * s2 + 1.0 / 7;
+    series = series * s2 + 1.0 / 5;
+    series = series * s2 + 1.0 / 3;
+    series = series * s2 + 1.0;
+    return static_cast<double>(exponent) * 0.6931471805599453 + 2.0 * s * series;
+  }
+
  private:
   void Start(uint64_t interval, uint64_t seed, uint32_t session) {
     session_ = session;
@@ -71,7 +98,7 @@ class Sampler {
   int64_t NextInterval(uint64_t interval) {
     // Exponential with mean `interval`; u in (0, 1].
     double u = (static_cast<double>(NextRandom() >> 11) + 1.0) / 9007199254740992.0;
-    double next = -log(u) * static_cast<double>(interval);
+    double next = -Log(u) * static_cast<double>(interval);
     return next < 1.0 ? 1 : static_cast<int64_t>(next);
   }
 

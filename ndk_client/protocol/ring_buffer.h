@@ -112,6 +112,8 @@ class SharedRingBuffer {
     RecordHeader* header = nullptr;
     uint8_t* body = nullptr;
     uint32_t total_size = 0;
+    // Which ring of the writer's set it is in (set by the writer: the ring knows no set).
+    uint32_t ring = 0;
     // Where the record starts in the stream of records: the order the daemon reads them in.
     uint64_t position = 0;
   };

@@ -37,12 +37,6 @@ class RingSet {
   int fd() const { return fd_; }
   uint32_t count() const { return count_; }
   SharedRingBuffer* ring(uint32_t index) const { return rings_[index]; }
-  // Which of them `ring` is.
-  uint32_t IndexOf(const SharedRingBuffer* ring) const {
-    uint32_t index = 0;
-    while (index + 1 < count_ && rings_[index] != ring) ++index;
-    return index;
-  }
   // The memfd's size: every ring's metadata page and data.
   uint64_t total_size() const { return count_ * rings_[0]->total_size(); }
   // The rings' mappings, one after the other.
