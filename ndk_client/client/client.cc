@@ -87,7 +87,7 @@ int Client::TakeSnapshotChannel(SnapshotRange* ranges, size_t* range_count) {
     const uint64_t address = reinterpret_cast<uintptr_t>(start);
     if (start != nullptr && count < kMaxProfilerRanges) ranges[count++] = {address, address + size};
   };
-  add(sampled_, 2 * sizeof(SampledAddresses));  // custom_sampled_ follows it
+  add(sampled_, kSampledTablesBytes);  // custom_sampled_ and the large tables follow it
   add(rings_->mapping(), rings_->mapping_size());
   if (stack_matches_ != nullptr) add(stack_matches_->mapping(), StackMatches::kSize);
   *range_count = count;

@@ -24,6 +24,11 @@
 
 namespace droidheap {
 
+// The client's tables of sampled blocks, in one mapping: libc's, the custom heaps', then the
+// large table of each.
+constexpr size_t kSampledTablesBytes =
+    2 * (sizeof(SampledAddresses) + sizeof(SampledAddresses::LargeTable));
+
 class Client {
  public:
   // Connects to the daemon at socket_path and performs the handshake, the hello carrying

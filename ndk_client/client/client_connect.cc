@@ -144,13 +144,13 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   if (stack_matches == nullptr && fds.stack_matches >= 0) close(fds.stack_matches);
   // Wake-up bytes must never block the program.
   fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
-  // Fresh anonymous pages are zero, the empty tables (libc's, the custom heaps'); only the
-  // buckets in use get touched.
-  void* tables = mmap(nullptr, 2 * sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Fresh anonymous pages are zero, the empty tables (libc's, the custom heaps', then their
+  // large tables); only the buckets in use get touched.
+  void* tables = mmap(nullptr, kSampledTablesBytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   void* storage = previous->memalign(alignof(Client), sizeof(Client));
   if (tables == MAP_FAILED || storage == nullptr) {
-    if (tables != MAP_FAILED) munmap(tables, 2 * sizeof(SampledAddresses));
+    if (tables != MAP_FAILED) munmap(tables, kSampledTablesBytes);
     if (storage != nullptr) previous->free(storage);
     SharedTotals::Destroy(totals);
     StackMatches::Destroy(stack_matches);
@@ -161,6 +161,9 @@ Client* Client::Connect(const char* socket_path, const MallocDispatch* previous,
   }
   SampledAddresses* sampled = static_cast<SampledAddresses*>(tables);
   SampledAddresses* custom_sampled = sampled + 1;
+  auto* large_tables = reinterpret_cast<SampledAddresses::LargeTable*>(sampled + 2);
+  sampled->SetLargeTableRoom(&large_tables[0]);
+  custom_sampled->SetLargeTableRoom(&large_tables[1]);
   // Every block is sampled at interval 1: a lookup could only ever say "report it", and says where
   // to when a block's ring is not 0 (KeepRings).
   if (ring_count > 1) sampled->KeepRings();

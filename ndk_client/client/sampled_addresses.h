@@ -5,11 +5,11 @@
 // never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free, no
 // allocation, no syscall.
 //
-// Layout: 2^13 buckets of one cache line each, 8 address slots (0 = empty); and apart from them,
-// 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of counts about the
-// addresses whose home it is: how many are in the set (low byte), how many of those had to be
-// placed in one of the kMaxSpill buckets after it (the next 7 bits), and whether the set has
-// overflowed (the top bit, see below). The counts are a dense 128 KiB
+// Layout (AddressTable): 2^13 buckets of one cache line each, 8 address slots (0 = empty); and
+// apart from them, 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of
+// counts about the addresses whose home it is: how many are in the table (low byte), how many of
+// those had to be placed in one of the kMaxSpill buckets after it (the next 7 bits), and whether
+// the answer may lie further (the top bit, see below). The counts are a dense 128 KiB
 // array, so that the look every free takes -- mostly finding its home's count at zero -- stays
 // in cache, where one line per bucket spread the frees over half a megabyte (a cache miss per free
 // in programs that free a lot). Only a free whose home count is not zero scans the home bucket,
@@ -20,22 +20,29 @@
 //
 //   Insert(a)  counts[home] += 1, then CAS an empty slot 0 -> a in the home bucket
 //              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
-//              else: both undone, and the set overflows for good
+//              else: both undone, and the set moves to its large table (below)
 //   Remove(a)  counts[home] == 0: not there
 //              home bucket holding a: slot -> 0, counts[home] -= 1
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
 // An address is in the set at most once: the hooks insert it after the allocator handed it out,
 // before the program has it (before its record is written: Client::RecordAlloc), and remove it
-// before handing it back (Client::BeginFree). The accesses are relaxed:
+// before handing it back (Client::BeginFree). The accesses are relaxed (but for the move below):
 // a block is freed after its allocation by the program's own ordering (a thread hands a pointer to
 // another only through some synchronisation), which makes the insert visible to the remove.
 //
-// When no bucket within reach has room the set overflows: from then on Remove says "report it" for
-// every address, as if everything had been sampled -- the daemon ignores frees of blocks it never
-// saw -- so a full table costs speed, never a missed free. Every home's top bit is set before the
-// Insert that overflowed returns (before the program has the block): the look every free takes
-// then says "maybe" with no second load.
+// When no bucket within reach has room for an address, the set moves to its large table, eight
+// times larger (its pages, reserved by the client, are touched only as they fill): every address
+// of the first table gets its home there marked (the top bit: look in the first table too), every
+// home of the first table gets the top bit (the inline look then always says "maybe"), and new
+// addresses go to the large table alone. A free then looks at its home there, whose counts stay a
+// filter: the first table's would say "maybe" for most frees once it is full (its buckets and
+// their spills scanned: ~300 instructions and 2.4 cache misses a free with 80k live samples).
+// When the large table has no room either, the set overflows: from then on Remove says "report
+// it" for every address, as if everything had been sampled -- the daemon ignores frees of blocks
+// it never saw -- so a full set costs speed, never a missed free. Every home's top bit is set
+// before the Insert that overflowed returns (before the program has the block): the look every
+// free takes then says "maybe" with no second load.
 //
 // libc's table also keeps, beside each address, the ring its allocation was recorded in
 // (KeepRings; Client::RingOf): in the 3 low bits of its slot, which every malloc'd block's
@@ -45,6 +52,7 @@
 // (a program's first sampling thread writes to ring 0 and pays for no table at all).
 #pragma once
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,40 +60,55 @@
 
 namespace droidheap {
 
-class SampledAddresses {
+// One table of the set: 2^kBucketBits buckets of 8 slots, 8 homes per bucket with their counts.
+// Owned by SampledAddresses, which says what a slot holds and what a home's top bit means.
+template <unsigned kBucketBits>
+class AddressTable {
  public:
-  static constexpr size_t kBuckets = size_t{1} << 13;
+  static constexpr size_t kBuckets = size_t{1} << kBucketBits;
   static constexpr size_t kSlotsPerBucket = 8;
   static constexpr size_t kMaxSpill = 15;
   static constexpr size_t kHomes = kBuckets << 3;
+  // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after;
+  // those spilled fit the 7 bits below kLookFurther.
+  static constexpr uint16_t kOne = 1;
+  static constexpr uint16_t kOneSpilled = uint16_t{1} << 8;
+  static constexpr uint16_t kLookFurther = uint16_t{1} << 15;
 
-  static constexpr uint32_t kMaxRings = 8;
-
-  // Every free is reported from now on: at the start for -i 1, where every block is sampled
-  // anyway, or when the set overflows. Writes every home's count once.
-  void ReportEveryFree() {
-    every_free_.store(true, std::memory_order_relaxed);
+  uint16_t counts(uint64_t address) const {
+    return counts_[Home(address)].load(std::memory_order_relaxed);
+  }
+  void LookFurther(uint64_t address) {
+    counts_[Home(address)].fetch_or(kLookFurther, std::memory_order_relaxed);
+  }
+  void LookFurtherEverywhere() {
     for (std::atomic<uint16_t>& counts : counts_) {
-      counts.fetch_or(kEveryFree, std::memory_order_relaxed);
+      counts.fetch_or(kLookFurther, std::memory_order_relaxed);
     }
   }
-  bool reports_every_free() const { return every_free_.load(std::memory_order_relaxed); }
-  // Whether the set takes no more addresses: it had no room for one. Its blocks' rings are then
-  // no longer known: a new sample goes to ring 0 (Client::RingOf).
-  bool full() const { return full_.load(std::memory_order_relaxed); }
-  // Keeps each block's ring (below kMaxRings) with it, before any Insert: every address is then
-  // a multiple of 8. With ReportEveryFree as well (-i 1), the set holds only the blocks of rings
-  // other than 0: where a block's free goes, for every block is reported, by default to ring 0.
-  void KeepRings() { ring_bits_ = kMaxRings - 1; }
+  void Prefetch(uint64_t address) {
+    const size_t home = Home(address);
+    __builtin_prefetch(&counts_[home], 1);
+    __builtin_prefetch(&buckets_[BucketOf(home)], 1);
+  }
+  // Calls `f` with every address in the table, its slot's `ring_bits` aside (a walk racing with
+  // inserts and removes: it may miss what they change meanwhile; its loads are sequentially
+  // consistent, as Claim's stores).
+  template <typename F>
+  void ForEachAddress(uint64_t ring_bits, F f) const {
+    for (const Bucket& bucket : buckets_) {
+      for (const std::atomic<uint64_t>& slot : bucket.slots) {
+        const uint64_t value = slot.load(std::memory_order_seq_cst);
+        if (value != 0) f(value & ~ring_bits);
+      }
+    }
+  }
 
-  // Remembers a sampled block, recorded in `ring` (0 unless KeepRings). False when the set does
-  // not hold it: full, or a block of ring 0 when every free is reported anyway (its free will be
-  // reported all the same, in ring 0).
-  bool Insert(uint64_t address, uint32_t ring = 0) {
-    if (full() || (ring == 0 && reports_every_free())) return false;
+  // Puts `slot` (`address`, a ring in its low bits) in; false, nothing changed, when no bucket
+  // within reach has room.
+  bool Insert(uint64_t address, uint64_t slot) {
     const size_t home = Home(address);
     const size_t bucket = BucketOf(home);
-    const uint64_t slot = address | (ring & ring_bits_);
     // Counted first, so that a Remove of this address never misses it.
     counts_[home].fetch_add(kOne, std::memory_order_relaxed);
     if (Claim(&buckets_[bucket], slot)) return true;
@@ -94,81 +117,51 @@ class SampledAddresses {
       if (Claim(&buckets_[(bucket + i) % kBuckets], slot)) return true;
     }
     counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
-    full_.store(true, std::memory_order_relaxed);
-    ReportEveryFree();
     return false;
   }
 
-  // Brings in the lines an Insert of `address` writes (a sampled allocation's, about to be
-  // recorded: the wait for them overlaps the work before it).
-  void Prefetch(uint64_t address) {
+  // Whether `address` is in the table, its slot's `ring_bits` aside.
+  bool Holds(uint64_t address, uint64_t ring_bits) const {
     const size_t home = Home(address);
-    __builtin_prefetch(&counts_[home], 1);
-    __builtin_prefetch(&buckets_[BucketOf(home)], 1);
-  }
-
-  // Inline in every free: false when the block at `address` cannot be in the set, from one load
-  // of its home's counts (zero: no address of that home is in the set, nor has it overflowed).
-  bool MayHold(uint64_t address) const {
-    return counts_[Home(address)].load(std::memory_order_relaxed) != 0;
-  }
-
-  // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its
-  // home's count let through is of a block never sampled more often than not (with perl's 20k
-  // live samples a quarter of the homes count something), and it then goes no further.
-  bool Holds(uint64_t address) const {
-    if (reports_every_free()) return true;
-    const size_t home = Home(address);
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed);
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
     if (counts == 0) return false;
     const size_t bucket = BucketOf(home);
-    if (Find(&buckets_[bucket], address, ring_bits_) != nullptr) return true;
-    if ((counts & ~kEveryFree) >= kOneSpilled) {
+    if (Find(&buckets_[bucket], address, ring_bits) != nullptr) return true;
+    if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
-        if (Find(&buckets_[(bucket + i) % kBuckets], address, ring_bits_) != nullptr) return true;
+        if (Find(&buckets_[(bucket + i) % kBuckets], address, ring_bits) != nullptr) return true;
       }
     }
     return false;
   }
 
-  // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
-  // the set has overflowed; `ring` is then the ring its allocation was recorded in (0 when it is
-  // not in the set).
-  bool Remove(uint64_t address, uint32_t* ring) {
-    *ring = 0;
-    // Without rings such a table is never read again: what it still holds does not matter.
-    const bool every_free = reports_every_free();
-    if (every_free && ring_bits_ == 0) return true;
+  // Takes `address` out; false when it is not in the table. `ring`: its slot's ring_bits.
+  bool Remove(uint64_t address, uint64_t ring_bits, uint32_t* ring) {
     const size_t home = Home(address);
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kEveryFree;
-    if (counts == 0) return every_free;
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
+    if (counts == 0) return false;
     const size_t bucket = BucketOf(home);
-    if (Release(&buckets_[bucket], address, ring_bits_, ring)) {
+    if (Release(&buckets_[bucket], address, ring_bits, ring)) {
       counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
       return true;
     }
     if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
-        if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits_, ring)) {
+        if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits, ring)) {
           counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
           return true;
         }
       }
     }
-    return every_free;
+    return false;
   }
 
  private:
   struct alignas(64) Bucket {
     std::atomic<uint64_t> slots[kSlotsPerBucket];
   };
-  // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after;
-  // those spilled fit the 7 bits below kEveryFree.
-  static constexpr uint16_t kOne = 1;
-  static constexpr uint16_t kOneSpilled = uint16_t{1} << 8;
-  static constexpr uint16_t kEveryFree = uint16_t{1} << 15;
   static_assert((kMaxSpill + 1) * kSlotsPerBucket < kOneSpilled, "counts fit their byte");
-  static_assert(kMaxSpill * kSlotsPerBucket * kOneSpilled < kEveryFree, "spills fit their bits");
+  static_assert(kMaxSpill * kSlotsPerBucket * kOneSpilled < kLookFurther, "spills fit their bits");
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                     std::atomic<uint16_t>::is_always_lock_free,
@@ -176,14 +169,14 @@ class SampledAddresses {
 
   // Blocks are at least 8-byte aligned: the hash takes the bits above that (Fibonacci hashing).
   static size_t Home(uint64_t address) {
-    return static_cast<size_t>(((address >> 3) * 0x9e3779b97f4a7c15ull) >> 48);
+    return static_cast<size_t>(((address >> 3) * 0x9e3779b97f4a7c15ull) >> (61 - kBucketBits));
   }
   static size_t BucketOf(size_t home) { return home >> 3; }
-  static bool Claim(Bucket* bucket, uint64_t address) {
+  static bool Claim(Bucket* bucket, uint64_t slot_value) {
     for (std::atomic<uint64_t>& slot : bucket->slots) {
       uint64_t empty = 0;
       if (slot.load(std::memory_order_relaxed) == 0 &&
-          slot.compare_exchange_strong(empty, address, std::memory_order_relaxed)) {
+          slot.compare_exchange_strong(empty, slot_value, std::memory_order_seq_cst)) {
         return true;
       }
     }
@@ -207,10 +200,134 @@ class SampledAddresses {
   }
 
   std::atomic<uint16_t> counts_[kHomes];  // by home bucket, see the top of the file
+  Bucket buckets_[kBuckets];
+};
+
+class SampledAddresses {
+ public:
+  using FirstTable = AddressTable<13>;
+  // Eight times the first: 512k slots, 5 MiB of pages touched as they are used.
+  using LargeTable = AddressTable<16>;
+  static constexpr uint32_t kMaxRings = 8;
+
+  // Zero pages the set moves to when its first table has no room for an address, owned by the
+  // caller (without: the set then overflows at once).
+  void SetLargeTableRoom(LargeTable* room) { large_ = room; }
+
+  // Every free is reported from now on: at the start for -i 1, where every block is sampled
+  // anyway, or when the set overflows. Writes every home's count once.
+  void ReportEveryFree() {
+    every_free_.store(true, std::memory_order_relaxed);
+    first_.LookFurtherEverywhere();
+  }
+  bool reports_every_free() const { return every_free_.load(std::memory_order_relaxed); }
+  // Whether the set takes no more addresses: it had no room for one. Its blocks' rings are then
+  // no longer known: a new sample goes to ring 0 (Client::RingOf).
+  bool full() const { return full_.load(std::memory_order_relaxed); }
+  // Keeps each block's ring (below kMaxRings) with it, before any Insert: every address is then
+  // a multiple of 8. With ReportEveryFree as well (-i 1), the set holds only the blocks of rings
+  // other than 0: where a block's free goes, for every block is reported, by default to ring 0.
+  void KeepRings() { ring_bits_ = kMaxRings - 1; }
+
+  // Remembers a sampled block, recorded in `ring` (0 unless KeepRings). False when the set does
+  // not hold it: full, or a block of ring 0 when every free is reported anyway (its free will be
+  // reported all the same, in ring 0).
+  bool Insert(uint64_t address, uint32_t ring = 0) {
+    if (full() || (ring == 0 && reports_every_free())) return false;
+    const uint64_t slot = address | (ring & ring_bits_);
+    if (!moving_.load(std::memory_order_relaxed) && first_.Insert(address, slot)) {
+      // A move that began meanwhile may have walked past the slot: then it is marked here. The
+      // slot's store, this load, the move's start and its walk's loads are all sequentially
+      // consistent: of this thread and the mover, one sees what the other did.
+      if (moving_.load(std::memory_order_seq_cst)) large_->LookFurther(address);
+      return true;
+    }
+    return InsertInLarge(address, slot);
+  }
+
+  // Brings in the lines an Insert of `address` writes (a sampled allocation's, about to be
+  // recorded: the wait for them overlaps the work before it).
+  void Prefetch(uint64_t address) {
+    if (moved()) {
+      large_->Prefetch(address);
+    } else {
+      first_.Prefetch(address);
+    }
+  }
+
+  // Inline in every free: false when the block at `address` cannot be in the set, from one load
+  // of its home's counts (zero: no address of that home is in the set, nor has it overflowed).
+  bool MayHold(uint64_t address) const { return first_.counts(address) != 0; }
+
+  // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its
+  // home's count let through is of a block never sampled more often than not (with perl's 20k
+  // live samples a quarter of the homes count something), and it then goes no further.
+  bool Holds(uint64_t address) const {
+    if (reports_every_free()) return true;
+    if (!moved()) return first_.Holds(address, ring_bits_);
+    return HoldsAfterMove(address);
+  }
+
+  // Forgets a block about to be freed. True when its free must be reported: it was sampled, or
+  // the set has overflowed; `ring` is then the ring its allocation was recorded in (0 when it is
+  // not in the set).
+  bool Remove(uint64_t address, uint32_t* ring) {
+    *ring = 0;
+    // Without rings such a table is never read again: what it still holds does not matter.
+    const bool every_free = reports_every_free();
+    if (every_free && ring_bits_ == 0) return true;
+    if (!moved()) return first_.Remove(address, ring_bits_, ring) || every_free;
+    return RemoveAfterMove(address, ring) || every_free;
+  }
+
+ private:
+  bool moved() const { return moved_.load(std::memory_order_acquire); }
+
+  // Out of line, what only a set that moved to its large table does: the sample path of every
+  // other program stays as short as it was.
+  __attribute__((noinline)) bool InsertInLarge(uint64_t address, uint64_t slot) {
+    if (MoveToLarge() && large_->Insert(address, slot)) return true;
+    full_.store(true, std::memory_order_relaxed);
+    ReportEveryFree();
+    return false;
+  }
+  // A home of the large table without the top bit has no address in the first.
+  __attribute__((noinline)) bool HoldsAfterMove(uint64_t address) const {
+    const uint16_t counts = large_->counts(address);
+    if (counts == 0) return false;
+    if (large_->Holds(address, ring_bits_)) return true;
+    return (counts & LargeTable::kLookFurther) != 0 && first_.Holds(address, ring_bits_);
+  }
+  __attribute__((noinline)) bool RemoveAfterMove(uint64_t address, uint32_t* ring) {
+    const uint16_t counts = large_->counts(address);
+    if (counts == 0) return false;
+    if (large_->Remove(address, ring_bits_, ring)) return true;
+    return (counts & LargeTable::kLookFurther) != 0 && first_.Remove(address, ring_bits_, ring);
+  }
+
+  // Makes the large table the one new addresses go to, once (the first thread whose address found
+  // no room; the others wait for it, a walk of the first table): every address of the first table
+  // gets its home there marked, so that a free looks for it back here, and every home of the first
+  // table looks further, so that every free leaves the inline look. False without a large table.
+  bool MoveToLarge() {
+    if (large_ == nullptr) return false;
+    bool expected = false;
+    if (moving_.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) {
+      first_.ForEachAddress(ring_bits_, [this](uint64_t address) { large_->LookFurther(address); });
+      first_.LookFurtherEverywhere();
+      moved_.store(true, std::memory_order_release);
+    }
+    while (!moved()) sched_yield();
+    return true;
+  }
+
+  FirstTable first_;
+  LargeTable* large_;
+  std::atomic<bool> moving_;
+  std::atomic<bool> moved_;
   std::atomic<bool> every_free_;
   std::atomic<bool> full_;
   uint64_t ring_bits_;  // the slots' bits that hold a ring (KeepRings), not the address
-  Bucket buckets_[kBuckets];
 };
 
 static_assert(sizeof(SampledAddresses) <= 660 * 1024, "the client's table stays well under 1 MiB");

@@ -1,7 +1,7 @@
 // SampledAddresses: a sampled block's free is always reported, any other free never is (until the
-// table overflows, after which every free is), under concurrent inserts and removes; and with it
-// the ring its allocation was recorded in; and Holds, the free hook's second look, answers as
-// Remove does, removing nothing.
+// set overflows, after which every free is), under concurrent inserts and removes, beyond what the
+// first table holds too; and with it the ring its allocation was recorded in; and Holds, the free
+// hook's second look, answers as Remove does, removing nothing.
 #include <sys/mman.h>
 
 #include <atomic>
@@ -12,18 +12,26 @@
 #include "tests/test_util.h"
 
 using droidheap::SampledAddresses;
+using FirstTable = SampledAddresses::FirstTable;
+using LargeTable = SampledAddresses::LargeTable;
 
 namespace {
 
-// As the client makes it: fresh zero pages.
-SampledAddresses* NewTable() {
-  void* memory = mmap(nullptr, sizeof(SampledAddresses), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+constexpr size_t kTableBytes = sizeof(SampledAddresses) + sizeof(LargeTable);
+constexpr uint64_t kFirstCapacity = FirstTable::kBuckets * FirstTable::kSlotsPerBucket;
+constexpr uint64_t kLargeCapacity = LargeTable::kBuckets * LargeTable::kSlotsPerBucket;
+
+// As the client makes it: fresh zero pages, with room for the large table after the set.
+SampledAddresses* NewTable(bool large_table = true) {
+  void* memory = mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   CHECK(memory != MAP_FAILED);
-  return static_cast<SampledAddresses*>(memory);
+  auto* table = static_cast<SampledAddresses*>(memory);
+  if (large_table) table->SetLargeTableRoom(reinterpret_cast<LargeTable*>(table + 1));
+  return table;
 }
 
-void FreeTable(SampledAddresses* table) { munmap(table, sizeof(SampledAddresses)); }
+void FreeTable(SampledAddresses* table) { munmap(table, kTableBytes); }
 
 // Every removal is asked first as the free hook asks (Holds): the same answer, nothing removed.
 bool Removed(SampledAddresses* table, uint64_t address) {
@@ -83,22 +91,44 @@ void TestTheCountsStayAFilterWithManyLiveBlocks() {
   FreeTable(t);
 }
 
-// A table filled past what two buckets per address can hold overflows, and from then on reports
-// every free, including those of blocks it never held.
-void TestOverflowReportsEveryFree() {
+// Three times the addresses the first table holds: the set moves to its large table, every one
+// is found, those left in the first table too, and the frees of blocks never sampled are still
+// not reported.
+void TestAFullFirstTableMovesToTheLargeTable() {
   SampledAddresses* t = NewTable();
-  const uint64_t capacity = SampledAddresses::kBuckets * SampledAddresses::kSlotsPerBucket;
-  uint64_t inserted = 0;
-  while (t->Insert(0x10000 + inserted * 16)) ++inserted;
-  CHECK(t->reports_every_free());
-  CHECK(inserted > capacity / 2 && inserted < capacity);
-  CHECK(!t->Insert(0x20));
-  CHECK(t->MayHold(0x30) && t->MayHold(0x7f0000001230));  // the hooks' look says "maybe"
-  CHECK(Removed(t, 0x30));
-  CHECK(Removed(t, 0x10000));
+  std::vector<uint64_t> live;
+  for (uint64_t i = 1; i <= 3 * kFirstCapacity; ++i) {
+    const uint64_t address = 0x7f0000000000 + i * 48;
+    CHECK(t->Insert(address));
+    live.push_back(address);
+  }
+  CHECK(!t->reports_every_free() && !t->full());
+  for (uint64_t i = 1; i <= 100000; ++i) CHECK(!Removed(t, 0x5a0000000000 + i * 80));
+  for (uint64_t address : live) CHECK(Removed(t, address));
+  for (uint64_t address : live) CHECK(!Removed(t, address));
   FreeTable(t);
+}
 
-  t = NewTable();
+// A set filled past what two buckets per address can hold, in both its tables, overflows, and from
+// then on reports every free, including those of blocks it never held; without a large table,
+// once the first is full.
+void TestOverflowReportsEveryFree() {
+  for (bool large_table : {true, false}) {
+    SampledAddresses* t = NewTable(large_table);
+    const uint64_t capacity = kFirstCapacity + (large_table ? kLargeCapacity : 0);
+    uint64_t inserted = 0;
+    while (t->Insert(0x10000 + inserted * 16)) ++inserted;
+    CHECK(t->reports_every_free());
+    CHECK(inserted > capacity / 2 && inserted < capacity);
+    CHECK(!t->Insert(0x20));
+    CHECK(t->MayHold(0x30) && t->MayHold(0x7f0000001230));  // the hooks' look says "maybe"
+    CHECK(Removed(t, 0x30));
+    CHECK(Removed(t, 0x10000));
+    CHECK(Removed(t, 0x10000 + (inserted - 1) * 16));
+    FreeTable(t);
+  }
+
+  SampledAddresses* t = NewTable();
   t->ReportEveryFree();
   CHECK(t->MayHold(0x40));
   CHECK(Removed(t, 0x40));
@@ -120,10 +150,13 @@ void TestRingsAreKeptWithTheirBlocks() {
   CHECK(t->Remove(0x1008, &ring) && ring == 0);
   CHECK(t->Insert(0x4000, 3));
   uint64_t inserted = 0;
-  while (t->Insert(0x10000 + inserted * 16, 1)) ++inserted;
+  while (t->Insert(0x10000 + inserted * 16, 1 + inserted % 7)) ++inserted;
   CHECK(t->reports_every_free() && t->full());
   CHECK(t->Remove(0x4000, &ring) && ring == 3);  // held from before
   CHECK(t->Remove(0x10000, &ring) && ring == 1);
+  for (uint64_t i = kFirstCapacity; i < inserted; i += 997) {  // in the large table
+    CHECK(t->Remove(0x10000 + i * 16, &ring) && ring == 1 + i % 7);
+  }
   CHECK(t->Remove(0x30, &ring) && ring == 0);  // never held: reported, in ring 0
   FreeTable(t);
 
@@ -154,22 +187,22 @@ void TestAtIntervalOneOnlyOtherRingsAreHeld() {
 }
 
 // Threads insert and remove their own addresses while others do the same in the same buckets:
-// each thread must find exactly its live addresses, and never another's.
-void TestConcurrentThreadsSeeExactlyTheirOwnBlocks() {
+// each thread must find exactly its live addresses, and never another's; with more of them live
+// than the first table holds, too.
+void TestConcurrentThreadsSeeExactlyTheirOwnBlocks(uint64_t live, int rounds) {
   SampledAddresses* t = NewTable();
   constexpr int kThreads = 4;
-  constexpr uint64_t kLive = 2000;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
-    threads.emplace_back([t, id, &failures] {
+    threads.emplace_back([t, id, live, rounds, &failures] {
       // Interleaved addresses: neighbours of other threads' blocks share buckets with ours.
       auto address = [id](uint64_t i) { return 0x550000000000 + (i * kThreads + id) * 16; };
-      for (int round = 0; round < 50; ++round) {
-        for (uint64_t i = 0; i < kLive; ++i) {
+      for (int round = 0; round < rounds; ++round) {
+        for (uint64_t i = 0; i < live; ++i) {
           if (!t->Insert(address(i))) failures.fetch_add(1);
         }
-        for (uint64_t i = 0; i < kLive; ++i) {
+        for (uint64_t i = 0; i < live; ++i) {
           if (!Removed(t, address(i))) failures.fetch_add(1);
           if (Removed(t, address(i))) failures.fetch_add(1);
         }
@@ -188,10 +221,12 @@ int main() {
   TestOnlySampledFreesAreReported();
   TestCrowdedBucketsSpillAndAreFound();
   TestTheCountsStayAFilterWithManyLiveBlocks();
+  TestAFullFirstTableMovesToTheLargeTable();
   TestOverflowReportsEveryFree();
   TestRingsAreKeptWithTheirBlocks();
   TestAtIntervalOneOnlyOtherRingsAreHeld();
-  TestConcurrentThreadsSeeExactlyTheirOwnBlocks();
+  TestConcurrentThreadsSeeExactlyTheirOwnBlocks(2000, 50);
+  TestConcurrentThreadsSeeExactlyTheirOwnBlocks(30000, 4);
   printf("sampled_addresses_test: ok\n");
   return 0;
 }
