@@ -5,7 +5,7 @@ peers, beside the same run unprofiled on glibc, all measured side by side in one
 
     .venv/bin/python bench/overhead.py [--threads 1,4] [--runs 3] [--allocs 2000000]
                                        [--stack 8192] [--no-programs] [--no-depths]
-                                       [--no-stack-sizes] [--no-callgrind]
+                                       [--no-stack-sizes] [--no-live] [--no-callgrind]
                                        [--cross-thread-frees] [--orders random,FIFO]
 
 The workloads: bench/programs/malloc_churn.c (per thread ALLOCS allocations of 16..4096 bytes
@@ -48,6 +48,10 @@ Figures:
   stack size    malloc_churn, 1 thread, at dh 4096 and dh 1 with 512 B, 8, 32 and 128 KiB of
                 live stack above its allocations, built with frame pointers and without: the
                 elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
+  live samples  malloc_churn, 1 thread, with a window of 16..256-byte blocks that holds 30k and
+                110k sampled blocks at dh 4096 (117 and 429 MiB): the elapsed multiple and the
+                ns each sample adds to glibc's run, below and past the ~50k live samples the
+                first part of the client's table holds (flat: 110k's within 1.3x of 30k's)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop; and
                 perl's, python3's and sqlite3's whole runs under the layer alone, at dh 1e9 and
@@ -61,7 +65,8 @@ Figures:
                 each free order (4 threads @-i 1 also below heaptrack), perl, python3 and
                 sqlite3 @4096, the client's CPU ns per sample (1 thread, random, @4096) and the
                 daemon's busy ns per sample at depth 10, the cost per sample at 128 KiB of stack
-                within 1.3x of that at 512 B; each met, MISSED, or not measured
+                within 1.3x of that at 512 B, and at 110k live samples within 1.3x of 30k's;
+                each met, MISSED, or not measured
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -78,10 +83,11 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
-from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, STACK_COLUMNS, STACK_SIZES,
-                              Run, StackRuns, daemon_stats, daemon_usage, goals, parse_run,
-                              print_custom_heap, print_daemon_table, print_depths,
-                              print_elapsed_table, print_fast_path, print_goals, print_rss_table,
+from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, LIVE_SAMPLES, LIVE_SIZES,
+                              STACK_COLUMNS, STACK_SIZES, Run, StackRuns, daemon_stats,
+                              daemon_usage, goals, live_window, parse_run, print_custom_heap,
+                              print_daemon_table, print_depths, print_elapsed_table,
+                              print_fast_path, print_goals, print_live_samples, print_rss_table,
                               print_stack_sizes, sample_paths)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -319,6 +325,21 @@ def callgrind_total(counts: pathlib.Path) -> int:
     return int(found.group(1))
 
 
+def measure_live_samples(runner: Runner, program: pathlib.Path,
+                         runs: int) -> Dict[int, Dict[str, List[Run]]]:
+    """{live samples: {column: runs}} of malloc_churn, 1 thread, whose window holds that many
+    sampled blocks at 4096 (LIVE_SAMPLES: 117 and 429 MiB of small blocks), alone, at dh 1e9
+    and at 4096, in rounds."""
+    by_live = {}
+    for live in LIVE_SAMPLES:
+        window = live_window(live)
+        workload = [str(program), "-t", "1", "-n", str(window + 2_000_000), "-w", str(window),
+                    "-s", f"{LIVE_SIZES[0]}:{LIVE_SIZES[1]}", "-k", "0"]
+        by_live[live] = measure(runner, f"{live} live samples", workload, runs,
+                                columns=["glibc", "dh 1e9", "dh 4096"])
+    return by_live
+
+
 def measure_fast_path(runner: Runner, program: pathlib.Path,
                       runs: int) -> Tuple[Dict[str, List[Run]], int]:
     """The layer alone and dh 1e9 on the cheapest allocator calls there are, 32-byte blocks that
@@ -367,6 +388,8 @@ def main() -> int:
     parser.add_argument("--no-depths", action="store_true", help="skip the stack depth runs")
     parser.add_argument("--no-stack-sizes", action="store_true",
                         help="skip the runs at each size of live stack")
+    parser.add_argument("--no-live", action="store_true",
+                        help="skip the runs at 30k and 110k live samples")
     parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
     parser.add_argument("--cross-thread-frees", action="store_true",
                         help="malloc_churn -x: half the frees on another thread")
@@ -401,6 +424,7 @@ def main() -> int:
         by_size = {} if args.no_stack_sizes else measure_stack_sizes(
             runner, {"no frame pointers": program, "frame pointers": framed}, args.allocs,
             args.runs)
+        by_live = {} if args.no_live else measure_live_samples(runner, program, args.runs)
         fast_path = measure_fast_path(runner, program, args.runs)
         custom_heap = measure_custom_heap(runner, program, args.runs)
         callgrind = custom_callgrind = None
@@ -433,6 +457,9 @@ def main() -> int:
     if by_size:
         print()
         print_stack_sizes(by_size)
+    if by_live:
+        print()
+        print_live_samples(by_live)
     if callgrind:
         layer, added, samples = callgrind
         print(f"\nunsampled fast path under callgrind (1 thread, dh 1e9, {samples} sampled): "
@@ -449,7 +476,7 @@ def main() -> int:
           f"{'half' if args.cross_thread_frees else 'none'} freed on another thread, "
           f"{args.stack} B of live stack above the allocations")
     print_goals(goals(churn, dict(programs), by_depth, by_size,
-                      {name: sampled for name, (_, _, sampled) in programs_callgrind}))
+                      {name: sampled for name, (_, _, sampled) in programs_callgrind}, by_live))
     print()
     print("samples lost: " + ("; ".join(runner.lost_samples) or "none"))
     print("unwinding errors: " + ("; ".join(runner.unwinding_errors) or "none"))

@@ -16,6 +16,10 @@ STACK_SIZES = [512, 8192, 32768, 131072]
 STACK_COLUMNS = {"dh 4096": "@4096", "dh 1": "@-i 1"}  # column: how a goal names it
 # Issue 56: the cost of a sample at the largest stack within this multiple of the smallest's.
 FLAT = 1.3
+# Live sampled blocks at 4096, below and past the ~50k the first part of the client's table holds
+# (malloc_churn -s LIVE_SIZES with a window of blocks that holds them), and that cost's goal.
+LIVE_SAMPLES = [30_000, 110_000]
+LIVE_SIZES = (16, 256)
 CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
 # The programs the goals name, by their label in bench/overhead.py.
 GOAL_PROGRAMS = ["perl hash", "python3 dict", "sqlite3 rows"]
@@ -222,7 +226,25 @@ def print_stack_sizes(by_size: StackRuns) -> None:
         print(f"  {build:<20} {_bytes(size):>8} " + " ".join(f"{c:>25}" for c in cells))
 
 
+def live_window(samples: int) -> int:
+    """The window of malloc_churn -s LIVE_SIZES blocks that holds `samples` live samples at 4096
+    (the mean block stands for its share of a 4096-byte interval)."""
+    return samples * 4096 * 2 // (LIVE_SIZES[0] + LIVE_SIZES[1])
+
+
+def print_live_samples(by_live: Dict[int, Dict[str, List[Run]]]) -> None:
+    print(f"cost per sample by live samples (malloc_churn -s {LIVE_SIZES[0]}:{LIVE_SIZES[1]}, a "
+          "window of blocks that holds them at 4096, 1 thread, random frees): elapsed multiple, "
+          "ns added per sample")
+    for live, by_column in by_live.items():
+        times, cost = multiple(by_column, "dh 4096"), ns_per_sample(by_column, "dh 4096")
+        print(f"  {live:>8} live ({_bytes(live_window(live) * sum(LIVE_SIZES) // 2)}): " +
+              ("-" if times is None or cost is None else f"{times:.2f}x {cost:6.0f} ns"))
+
+
 def _bytes(size: int) -> str:
+    if size >= 1 << 20:
+        return f"{size >> 20} MiB"
     return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
 
 
@@ -266,11 +288,12 @@ def multiple(by_column: Dict[str, List[Run]], column: str) -> Optional[float]:
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
           programs: Dict[str, Dict[str, List[Run]]],
           by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None,
-          instructions: Optional[Dict[str, float]] = None) -> List[Goal]:
+          instructions: Optional[Dict[str, float]] = None,
+          by_live: Optional[Dict[int, Dict[str, List[Run]]]] = None) -> List[Goal]:
     """Issues 42's and 56's goals against this run: `churn` by free order ("random", "FIFO"),
     then thread count; `programs` by label, the stack-depth runs by depth, the stack-size runs by
     build and size; `instructions`: a program's whole run under callgrind at dh 4096, a multiple
-    of its instructions alone, by label."""
+    of its instructions alone, by label; `by_live`: the runs by live samples (LIVE_SAMPLES)."""
     found: List[Goal] = []
 
     def elapsed_goal(what: str, by_column, column: str, limit: float, peer: Optional[str] = None):
@@ -315,6 +338,12 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
                               f"{_bytes(STACK_SIZES[-1])} <= {FLAT}x {_bytes(STACK_SIZES[0])}'s",
                               None if ratio is None else f"{large:.0f} / {small:.0f} ns "
                               f"= {ratio:.2f}x", ratio is not None and ratio <= FLAT))
+    few, many = (ns_per_sample((by_live or {}).get(live, {}), "dh 4096") for live in LIVE_SAMPLES)
+    ratio = many / few if few and many is not None else None
+    found.append(Goal("flat, by live samples @4096",
+                      f"{LIVE_SAMPLES[1] // 1000}k <= {FLAT}x {LIVE_SAMPLES[0] // 1000}k's",
+                      None if ratio is None else f"{many:.0f} / {few:.0f} ns = {ratio:.2f}x",
+                      ratio is not None and ratio <= FLAT))
     return found
 
 

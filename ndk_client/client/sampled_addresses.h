@@ -256,7 +256,7 @@ class SampledAddresses {
   }
 
   // Inline in every free: false when the block at `address` cannot be in the set, from one load
-  // of its home's counts (zero: no address of that home is in the set, nor has it overflowed).
+  // of its home's counts (zero: no address of that home is in the set, nor has it moved on).
   bool MayHold(uint64_t address) const { return first_.counts(address) != 0; }
 
   // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its

@@ -82,7 +82,7 @@ def test_a_programs_instructions_meet_the_goal_within_1_05x(figures):
 def test_goals_without_the_four_thread_or_depth_runs_say_so(figures):
     found = {g.what: g for g in figures.goals({"random": {}}, {}, {})}
     assert all(g.now is None for g in found.values())
-    assert len(found) == 9
+    assert len(found) == 10
 
 
 def test_the_cost_per_sample_is_flat_when_the_largest_stack_costs_within_1_3x_the_smallest(figures):
@@ -98,7 +98,23 @@ def test_the_cost_per_sample_is_flat_when_the_largest_stack_costs_within_1_3x_th
     assert (found["flat, fp @-i 1"].now, found["flat, fp @-i 1"].met) == (
         "600 / 200 ns = 3.00x", False)
     by_size[("fp", 131072)]["dh 1"] = []  # not run
-    assert figures.goals({}, {}, {}, by_size)[-1].now is None
+    found = {g.what: g for g in figures.goals({}, {}, {}, by_size)}
+    assert found["flat, fp @-i 1"].now is None
+
+
+def test_the_cost_per_sample_is_flat_when_110k_live_samples_cost_within_1_3x_30ks(figures):
+    def by_column(dh_4096_ms, samples):
+        return {"glibc": [churn_run(figures, 1000)], "dh 1e9": [churn_run(figures, 1050)],
+                "dh 4096": [churn_run(figures, dh_4096_ms, samples=samples)]}
+    # 30k live: 300 ms over 500k samples; 110k: 1000 ms over 1M.
+    by_live = {30_000: by_column(1300, 500_000), 110_000: by_column(2000, 1000_000)}
+    found = {g.what: g for g in figures.goals({}, {}, {}, None, None, by_live)}
+    assert (found["flat, by live samples @4096"].now, found["flat, by live samples @4096"].met) == (
+        "1000 / 600 ns = 1.67x", False)
+    by_live[110_000] = by_column(1650, 1000_000)
+    found = {g.what: g for g in figures.goals({}, {}, {}, None, None, by_live)}
+    assert found["flat, by live samples @4096"].met  # 650 / 600 ns
+    assert figures.live_window(110_000) * 136 // (1 << 20) == 429  # MiB of 16..256-byte blocks
 
 
 def test_the_logs_sample_counts_say_how_each_sample_was_booked(figures, tmp_path, capsys):
