@@ -49,9 +49,10 @@ Figures:
                 live stack above its allocations, built with frame pointers and without: the
                 elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
   live samples  malloc_churn, 1 thread, with a window of 16..256-byte blocks that holds 30k and
-                110k sampled blocks at dh 4096 (117 and 429 MiB): the elapsed multiple and the
-                ns each sample adds to glibc's run, below and past the ~50k live samples the
-                first part of the client's table holds (flat: 110k's within 1.3x of 30k's)
+                110k sampled blocks at dh 4096 (117 and 429 MiB): the elapsed multiples at dh
+                1e9 and dh 4096, and the ns dh 4096 adds to dh 1e9 per sample, below and past
+                the ~50k live samples the first part of the client's table holds (flat: 110k's
+                within 1.3x of 30k's)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop; and
                 perl's, python3's and sqlite3's whole runs under the layer alone, at dh 1e9 and
