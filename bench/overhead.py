@@ -48,11 +48,11 @@ Figures:
   stack size    malloc_churn, 1 thread, at dh 4096 and dh 1 with 512 B, 8, 32 and 128 KiB of
                 live stack above its allocations, built with frame pointers and without: the
                 elapsed multiple and the ns each sample adds to glibc's run (issue 56: flat)
-  live samples  malloc_churn, 1 thread, with a window of 16..256-byte blocks that holds 30k and
-                110k sampled blocks at dh 4096 (117 and 429 MiB): the elapsed multiples at dh
-                1e9 and dh 4096, and the ns dh 4096 adds to dh 1e9 per sample, below and past
-                the ~50k live samples the first part of the client's table holds (flat: 110k's
-                within 1.3x of 30k's)
+  live samples  malloc_churn, 1 thread, 830k 16..256-byte blocks live (107 MiB), then 4M
+                allocations more, alone, at dh 1e9, at dh 4096 (27k live samples) and dh 1024
+                (110k: past the ~50k the first part of the client's table holds), twice --runs
+                rounds: the elapsed multiples and the ns each sample adds to dh 1e9 (flat:
+                110k's within 1.3x of 27k's)
   callgrind     instructions per malloc+free the client adds to the layer alone at dh 1e9,
                 1 thread, counted by callgrind inside malloc_churn's allocation loop; and
                 perl's, python3's and sqlite3's whole runs under the layer alone, at dh 1e9 and
@@ -66,7 +66,7 @@ Figures:
                 each free order (4 threads @-i 1 also below heaptrack), perl, python3 and
                 sqlite3 @4096, the client's CPU ns per sample (1 thread, random, @4096) and the
                 daemon's busy ns per sample at depth 10, the cost per sample at 128 KiB of stack
-                within 1.3x of that at 512 B, and at 110k live samples within 1.3x of 30k's;
+                within 1.3x of that at 512 B, and at 110k live samples within 1.3x of 27k's;
                 each met, MISSED, or not measured
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
@@ -84,9 +84,9 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
-from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, LIVE_SAMPLES, LIVE_SIZES,
-                              STACK_COLUMNS, STACK_SIZES, Run, StackRuns, daemon_stats,
-                              daemon_usage, goals, live_window, parse_run, print_custom_heap,
+from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, LIVE_CHURN, LIVE_INTERVALS,
+                              LIVE_SIZES, LIVE_WINDOW, STACK_COLUMNS, STACK_SIZES, Run, StackRuns,
+                              daemon_stats, daemon_usage, goals, parse_run, print_custom_heap,
                               print_daemon_table, print_depths, print_elapsed_table,
                               print_fast_path, print_goals, print_live_samples, print_rss_table,
                               print_stack_sizes, sample_paths)
@@ -173,11 +173,12 @@ class Runner:
             self.unwinding_errors.append(
                 f"{what}: {run.daemon.unwinding_errors} of {run.daemon.samples}")
 
-    def configurations(self, workload):
-        """(column, callable returning a Run) for everything installed here."""
+    def configurations(self, workload, intervals=DROIDHEAP_INTERVALS):
+        """(column, callable returning a Run) for everything installed here, droidheap at each of
+        `intervals` ((column, interval))."""
         yield "glibc", lambda: self.run(workload)
         yield "layer", lambda: self.run([*self.droidheap, "shell", "--", *workload])
-        for column, interval in DROIDHEAP_INTERVALS:
+        for column, interval in intervals:
             yield column, (lambda i=interval: self.profiled(workload, i))
         if JEMALLOC.exists():
             def jemalloc():
@@ -206,7 +207,8 @@ def report(runner: Runner, what: str, done: List[Run]) -> None:
 
 
 def measure(runner: Runner, label: str, workload, runs: int, stdin=None,
-            columns: Optional[List[str]] = None) -> Dict[str, List[Run]]:
+            columns: Optional[List[str]] = None,
+            intervals=DROIDHEAP_INTERVALS) -> Dict[str, List[Run]]:
     """{column: runs} of one workload under every configuration (or those in `columns`), in
     rounds that run each configuration once, in an order drawn anew each round: a slow spell of
     this machine falls on every column alike instead of on one, and so does what a run leaves to
@@ -215,7 +217,7 @@ def measure(runner: Runner, label: str, workload, runs: int, stdin=None,
     runner.stdin = stdin
     order = random.Random(label)  # the same orders in every run of the benchmark
     try:
-        chosen = [(column, run) for column, run in runner.configurations(workload)
+        chosen = [(column, run) for column, run in runner.configurations(workload, intervals)
                   if columns is None or column in columns]
         done: Dict[str, List[Run]] = {column: [] for column, _ in chosen}
         for _ in range(runs):
@@ -327,18 +329,15 @@ def callgrind_total(counts: pathlib.Path) -> int:
 
 
 def measure_live_samples(runner: Runner, program: pathlib.Path,
-                         runs: int) -> Dict[int, Dict[str, List[Run]]]:
-    """{live samples: {column: runs}} of malloc_churn, 1 thread, whose window holds that many
-    sampled blocks at 4096 (LIVE_SAMPLES: 117 and 429 MiB of small blocks), alone, at dh 1e9
-    and at 4096, in rounds."""
-    by_live = {}
-    for live in LIVE_SAMPLES:
-        window = live_window(live)
-        workload = [str(program), "-t", "1", "-n", str(window + 2_000_000), "-w", str(window),
-                    "-s", f"{LIVE_SIZES[0]}:{LIVE_SIZES[1]}", "-k", "0"]
-        by_live[live] = measure(runner, f"{live} live samples", workload, runs,
-                                columns=["glibc", "dh 1e9", "dh 4096"])
-    return by_live
+                         runs: int) -> Dict[str, List[Run]]:
+    """{column: runs} of malloc_churn, 1 thread, with LIVE_WINDOW small blocks live, alone, at
+    dh 1e9 and at LIVE_INTERVALS, in twice `runs` rounds: a sample's cost is the difference of two
+    runs' times, a few percent apart from run to run."""
+    workload = [str(program), "-t", "1", "-n", str(LIVE_WINDOW + LIVE_CHURN), "-w",
+                str(LIVE_WINDOW), "-s", f"{LIVE_SIZES[0]}:{LIVE_SIZES[1]}", "-k", "0"]
+    intervals = [("dh 1e9", 10**9), *LIVE_INTERVALS]
+    return measure(runner, "live samples", workload, 2 * runs,
+                   columns=["glibc", *(column for column, _ in intervals)], intervals=intervals)
 
 
 def measure_fast_path(runner: Runner, program: pathlib.Path,
@@ -390,7 +389,7 @@ def main() -> int:
     parser.add_argument("--no-stack-sizes", action="store_true",
                         help="skip the runs at each size of live stack")
     parser.add_argument("--no-live", action="store_true",
-                        help="skip the runs at 30k and 110k live samples")
+                        help="skip the runs at 27k and 110k live samples")
     parser.add_argument("--no-callgrind", action="store_true", help="skip the callgrind runs")
     parser.add_argument("--cross-thread-frees", action="store_true",
                         help="malloc_churn -x: half the frees on another thread")

@@ -16,10 +16,14 @@ STACK_SIZES = [512, 8192, 32768, 131072]
 STACK_COLUMNS = {"dh 4096": "@4096", "dh 1": "@-i 1"}  # column: how a goal names it
 # Issue 56: the cost of a sample at the largest stack within this multiple of the smallest's.
 FLAT = 1.3
-# Live sampled blocks at 4096, below and past the ~50k the first part of the client's table holds
-# (malloc_churn -s LIVE_SIZES with a window of blocks that holds them), and that cost's goal.
-LIVE_SAMPLES = [30_000, 110_000]
+# One heap, sampled below and past the ~50k live samples the first part of the client's table
+# holds: malloc_churn -s LIVE_SIZES with a window of LIVE_WINDOW blocks (107 MiB), then
+# LIVE_CHURN allocations more, at these intervals (27k and 110k live samples). The same program
+# and heap in both: only the live samples differ.
 LIVE_SIZES = (16, 256)
+LIVE_WINDOW = 830_000
+LIVE_CHURN = 4_000_000
+LIVE_INTERVALS = [("dh 4096", 4096), ("dh 1024", 1024)]  # (column, interval): few, then many
 CUSTOM_HEAP = "churn"  # the heap malloc_churn -c reports to
 # The programs the goals name, by their label in bench/overhead.py.
 GOAL_PROGRAMS = ["perl hash", "python3 dict", "sqlite3 rows"]
@@ -227,23 +231,22 @@ def print_stack_sizes(by_size: StackRuns) -> None:
         print(f"  {build:<20} {_bytes(size):>8} " + " ".join(f"{c:>25}" for c in cells))
 
 
-def live_window(samples: int) -> int:
-    """The window of malloc_churn -s LIVE_SIZES blocks that holds `samples` live samples at 4096
-    (the mean block stands for its share of a 4096-byte interval)."""
-    return samples * 4096 * 2 // (LIVE_SIZES[0] + LIVE_SIZES[1])
+def live_samples(interval: int) -> int:
+    """The sampled blocks LIVE_WINDOW blocks of malloc_churn -s LIVE_SIZES hold at `interval`
+    (the mean block stands for its share of an interval)."""
+    return LIVE_WINDOW * (LIVE_SIZES[0] + LIVE_SIZES[1]) // 2 // interval
 
 
-def print_live_samples(by_live: Dict[int, Dict[str, List[Run]]]) -> None:
-    print(f"cost per sample by live samples (malloc_churn -s {LIVE_SIZES[0]}:{LIVE_SIZES[1]}, a "
-          "window of blocks that holds them at 4096, 1 thread, random frees): elapsed multiples "
-          "at dh 1e9 and dh 4096, and the ns dh 4096 adds to dh 1e9 per sample (the unsampled "
-          "calls of a heap this large cost more: their lines are cold)")
-    for live, by_column in by_live.items():
-        unsampled, times = multiple(by_column, "dh 1e9"), multiple(by_column, "dh 4096")
-        cost = ns_per_sample(by_column, "dh 4096", base="dh 1e9")
-        print(f"  {live:>8} live ({_bytes(live_window(live) * sum(LIVE_SIZES) // 2)}): " +
-              ("-" if None in (unsampled, times, cost) else
-               f"{unsampled:.2f}x, {times:.2f}x, {cost:6.0f} ns"))
+def print_live_samples(by_column: Dict[str, List[Run]]) -> None:
+    heap = LIVE_WINDOW * sum(LIVE_SIZES) // 2
+    print(f"cost per sample by live samples (malloc_churn -s {LIVE_SIZES[0]}:{LIVE_SIZES[1]} -w "
+          f"{LIVE_WINDOW}: {_bytes(heap)} of live heap, 1 thread, random frees; dh 1e9 "
+          f"{multiple(by_column, 'dh 1e9') or 0:.2f}x, its unsampled calls' lines cold): elapsed "
+          "multiple, and the ns each sample adds to dh 1e9")
+    for column, interval in LIVE_INTERVALS:
+        times, cost = multiple(by_column, column), ns_per_sample(by_column, column, base="dh 1e9")
+        print(f"  {column:<8} {live_samples(interval):>8} live: " +
+              ("-" if times is None or cost is None else f"{times:.2f}x {cost:6.0f} ns"))
 
 
 def _bytes(size: int) -> str:
@@ -293,11 +296,11 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
           programs: Dict[str, Dict[str, List[Run]]],
           by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None,
           instructions: Optional[Dict[str, float]] = None,
-          by_live: Optional[Dict[int, Dict[str, List[Run]]]] = None) -> List[Goal]:
+          by_live: Optional[Dict[str, List[Run]]] = None) -> List[Goal]:
     """Issues 42's and 56's goals against this run: `churn` by free order ("random", "FIFO"),
     then thread count; `programs` by label, the stack-depth runs by depth, the stack-size runs by
     build and size; `instructions`: a program's whole run under callgrind at dh 4096, a multiple
-    of its instructions alone, by label; `by_live`: the runs by live samples (LIVE_SAMPLES)."""
+    of its instructions alone, by label; `by_live`: the live samples runs by column."""
     found: List[Goal] = []
 
     def elapsed_goal(what: str, by_column, column: str, limit: float, peer: Optional[str] = None):
@@ -342,11 +345,12 @@ def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
                               f"{_bytes(STACK_SIZES[-1])} <= {FLAT}x {_bytes(STACK_SIZES[0])}'s",
                               None if ratio is None else f"{large:.0f} / {small:.0f} ns "
                               f"= {ratio:.2f}x", ratio is not None and ratio <= FLAT))
-    few, many = (ns_per_sample((by_live or {}).get(live, {}), "dh 4096", base="dh 1e9")
-                 for live in LIVE_SAMPLES)
+    few, many = (ns_per_sample(by_live or {}, column, base="dh 1e9")
+                 for column, _ in LIVE_INTERVALS)
     ratio = many / few if few and many is not None else None
-    found.append(Goal("flat, by live samples @4096",
-                      f"{LIVE_SAMPLES[1] // 1000}k <= {FLAT}x {LIVE_SAMPLES[0] // 1000}k's",
+    few_live, many_live = (live_samples(interval) // 1000 for _, interval in LIVE_INTERVALS)
+    found.append(Goal("flat, by live samples",
+                      f"{many_live}k <= {FLAT}x {few_live}k's",
                       None if ratio is None else f"{many:.0f} / {few:.0f} ns = {ratio:.2f}x",
                       ratio is not None and ratio <= FLAT))
     return found
