@@ -2,8 +2,9 @@
 // nearly every free -- costs one look at one word and never reaches the shared buffer.
 //
 // Created by Client::Connect in memory of its own (anonymous pages: zero is the empty table) and
-// never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free, no
-// allocation, no syscall.
+// never destroyed, like the Client; used by every thread from the malloc hooks. Lock-free (but
+// for the one move to the large table, which the other inserting threads wait for), no
+// allocation, no syscall (but their sched_yield then).
 //
 // Layout (AddressTable): 2^13 buckets of one cache line each, 8 address slots (0 = empty); and
 // apart from them, 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of
