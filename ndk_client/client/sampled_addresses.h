@@ -9,25 +9,22 @@
 // Layout (AddressTable): 2^13 buckets of one cache line each, 8 address slots (0 = empty); and
 // apart from them, 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of
 // counts about the addresses whose home it is: how many are in the table (low byte), how many of
-// those had to be placed in one of the kMaxSpill buckets after it (the next 7 bits), whether the
-// answer may lie further (bit 15, see below), and a filter of 16 bits, one set by each of its
-// addresses (two hash bits pick which). The counts are a dense 256 KiB array, so that the look
-// every free takes -- mostly finding neither its filter bit nor bit 15 -- stays in cache, where
-// one line per bucket spread the frees over half a megabyte (a cache miss per free in programs
-// that free a lot). Only a free that finds one scans the home bucket, and the ones after it only
-// when some spilled. Eight homes per bucket and the filter keep that look a filter when tens of
-// thousands of sampled blocks are live (perl's 800k-key hash, 20k live samples: a home per bucket
-// made nearly every free scan a cold bucket, 1.08x; eight, 27% of them, 1.06x; the filter, 2%),
+// those had to be placed in one of the kMaxSpill buckets after it (the next 7 bits), and whether
+// the answer may lie further (the top bit, see below). The counts are a dense 128 KiB
+// array, so that the look every free takes -- mostly finding its home's count at zero -- stays
+// in cache, where one line per bucket spread the frees over half a megabyte (a cache miss per free
+// in programs that free a lot). Only a free whose home count is not zero scans the home bucket,
+// and the ones after it only when some spilled. Eight homes per bucket keep the count a filter
+// when tens of thousands of sampled blocks are live (perl's 800k-key hash: with a home per bucket
+// nearly every count was non-zero and most frees scanned a cold bucket; measured 1.08x -> 1.06x),
 // and put fewer homes on each line that the threads' inserts write (4 threads: 2% faster).
 //
 //   Insert(a)  counts[home] += 1, then CAS an empty slot 0 -> a in the home bucket
 //              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
 //              else: both undone, and the set moves to its large table (below)
-//              (with the first count, a's filter bit set in counts[home])
 //   Remove(a)  counts[home] == 0: not there
 //              home bucket holding a: slot -> 0, counts[home] -= 1
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
-//              (with the last count, the filter cleared)
 //
 // An address is in the set at most once: the hooks insert it after the allocator handed it out,
 // before the program has it (before its record is written: Client::RecordAlloc), and remove it
@@ -74,34 +71,24 @@ class AddressTable {
   static constexpr size_t kMaxSpill = 15;
   static constexpr size_t kHomes = kBuckets << 3;
   // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after;
-  // those spilled fit the 7 bits below kLookFurther. The high half is a filter of the home's
-  // addresses: each sets one of its 16 bits (BloomBit), cleared when the count is back at zero.
-  static constexpr uint32_t kOne = 1;
-  static constexpr uint32_t kOneSpilled = uint32_t{1} << 8;
-  static constexpr uint32_t kLookFurther = uint32_t{1} << 15;
-  static constexpr uint32_t kCounted = kLookFurther - 1;  // the count and the spilled count
-  static constexpr uint32_t kBloom = 0xffff0000u;
+  // those spilled fit the 7 bits below kLookFurther.
+  static constexpr uint16_t kOne = 1;
+  static constexpr uint16_t kOneSpilled = uint16_t{1} << 8;
+  static constexpr uint16_t kLookFurther = uint16_t{1} << 15;
 
-  uint32_t counts(uint64_t address) const {
-    return counts_[HomeOf(Hash(address))].load(std::memory_order_relaxed);
-  }
-  // Inline in every free: false when `address` is not in the table, from one load: its home has
-  // neither the top bit nor the address's bit of the filter.
-  bool MayHold(uint64_t address) const {
-    const uint64_t hash = Hash(address);
-    return (counts_[HomeOf(hash)].load(std::memory_order_relaxed) &
-            (kLookFurther | BloomBit(hash))) != 0;
+  uint16_t counts(uint64_t address) const {
+    return counts_[Home(address)].load(std::memory_order_relaxed);
   }
   void LookFurther(uint64_t address) {
-    counts_[HomeOf(Hash(address))].fetch_or(kLookFurther, std::memory_order_relaxed);
+    counts_[Home(address)].fetch_or(kLookFurther, std::memory_order_relaxed);
   }
   void LookFurtherEverywhere() {
-    for (std::atomic<uint32_t>& counts : counts_) {
+    for (std::atomic<uint16_t>& counts : counts_) {
       counts.fetch_or(kLookFurther, std::memory_order_relaxed);
     }
   }
   void Prefetch(uint64_t address) {
-    const size_t home = HomeOf(Hash(address));
+    const size_t home = Home(address);
     __builtin_prefetch(&counts_[home], 1);
     __builtin_prefetch(&buckets_[BucketOf(home)], 1);
   }
@@ -121,32 +108,23 @@ class AddressTable {
   // Puts `slot` (`address`, a ring in its low bits) in; false, nothing changed, when no bucket
   // within reach has room.
   bool Insert(uint64_t address, uint64_t slot) {
-    const uint64_t hash = Hash(address);
-    const size_t home = HomeOf(hash);
+    const size_t home = Home(address);
     const size_t bucket = BucketOf(home);
-    // Counted first, with its filter bit, so that a Remove of this address never misses it.
-    uint32_t counts = counts_[home].load(std::memory_order_relaxed);
-    while (!counts_[home].compare_exchange_weak(counts, (counts + kOne) | BloomBit(hash),
-                                                std::memory_order_relaxed)) {
+    // Counted first, so that a Remove of this address never misses it.
+    counts_[home].fetch_add(kOne, std::memory_order_relaxed);
+    if (Claim(&buckets_[bucket], slot)) return true;
+    counts_[home].fetch_add(kOneSpilled, std::memory_order_relaxed);
+    for (size_t i = 1; i <= kMaxSpill; ++i) {
+      if (Claim(&buckets_[(bucket + i) % kBuckets], slot)) return true;
     }
-    bool claimed = Claim(&buckets_[bucket], slot);
-    if (!claimed) {
-      counts_[home].fetch_add(kOneSpilled, std::memory_order_relaxed);
-      for (size_t i = 1; i <= kMaxSpill && !claimed; ++i) {
-        claimed = Claim(&buckets_[(bucket + i) % kBuckets], slot);
-      }
-      if (!claimed) {
-        Forget(home, kOne + kOneSpilled);
-        return false;
-      }
-    }
-    return true;
+    counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+    return false;
   }
 
   // Whether `address` is in the table, its slot's `ring_bits` aside.
   bool Holds(uint64_t address, uint64_t ring_bits) const {
-    const size_t home = HomeOf(Hash(address));
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & kCounted;
+    const size_t home = Home(address);
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
     if (counts == 0) return false;
     const size_t bucket = BucketOf(home);
     if (Find(&buckets_[bucket], address, ring_bits) != nullptr) return true;
@@ -160,18 +138,18 @@ class AddressTable {
 
   // Takes `address` out; false when it is not in the table. `ring`: its slot's ring_bits.
   bool Remove(uint64_t address, uint64_t ring_bits, uint32_t* ring) {
-    const size_t home = HomeOf(Hash(address));
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & kCounted;
+    const size_t home = Home(address);
+    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
     if (counts == 0) return false;
     const size_t bucket = BucketOf(home);
     if (Release(&buckets_[bucket], address, ring_bits, ring)) {
-      Forget(home, kOne);
+      counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
       return true;
     }
     if (counts >= kOneSpilled) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
         if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits, ring)) {
-          Forget(home, kOne + kOneSpilled);
+          counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
           return true;
         }
       }
@@ -187,25 +165,12 @@ class AddressTable {
   static_assert(kMaxSpill * kSlotsPerBucket * kOneSpilled < kLookFurther, "spills fit their bits");
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(std::atomic<uint64_t>::is_always_lock_free &&
-                    std::atomic<uint32_t>::is_always_lock_free,
+                    std::atomic<uint16_t>::is_always_lock_free,
                 "the hooks cannot take locks");
 
   // Blocks are at least 8-byte aligned: the hash takes the bits above that (Fibonacci hashing).
-  // Its top bits pick the home, the four below them the home's filter bit.
-  static uint64_t Hash(uint64_t address) { return (address >> 3) * 0x9e3779b97f4a7c15ull; }
-  static size_t HomeOf(uint64_t hash) { return static_cast<size_t>(hash >> (61 - kBucketBits)); }
-  static uint32_t BloomBit(uint64_t hash) {
-    return uint32_t{1} << (16 + ((hash >> (57 - kBucketBits)) & 15));
-  }
-  // Takes `count` off the home's counts, and clears its filter in the same step when that leaves
-  // none (between two, the filter keeps the bits of addresses gone: it only ever says too much).
-  void Forget(size_t home, uint32_t count) {
-    uint32_t counts = counts_[home].load(std::memory_order_relaxed);
-    uint32_t left;
-    do {
-      left = counts - count;
-      if ((left & kCounted) == 0) left &= ~kBloom;
-    } while (!counts_[home].compare_exchange_weak(counts, left, std::memory_order_relaxed));
+  static size_t Home(uint64_t address) {
+    return static_cast<size_t>(((address >> 3) * 0x9e3779b97f4a7c15ull) >> (61 - kBucketBits));
   }
   static size_t BucketOf(size_t home) { return home >> 3; }
   static bool Claim(Bucket* bucket, uint64_t slot_value) {
@@ -235,7 +200,7 @@ class AddressTable {
     return true;
   }
 
-  std::atomic<uint32_t> counts_[kHomes];  // by home bucket, see the top of the file
+  std::atomic<uint16_t> counts_[kHomes];  // by home bucket, see the top of the file
   Bucket buckets_[kBuckets];
 };
 
@@ -293,7 +258,7 @@ class SampledAddresses {
 
   // Inline in every free: false when the block at `address` cannot be in the set, from one load
   // of its home's counts (zero: no address of that home is in the set, nor has it moved on).
-  bool MayHold(uint64_t address) const { return first_.MayHold(address); }
+  bool MayHold(uint64_t address) const { return first_.counts(address) != 0; }
 
   // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its
   // home's count let through is of a block never sampled more often than not (with perl's 20k
@@ -329,16 +294,16 @@ class SampledAddresses {
   }
   // A home of the large table without the top bit has no address in the first.
   __attribute__((noinline)) bool HoldsAfterMove(uint64_t address) const {
-    if (!large_->MayHold(address)) return false;
+    const uint16_t counts = large_->counts(address);
+    if (counts == 0) return false;
     if (large_->Holds(address, ring_bits_)) return true;
-    return (large_->counts(address) & LargeTable::kLookFurther) != 0 &&
-           first_.Holds(address, ring_bits_);
+    return (counts & LargeTable::kLookFurther) != 0 && first_.Holds(address, ring_bits_);
   }
   __attribute__((noinline)) bool RemoveAfterMove(uint64_t address, uint32_t* ring) {
-    if (!large_->MayHold(address)) return false;
+    const uint16_t counts = large_->counts(address);
+    if (counts == 0) return false;
     if (large_->Remove(address, ring_bits_, ring)) return true;
-    return (large_->counts(address) & LargeTable::kLookFurther) != 0 &&
-           first_.Remove(address, ring_bits_, ring);
+    return (counts & LargeTable::kLookFurther) != 0 && first_.Remove(address, ring_bits_, ring);
   }
 
   // Makes the large table the one new addresses go to, once (the first thread whose address found
@@ -366,6 +331,6 @@ class SampledAddresses {
   uint64_t ring_bits_;  // the slots' bits that hold a ring (KeepRings), not the address
 };
 
-static_assert(sizeof(SampledAddresses) <= 800 * 1024, "the client's table stays under 1 MiB");
+static_assert(sizeof(SampledAddresses) <= 660 * 1024, "the client's table stays well under 1 MiB");
 
 }  // namespace droidheap
