@@ -299,7 +299,8 @@ def _comments(dump: HeapDump, cmdline: str) -> List[str]:
     if dump.allocator:
         a = dump.allocator
         comments.append(f"mallinfo: {a.in_use_bytes} bytes in use, {a.free_bytes} free, "
-                        f"{a.system_bytes} from the system")
+                        f"{a.system_bytes} from the system" +
+                        (" (not read at exit)" if a.not_read_at_exit else ""))
     u = dump.unreachable
     if u and u.swept:
         comments.append(f"unreachable: {u.blocks} of {u.blocks_swept} sampled blocks "

@@ -125,8 +125,11 @@ def _process_lines(s: ProcessSummary) -> List[str]:
     lines = []
     if s.allocator:
         a = s.allocator
-        # The process reports it at most every 100 ms while it samples, and on its exit path.
-        when = "as it exited" if s.disconnected and s.ending == EXITED else "as last reported"
+        # The process reports it at most every 100 ms while it samples, and on its exit path
+        # unless the read would take too long.
+        exited = s.disconnected and s.ending == EXITED
+        when = ("as it exited" if exited and not a.not_read_at_exit else
+                "as last reported" + (" (not read at exit: too slow)" if exited else ""))
         lines.append(f"  the allocator (mallinfo) {when}: {human_bytes(a.in_use_bytes)} in use, "
                      f"{human_bytes(a.free_bytes)} free, {human_bytes(a.system_bytes)} taken "
                      "from the system")

@@ -17,9 +17,10 @@ named "process exited", "process exec'd", "profile ended" (a guardrail), "connec
 With --unreachable, the latest sweep's figures: "unreachable: blocks swept", "unreachable: blocks",
 "unreachable: bytes", "unreachable: threads held" (ns), "unreachable: blocks listed" (by the
 allocator), and an instant event "unreachable memory: NOTE" when it did not scan everything or did
-not run ("not swept: ...").
+not run ("not swept: ..."); "mallinfo: not read at exit" when the mallinfo figures of a process
+that exited are older than its exit (the read would have taken more than its share of the time).
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -32,6 +33,7 @@ _UNREACHABLE = ("unreachable: blocks swept", "unreachable: blocks", "unreachable
                 "unreachable: threads held")
 _LISTED = "unreachable: blocks listed"
 _UNREACHABLE_NOTE = "unreachable memory: "
+_MALLINFO_NOT_READ_AT_EXIT = "mallinfo: not read at exit"
 _NOT_SWEPT = "not swept: "
 
 
@@ -45,6 +47,7 @@ class CounterTracks:
         self._values: Dict[int, Dict[str, int]] = {}  # pid -> counter name -> value
         self._endings: Dict[int, str] = {}  # pid -> one of ENDINGS
         self._unreachable_notes: Dict[int, str] = {}  # pid -> the sweep's note
+        self._mallinfo_not_read_at_exit: Set[int] = set()  # pids
 
     def add_descriptor(self, track: pb.TrackDescriptor) -> None:
         if track.HasField("process"):
@@ -57,6 +60,8 @@ class CounterTracks:
             pid = self._pids[event.track_uuid]
             if event.name in ENDINGS:
                 self._endings[pid] = event.name
+            elif event.name == _MALLINFO_NOT_READ_AT_EXIT:
+                self._mallinfo_not_read_at_exit.add(pid)
             elif event.name.startswith(_UNREACHABLE_NOTE):
                 self._unreachable_notes[pid] = event.name[len(_UNREACHABLE_NOTE):]
         if event.type != pb.TrackEvent.TYPE_COUNTER or not event.HasField("counter_value"):
@@ -73,7 +78,7 @@ class CounterTracks:
 
     def allocator(self, pid: int) -> Optional[AllocatorStats]:
         figures = self._figures(pid, _MALLINFO)
-        return AllocatorStats(*figures) if figures else None
+        return AllocatorStats(*figures, pid in self._mallinfo_not_read_at_exit) if figures else None
 
     def unreachable(self, pid: int) -> Optional[UnreachableSweep]:
         """The latest sweep's figures at this dump; None when the process was not swept."""
@@ -93,6 +98,7 @@ class CounterTracks:
         self._values.clear()
         self._endings.clear()
         self._unreachable_notes.clear()
+        self._mallinfo_not_read_at_exit.clear()
 
     def _figures(self, pid: int, names: Sequence[str]) -> Optional[List[int]]:
         """The values of all `names`, or None unless every one arrived."""

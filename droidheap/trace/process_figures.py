@@ -34,10 +34,12 @@ class HeapTotals:
 @dataclasses.dataclass(frozen=True)
 class AllocatorStats:
     """What the allocator says (mallinfo), as the process last reported it: at most every 100 ms
-    while it allocates, and at exit."""
+    while it allocates (less often when the read is slow), and at exit unless the read would have
+    taken too long."""
     in_use_bytes: int  # in allocated blocks
     free_bytes: int    # free inside the allocator
     system_bytes: int  # taken from the system
+    not_read_at_exit: bool = False  # the process exited, and these are older than its exit
 
 
 @dataclasses.dataclass(frozen=True)

@@ -91,10 +91,11 @@ class Client {
   // Tells the daemon the hooks and heaps record from now on (kRecordRecording): the process it
   // then reports as profiled misses nothing after that report.
   void AnnounceRecording();
-  // What the allocator says it holds (mallinfo), sent at most every 100 ms unless `now`; from the
-  // sampled path and at exit.
-  void RecordAllocatorStats(bool now);
-  // Tells the daemon the process is exiting (kRecordExiting); then WaitUntilDrained.
+  // What the allocator says it holds (mallinfo), sent at most every 100 ms (less often when
+  // reading it is slow); from the sampled path.
+  void RecordAllocatorStats();
+  // Tells the daemon the process is exiting (kRecordExiting), with what the allocator holds
+  // unless reading it would take more than its share of the time; then WaitUntilDrained.
   void AnnounceExit();
 
   // Waits, at most timeout_ms, until the daemon has read every record written so far: at exit,
@@ -163,6 +164,13 @@ class Client {
   __attribute__((noinline)) bool StackBoundsElsewhere(uint64_t sp, uint64_t* top);
   // RecordAllocatorStats once they are due (`due`: the time it read), out of line.
   __attribute__((noinline)) void SendAllocatorStats(uint64_t now_us, uint64_t due);
+  // The allocator's figures, read now; what the read cost and found spaces the next ones.
+  AllocatorFigures ReadAllocatorFigures();
+  void SendAllocatorFigures(const AllocatorFigures& figures);
+  // Whether a read now (at exit) may take as long as its walk of free blocks would.
+  bool AllocatorReadFitsShare(uint64_t now_us) const;
+  // The frees the totals counted, where the allocator's figures are walked; else 0.
+  uint64_t FreesCounted() const;
 
   int sock_;
   dev_t sock_dev_;
@@ -178,6 +186,11 @@ class Client {
   int snapshot_channel_ = -1;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
+  // The allocator's reads (ReadAllocatorFigures): when the first was, and the free blocks the last
+  // one walked and the frees counted then.
+  std::atomic<uint64_t> first_allocator_read_us_{0};
+  std::atomic<uint64_t> last_read_free_blocks_{0};
+  std::atomic<uint64_t> last_read_frees_{0};
   // Where in each ring the next sample looks whether a sleeping daemon has a batch to read
   // (Publish); written once a batch, on a line of its own: each by its ring's threads.
   struct alignas(64) WakeCheck {

@@ -184,7 +184,6 @@ constexpr uint32_t kExitDrainTimeoutMs = 1000;
 void DrainAtExit() {
   Client* client = ActiveClient();
   if (client == nullptr) return;
-  client->RecordAllocatorStats(true);
   client->AnnounceExit();
   client->WaitUntilDrained(kExitDrainTimeoutMs);
 }

@@ -151,8 +151,10 @@ struct ClientConnection {
   // exec'd (ProcessMatcher::ExecedFrom), no crash and no kill.
   bool execed = false;
   ProcessMemory memory_at_exit;
-  // What its allocator last said it holds (its AllocatorStatsRecords).
+  // What its allocator last said it holds (its AllocatorStatsRecords), and whether its exit
+  // path skipped the reading (kExitingAllocatorNotRead): the last is then older than its exit.
   std::optional<AllocatorStatsRecord> allocator;
+  bool allocator_not_read_at_exit = false;
   // --unreachable, protocol 11: the channel its snapshots come through, the snapshot taken and not
   // yet swept (swept once its records are read up to snapshot_mark, what it had written when its
   // threads were held), and the latest sweep's verdict: its figures, and its blocks by call stack.

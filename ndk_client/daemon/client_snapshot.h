@@ -72,6 +72,7 @@ inline DumpSnapshot SnapshotOf(const DaemonConfig& config, ClientConnection* cli
   // Gone after its exit path, its socket not seen closed yet: known as it exited.
   if (!s.memory.known && client->exiting) s.memory = client->memory_at_exit;
   s.allocator = client->allocator;
+  s.allocator_not_read_at_exit = s.exited && client->allocator_not_read_at_exit;
   s.mappings = client->callstacks.mappings();
   s.callstacks = client->callstacks.callstacks();
   if (config.RecordsMalloc()) {

@@ -18,6 +18,7 @@ constexpr uint64_t kCustomTotalsId = 8;
 constexpr uint64_t kUnreachableId = 0xff00;
 // The instant event that says what a sweep did not scan, or why none ran, starts with this.
 constexpr char kUnreachableNotePrefix[] = "unreachable memory: ";
+constexpr char kAllocatorNotReadAtExit[] = "mallinfo: not read at exit";
 
 struct Counter {
   uint64_t id;  // fixed per name: the low byte of its track's uuid
@@ -96,6 +97,7 @@ CounterPackets DumpCounters(const DumpSnapshot& process) {
   const std::vector<Counter> counters = CountersOf(process);
   const char* ending = EndingOf(process);
   const std::string& note = process.unreachable.note;
+  const bool allocator_note = process.allocator && process.allocator_not_read_at_exit;
   if (counters.empty() && ending == nullptr && note.empty()) return out;
   const uint64_t process_uuid = ProcessTrackUuid(process.pid);
   ProtoEncoder pid;
@@ -122,7 +124,8 @@ CounterPackets DumpCounters(const DumpSnapshot& process) {
     out.events.push_back(event);
   }
   for (const std::string& name : {std::string(ending == nullptr ? "" : ending),
-                                  note.empty() ? "" : kUnreachableNotePrefix + note}) {
+                                  note.empty() ? "" : kUnreachableNotePrefix + note,
+                                  std::string(allocator_note ? kAllocatorNotReadAtExit : "")}) {
     if (name.empty()) continue;
     ProtoEncoder event;
     event.Varint(pb::TrackEvent::kType, pb::TrackEvent::kTypeInstant);

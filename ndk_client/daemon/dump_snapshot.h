@@ -102,6 +102,7 @@ struct DumpSnapshot {
   uint64_t client_blocked_us = 0;
   ProcessMemory memory;  // at the dump; for a process gone by then, at its exit, if it said so
   std::optional<AllocatorStatsRecord> allocator;  // as the process last reported it
+  bool allocator_not_read_at_exit = false;  // it exited, and `allocator` is older than that
   std::vector<MappingInfo> mappings;
   std::vector<std::vector<FrameInfo>> callstacks;  // each root (outermost caller) first
   std::vector<HeapSnapshot> heaps;  // those the session records that the process has

@@ -338,6 +338,9 @@ bool UnwindingWorker::HandleRecord(ClientConnection* client, uint32_t ring,
     // once: a hostile client's repeats cost nothing.
     client->exiting = true;
     client->memory_at_exit = ReadProcessMemory(client->pid);
+    ExitingRecord exiting{0, 0};  // none before protocol 16: read at exit
+    if (record.body_size >= sizeof(exiting)) memcpy(&exiting, record.body, sizeof(exiting));
+    client->allocator_not_read_at_exit = (exiting.flags & kExitingAllocatorNotRead) != 0;
     // Its globals still hold what they held (as LeakSanitizer's exit check sees them). A
     // dump's snapshot read up to its mark goes to be swept first: one waits at a time.
     if (sweeper_ != nullptr) StartSweep(config_, client, sweeper_.get());

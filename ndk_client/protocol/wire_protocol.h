@@ -48,7 +48,8 @@ constexpr uint32_t kReplyMagic = 0x4e4d4144;  // "DAMN" (daemon)
 // 14: a stack match's words are named by their offsets from sp (stack_matches.h); an older client
 // gets no stack matches. 15: at -i 1 too the client is given rings (and keeps the blocks of its
 // rings other than 0 in its table of sampled addresses, so that their frees follow them).
-constexpr uint32_t kProtocolVersion = 15;
+// 16: kRecordExiting may carry an ExitingRecord.
+constexpr uint32_t kProtocolVersion = 16;
 // Oldest client protocol version this daemon still accepts.
 constexpr uint32_t kMinProtocolVersion = 1;
 
@@ -164,6 +165,7 @@ enum RecordType : uint32_t {
   // Version 7, no body: the process is exiting (exit() or the end of main), and waits until the
   // daemon has read this, so the daemon can still see it: its memory at exit is read then. An
   // older daemon skips it; a connection that closes without it was lost (a crash, _exit, a kill).
+  // Version 16: an ExitingRecord as its body (none before: flags 0).
   kRecordExiting = 8,
   // Version 7, skipped: a free reserved for a realloc that then failed (Client::BeginFree).
   kRecordCancelled = 9,
@@ -247,5 +249,16 @@ struct alignas(8) AllocatorStatsRecord {
   uint64_t system_bytes;  // taken from the system (heap and mmapped)
 };
 static_assert(sizeof(AllocatorStatsRecord) == 24, "wire layout");
+
+enum ExitingFlags : uint32_t {
+  // The allocator's figures were not read at exit (the read would have taken more than its share
+  // of the time): the last ones sent are older.
+  kExitingAllocatorNotRead = 1,
+};
+struct alignas(8) ExitingRecord {
+  uint32_t flags;  // ExitingFlags
+  uint32_t reserved;
+};
+static_assert(sizeof(ExitingRecord) == 8, "wire layout");
 
 }  // namespace droidheap

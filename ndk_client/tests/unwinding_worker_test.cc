@@ -129,7 +129,7 @@ bool Write(SharedRingBuffer* buffer, uint32_t type, const std::vector<uint8_t>& 
   if (buffer->Reserve(type, body.size(), &r) != SharedRingBuffer::ReserveResult::kOk) {
     return false;
   }
-  memcpy(r.body, body.data(), body.size());
+  if (!body.empty()) memcpy(r.body, body.data(), body.size());  // an empty one's data() is null
   buffer->Commit(r);
   return true;
 }
@@ -265,6 +265,34 @@ void TestAClosedClientIsReadUpToWhatItHadWritten() {
   worker.Join();
 }
 
+// A process that exits says whether it read its allocator's figures then (protocol 16); an
+// exit record without a body (an older client) did.
+void TestAnExitSaysWhetherTheAllocatorWasReadThen() {
+  for (const bool read : {false, true}) {
+    Harness h;
+    int peer;
+    auto client = NewClient(64 << 10, &peer);
+    const AllocatorStatsRecord stats{700, 300, 4096};
+    std::vector<uint8_t> stats_body(sizeof(stats));
+    memcpy(stats_body.data(), &stats, sizeof(stats));
+    CHECK(Write(client->rings->ring(0), kRecordAllocatorStats, stats_body));
+    std::vector<uint8_t> exiting;
+    if (!read) {
+      const ExitingRecord record{kExitingAllocatorNotRead, 0};
+      exiting.resize(sizeof(record));
+      memcpy(exiting.data(), &record, sizeof(record));
+    }
+    CHECK(Write(client->rings->ring(0), kRecordExiting, exiting));
+    close(peer);
+    h.worker.PostAddClient(std::move(client));
+    std::vector<DumpSnapshot> last = h.sink.WaitFor(0, 1);
+    CHECK(last[0].exited && last[0].allocator && last[0].allocator->system_bytes == 4096);
+    CHECK(last[0].allocator_not_read_at_exit == !read);
+    h.worker.PostStop(1, 0);
+    h.worker.Join();
+  }
+}
+
 // A sample repeating a call path the worker already unwound has its entry published to the
 // client's stack matches; a record naming that entry is booked to the same call stack, one naming
 // an id never published is dropped.
@@ -338,6 +366,7 @@ int main() {
   TestABudgetEndsAtItsCpuTimeOrTwiceThatOnTheWallClock();
   TestADumpCutsOffAClientThatNeverDrainsAndGoesOn();
   TestAClosedClientIsReadUpToWhatItHadWritten();
+  TestAnExitSaysWhetherTheAllocatorWasReadThen();
   TestAMatchedSampleIsBookedToThePublishedCallStack();
   TestEachRingIsReadAndEachFreeFindsItsBlock();
   printf("unwinding_worker_test: ok\n");

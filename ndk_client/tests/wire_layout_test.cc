@@ -93,6 +93,9 @@ int main() {
   FIELD(AllocatorStatsRecord, in_use_bytes);
   FIELD(AllocatorStatsRecord, free_bytes);
   FIELD(AllocatorStatsRecord, system_bytes);
+  STRUCT(ExitingRecord);
+  FIELD(ExitingRecord, flags);
+  FIELD(ExitingRecord, reserved);
 
   STRUCT(HeapCounters);
   FIELD(HeapCounters, alloc_count);

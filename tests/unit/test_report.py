@@ -78,6 +78,17 @@ def test_figures_read_as_the_process_exited_say_so():
     assert _note(text) == "  note: the process exited"
 
 
+def test_mallinfo_figures_not_read_at_exit_say_they_are_older():
+    # The exit's read would have walked too many free blocks: the figures are the last sent.
+    b = _trace(counters=False).ending(7, "process exited").ending(7, "mallinfo: not read at exit")
+    b.counters(7, mallinfo_counters(MIB + MIB // 5, 300 * 1024, 2 * MIB))
+    b.dump({7: []}, timestamp=COARSE_NS + 2 * 10**9, disconnected=True)
+    (summary,) = _summaries(b)
+    assert summary.allocator.not_read_at_exit
+    assert ("  the allocator (mallinfo) as last reported (not read at exit: too slow): 1.2 MiB "
+            "in use") in format_summary([summary])
+
+
 def test_rss_of_an_earlier_dump_says_which_and_how_long_before_the_last():
     # The process's connection closed without its exit path: its last dump has no RSS.
     b = _trace(counters=False).ending(7, "connection lost")
