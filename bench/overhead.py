@@ -14,7 +14,7 @@ every 1000th kept to the end, each freed by its own thread; with --cross-thread-
 other one by another thread; --stack bytes of live stack above the allocating frames, the 1024
 slots among them, as a thread's own data), then real allocation-heavy
 programs from Debian, each timing its own work and reading its own VmHWM: perl building an
-800k-key hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
+800k-key hash, perl pushing and shifting 2M short strings after freeing such a hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
 few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
 200k-key object. Columns, when installed:
   glibc      the program alone: the baseline
@@ -107,6 +107,14 @@ PERL_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
              "my $t = clock_gettime(CLOCK_MONOTONIC); my %h; $h{\"key$_\"} = $_ for 1..800000; "
              "printf(\"elapsed_ns=%d\\n\", (clock_gettime(CLOCK_MONOTONIC) - $t) * 1e9); "
              "open(my $s, '<', '/proc/self/status'); print grep { /^VmHWM/ } <$s>;")
+# The same hash freed, then allocations timed: glibc's mallinfo, which droidheap reads now and then,
+# would walk its freed blocks (0.5 s a read).
+PERL_FREED_HASH = ("use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC); "
+                   "my %h; $h{\"key$_\"} = $_ for 1..800000; undef %h; "
+                   "my $t = clock_gettime(CLOCK_MONOTONIC); my @a; "
+                   "for my $i (1..2000000) { push @a, \"v$i\"; shift @a if @a > 1000 } "
+                   "printf(\"elapsed_ns=%d\\n\", (clock_gettime(CLOCK_MONOTONIC) - $t) * 1e9); "
+                   "open(my $s, '<', '/proc/self/status'); print grep { /^VmHWM/ } <$s>;")
 PYTHON_DICT = ("import time; t = time.monotonic_ns(); d = {str(i): [i] for i in range(400000)}; "
                "print(f'elapsed_ns={time.monotonic_ns() - t}'); "
                "print(*(l for l in open('/proc/self/status') if l.startswith('VmHWM')), end='')")
@@ -123,6 +131,7 @@ JQ_OBJECT = ('now as $t | reduce range(200000) as $i ({}; .["key\\($i)"] = [$i])
              '| "elapsed_ns=\\((now - $t) * 1e9 | floor)", (inputs | select(startswith("VmHWM")))')
 # (name, argv, standard input): programs whose allocator calls dominate, timing themselves.
 PROGRAMS = [("perl hash", ["/usr/bin/perl", "-e", PERL_HASH], None),
+            ("perl freed hash", ["/usr/bin/perl", "-e", PERL_FREED_HASH], None),
             ("python3 dict", ["/usr/bin/python3", "-c", PYTHON_DICT], None),
             ("sqlite3 rows", ["/usr/bin/sqlite3", ":memory:"], SQLITE_ROWS),
             ("jq object", ["/usr/bin/jq", "-nrR", JQ_OBJECT, "/proc/self/status"], None)]

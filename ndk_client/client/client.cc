@@ -418,15 +418,35 @@ void Client::SendAllocatorStats(uint64_t now_us, uint64_t due) {
                                                         std::memory_order_relaxed)) {
     return;
   }
+  // A walk foreseen to be long waits until it is within its share of the time since the last.
+  const uint64_t foreseen_us = FreeBlocksForeseen(false) * kWalkNsPerFreeBlock / 1000;
+  const uint64_t last_us = last_allocator_read_us_.load(std::memory_order_relaxed);
+  if (now_us > last_us && foreseen_us * kAllocatorStatsTimeShare > now_us - last_us) {
+    next_allocator_stats_us_.store(last_us + foreseen_us * kAllocatorStatsTimeShare,
+                                   std::memory_order_relaxed);
+    return;
+  }
   SendAllocatorFigures(ReadAllocatorFigures());
 }
 
-uint64_t Client::FreesCounted() const {
-  return kMallinfoWalksFreeBlocks && totals_ != nullptr ? totals_->Sum().free_count : 0;
+HeapTotals Client::CallsCounted() const {
+  return kMallinfoWalksFreeBlocks && totals_ != nullptr ? totals_->Sum() : HeapTotals{};
+}
+
+uint64_t Client::FreeBlocksForeseen(bool at_most) const {
+  const uint64_t frees_then = last_read_frees_.load(std::memory_order_relaxed);
+  const uint64_t allocations_then = last_read_allocations_.load(std::memory_order_relaxed);
+  const HeapTotals calls = CallsCounted();
+  const uint64_t frees = calls.free_count > frees_then ? calls.free_count - frees_then : 0;
+  const uint64_t allocations =
+      calls.alloc_count > allocations_then ? calls.alloc_count - allocations_then : 0;
+  const uint64_t blocks = last_read_free_blocks_.load(std::memory_order_relaxed);
+  if (at_most) return blocks + frees;
+  return blocks + frees > allocations ? blocks + frees - allocations : 0;
 }
 
 AllocatorFigures Client::ReadAllocatorFigures() {
-  const uint64_t frees = FreesCounted();
+  const HeapTotals calls = CallsCounted();
   const uint64_t start_us = NowUs();
   const AllocatorFigures figures = InterpretMallinfo(previous_->mallinfo());
   const uint64_t took_us = NowUs() - start_us;
@@ -437,21 +457,18 @@ AllocatorFigures Client::ReadAllocatorFigures() {
   }
   uint64_t unset = 0;
   first_allocator_read_us_.compare_exchange_strong(unset, start_us, std::memory_order_relaxed);
+  last_allocator_read_us_.store(start_us, std::memory_order_relaxed);
   last_read_free_blocks_.store(figures.free_blocks, std::memory_order_relaxed);
-  last_read_frees_.store(frees, std::memory_order_relaxed);
+  last_read_frees_.store(calls.free_count, std::memory_order_relaxed);
+  last_read_allocations_.store(calls.alloc_count, std::memory_order_relaxed);
   return figures;
 }
 
 bool Client::AllocatorReadFitsShare(uint64_t now_us) const {
-  if (!kMallinfoWalksFreeBlocks || totals_ == nullptr) return true;
-  // The free blocks the walk would visit are at most those of the last walk and one more for
-  // each free since. At most: a program that allocates as much as it frees (which takes free
-  // blocks back) gets "not read at exit" from 100k frees in its last ~100 ms; one that freed a
-  // large heap at its end, as perl does, does not spend half its run in the walk.
-  const uint64_t frees_then = last_read_frees_.load(std::memory_order_relaxed);
-  const uint64_t frees = FreesCounted();
-  const uint64_t blocks = last_read_free_blocks_.load(std::memory_order_relaxed) +
-                          (frees > frees_then ? frees - frees_then : 0);
+  // At most: a program that allocates as much as it frees (which takes free blocks back) gets
+  // "not read at exit" from 100k frees in its last ~100 ms; one that freed a large heap at its
+  // end, as perl does, does not spend half its run in the walk.
+  const uint64_t blocks = FreeBlocksForeseen(true);
   const uint64_t first_us = first_allocator_read_us_.load(std::memory_order_relaxed);
   const uint64_t lived_us = first_us == 0 || now_us < first_us ? 0 : now_us - first_us;
   const uint64_t share_us = std::max(kAllocatorReadFloorUs, lived_us / kAllocatorStatsTimeShare);

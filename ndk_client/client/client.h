@@ -169,8 +169,12 @@ class Client {
   void SendAllocatorFigures(const AllocatorFigures& figures);
   // Whether a read now (at exit) may take as long as its walk of free blocks would.
   bool AllocatorReadFitsShare(uint64_t now_us) const;
-  // The frees the totals counted, where the allocator's figures are walked; else 0.
-  uint64_t FreesCounted() const;
+  // The free blocks a read now would walk (kMallinfoWalksFreeBlocks; else 0), from those of the
+  // last read and the calls counted since: one more a free at most, or, likely, one more a free
+  // that no allocation took back.
+  uint64_t FreeBlocksForeseen(bool at_most) const;
+  // The totals of libc's calls, where the allocator's figures are walked; else none.
+  HeapTotals CallsCounted() const;
 
   int sock_;
   dev_t sock_dev_;
@@ -186,11 +190,13 @@ class Client {
   int snapshot_channel_ = -1;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> next_allocator_stats_us_{0};
-  // The allocator's reads (ReadAllocatorFigures): when the first was, and the free blocks the last
-  // one walked and the frees counted then.
+  // The allocator's reads (ReadAllocatorFigures): when the first and the last were, the free
+  // blocks the last one walked and the calls counted then.
   std::atomic<uint64_t> first_allocator_read_us_{0};
+  std::atomic<uint64_t> last_allocator_read_us_{0};
   std::atomic<uint64_t> last_read_free_blocks_{0};
   std::atomic<uint64_t> last_read_frees_{0};
+  std::atomic<uint64_t> last_read_allocations_{0};
   // Where in each ring the next sample looks whether a sleeping daemon has a batch to read
   // (Publish); written once a batch, on a line of its own: each by its ring's threads.
   struct alignas(64) WakeCheck {
