@@ -14,9 +14,10 @@ every 1000th kept to the end, each freed by its own thread; with --cross-thread-
 other one by another thread; --stack bytes of live stack above the allocating frames, the 1024
 slots among them, as a thread's own data), then real allocation-heavy
 programs from Debian, each timing its own work and reading its own VmHWM: perl building an
-800k-key hash, perl pushing and shifting 2M short strings after freeing such a hash, python3 a 400k-entry dict (its small objects come from pymalloc's own arenas:
-few reach malloc), sqlite3 inserting 300k rows into a table and indexing them, jq building a
-200k-key object. Columns, when installed:
+800k-key hash, perl pushing and shifting 2M short strings after freeing such a hash, python3 a
+400k-entry dict (its small objects come from pymalloc's own arenas: few reach malloc), sqlite3
+inserting 300k rows into a table and indexing them, jq building a 200k-key object. Columns, when
+installed:
   glibc      the program alone: the baseline
   layer      the emulation layer alone (bionic's stand-in, no profiling): droidheap's floor
   dh 1e9     droidheap with a 1 GB interval: almost nothing sampled, the unsampled fast path
