@@ -281,8 +281,8 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
   // A child still running our hooks (client/process_identity.h) is not the process the daemon
   // knows.
   if (!identity_.InOriginalProcess()) return;
-  // The table's line for this address is nearly always cold: asked for now, it comes while the
-  // registers are taken and the stack matched.
+  // The table's lines for this address are nearly always cold: asked for now, they come while the
+  // registers are taken, the stack matched and the record written.
   SampledAddresses* sampled = SampledOf(heap);
   const uint64_t key = SampledKey(heap, address);
   sampled->Prefetch(key);
@@ -304,23 +304,22 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
           ? stack_matches_->Match(regs, kNativeCaptured, sp, whole_stack,
                                   UnwindStackTop(sp, stack_size, config_.max_stack_bytes))
           : StackMatches::kNoMatch;
-  // In the table before the record is written, with the ring it goes to: a block the table
-  // cannot hold goes to ring 0, where its free is reported too. (The program does not have the
-  // block yet: nothing can free it meanwhile.)
-  uint32_t ring = RingOf(heap);
-  if (!sampled->Insert(key, ring)) ring = 0;
   SharedRingBuffer::Reservation r;
-  uint64_t sequence;
-  if (match != StackMatches::kNoMatch) {
-    uint8_t* body = ReserveRecord(ring, heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
-    if (body == nullptr) return Unrecorded(sampled, key);
-    sequence = SequenceOf(r);
-    const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
-    memcpy(body, &record, sizeof(record));
-  } else {
+  uint64_t sequence = 0;
+  // Reserves and writes the record in `ring`; false when nothing was reserved.
+  const auto write = [&](uint32_t ring) {
+    if (match != StackMatches::kNoMatch) {
+      uint8_t* body =
+          ReserveRecord(ring, heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
+      if (body == nullptr) return false;
+      sequence = SequenceOf(r);
+      const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
+      memcpy(body, &record, sizeof(record));
+      return true;
+    }
     uint8_t* body = ReserveRecord(ring, heap, kRecordAlloc,
                                   sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
-    if (body == nullptr) return Unrecorded(sampled, key);
+    if (body == nullptr) return false;
     // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
     // it before Publish.
     auto* record = reinterpret_cast<AllocRecord*>(body);
@@ -336,17 +335,24 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
     memcpy(body + sizeof(AllocRecord) + sizeof(regs),
            reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
            static_cast<size_t>(stack_size));
+    return true;
+  };
+  const uint32_t ring = RingOf(heap);
+  if (!write(ring)) return;
+  // In the table before the record is published (the program does not have the block yet:
+  // nothing can free it meanwhile), and after it is written, so that the wait for the table's
+  // lines overlaps the writing. A block the table cannot hold goes to ring 0, where its free is
+  // reported too.
+  if (!sampled->Insert(key, ring) && ring != 0) {
+    r.header->type = kRecordCancelled;
+    Publish(r);
+    if (!write(0)) return;
   }
   Publish(r);
   RecordAllocatorStats();
 #ifdef DROIDHEAP_REFERENCE_UNWIND
   DroidheapReferenceUnwind(identity_.pid(), sequence);  // test builds: client/reference_unwind.cc
 #endif
-}
-
-void Client::Unrecorded(SampledAddresses* sampled, uint64_t key) {
-  uint32_t ring;
-  sampled->Remove(key, &ring);
 }
 
 bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reservation* r) {

@@ -149,9 +149,6 @@ class Client {
   uint8_t* ReserveRecord(uint32_t ring, uint32_t heap, RecordType malloc_type, size_t body_size,
                          SharedRingBuffer::Reservation* r);
   void Publish(const SharedRingBuffer::Reservation& r);
-  // A sampled block whose record could not be written: none of the daemon's business, nor is its
-  // free.
-  static void Unrecorded(SampledAddresses* sampled, uint64_t key);
   // Whether sock_ is still the socket Connect made: the program may have closed it (a daemon
   // closing every descriptor, closefrom) and the number may now be a file or socket of its own,
   // which must never get the profiler's bytes or be shut down by it.

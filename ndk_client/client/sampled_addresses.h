@@ -27,10 +27,11 @@
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
 // An address is in the set at most once: the hooks insert it after the allocator handed it out,
-// before the program has it (before its record is written: Client::RecordAlloc), and remove it
-// before handing it back (Client::BeginFree). The accesses are relaxed (but for the move below):
-// a block is freed after its allocation by the program's own ordering (a thread hands a pointer to
-// another only through some synchronisation), which makes the insert visible to the remove.
+// before the program has it (its record written, not yet published: Client::RecordAlloc), and
+// remove it before handing it back (Client::BeginFree). The accesses are relaxed (but for the
+// move below): a block is freed after its allocation by the program's own ordering (a thread
+// hands a pointer to another only through some synchronisation), which makes the insert visible
+// to the remove.
 //
 // When no bucket within reach has room for an address, the set moves to its large table, eight
 // times larger (its pages, reserved by the client, are touched only as they fill): every address
