@@ -304,49 +304,43 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
           ? stack_matches_->Match(regs, kNativeCaptured, sp, whole_stack,
                                   UnwindStackTop(sp, stack_size, config_.max_stack_bytes))
           : StackMatches::kNoMatch;
+  // Written, then put in the table, then published: the table's lines arrive while the record is
+  // written, and the program does not have the block before (nothing can free it meanwhile). A
+  // block the table cannot hold goes to ring 0, where its free is reported too: written there
+  // again, the first record cancelled.
   SharedRingBuffer::Reservation r;
-  uint64_t sequence = 0;
-  // Reserves and writes the record in `ring`; false when nothing was reserved.
-  const auto write = [&](uint32_t ring) {
+  uint64_t sequence;
+  for (uint32_t ring = RingOf(heap);; ring = 0) {
     if (match != StackMatches::kNoMatch) {
       uint8_t* body =
           ReserveRecord(ring, heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
-      if (body == nullptr) return false;
+      if (body == nullptr) return;
       sequence = SequenceOf(r);
       const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
       memcpy(body, &record, sizeof(record));
-      return true;
+    } else {
+      uint8_t* body = ReserveRecord(ring, heap, kRecordAlloc,
+                                    sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
+      if (body == nullptr) return;
+      // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing
+      // of it before Publish.
+      auto* record = reinterpret_cast<AllocRecord*>(body);
+      sequence = SequenceOf(r);
+      record->sequence = sequence;
+      record->address = address;
+      record->sample_size = sample_size;
+      record->alloc_size = alloc_size;
+      record->stack_pointer = sp;
+      record->tid = t_tid;
+      record->stack_size = static_cast<uint32_t>(stack_size);
+      memcpy(body + sizeof(AllocRecord), regs, sizeof(regs));
+      memcpy(body + sizeof(AllocRecord) + sizeof(regs),
+             reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
+             static_cast<size_t>(stack_size));
     }
-    uint8_t* body = ReserveRecord(ring, heap, kRecordAlloc,
-                                  sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
-    if (body == nullptr) return false;
-    // Field by field: the body is 8-byte aligned (ring_buffer.h), and the daemon reads nothing of
-    // it before Publish.
-    auto* record = reinterpret_cast<AllocRecord*>(body);
-    sequence = SequenceOf(r);
-    record->sequence = sequence;
-    record->address = address;
-    record->sample_size = sample_size;
-    record->alloc_size = alloc_size;
-    record->stack_pointer = sp;
-    record->tid = t_tid;
-    record->stack_size = static_cast<uint32_t>(stack_size);
-    memcpy(body + sizeof(AllocRecord), regs, sizeof(regs));
-    memcpy(body + sizeof(AllocRecord) + sizeof(regs),
-           reinterpret_cast<const void*>(static_cast<uintptr_t>(sp)),
-           static_cast<size_t>(stack_size));
-    return true;
-  };
-  const uint32_t ring = RingOf(heap);
-  if (!write(ring)) return;
-  // In the table before the record is published (the program does not have the block yet:
-  // nothing can free it meanwhile), and after it is written, so that the wait for the table's
-  // lines overlaps the writing. A block the table cannot hold goes to ring 0, where its free is
-  // reported too.
-  if (!sampled->Insert(key, ring) && ring != 0) {
+    if (sampled->Insert(key, ring) || ring == 0) break;
     r.header->type = kRecordCancelled;
     Publish(r);
-    if (!write(0)) return;
   }
   Publish(r);
   RecordAllocatorStats();
