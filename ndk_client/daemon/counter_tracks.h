@@ -17,7 +17,7 @@
 // another program now), "profile ended" (a guardrail: the dump's flags say which) or "connection
 // lost" (a crash, _exit, a kill, a closed socket). An
 // instant event "unreachable memory: NOTE" says what the sweep did not scan, or why none ran
-// ("not swept: "...), and "mallinfo: not read at exit" that the mallinfo figures of a process that
+// ("not swept: ..."); "mallinfo: not read at exit", that the mallinfo figures of a process that
 // exited are older than its exit (the read would have taken too long).
 #pragma once
 
