@@ -176,7 +176,8 @@ class RootRoute(Route):
         if self._disable_selinux and device.facts.selinux == "Enforcing":
             self._change("setenforce 0", "setenforce 1", "cannot set SELinux permissive")
         if device.getprop("init.svc.heapprofd") == "running":
-            self._change("stop heapprofd", "start heapprofd", "cannot stop the platform's heapprofd")
+            self._change("stop heapprofd", "start heapprofd",
+                         "cannot stop the platform's heapprofd")
         saved = f"{_PLATFORM_SOCKET}.droidheap-saved"
         if device.run(["test", "-e", _PLATFORM_SOCKET]).exit_code == 0:
             self._change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",

@@ -2,8 +2,8 @@
 
 // Each body stores the registers of its ABI's RegisterLayout::captured in ascending DWARF number,
 // slot after slot (unwinder/registers.h). Written in assembly so that the compiler cannot spill or
-// reuse any of the captured registers. Each architecture's body sits between the directives all of them share; TYPE is how its
-// assembler spells a function symbol.
+// reuse any of the captured registers. Each architecture's body sits between the directives all
+// of them share; TYPE is how its assembler spells a function symbol.
 #define DROIDHEAP_CAPTURE_SYMBOL(TYPE)     \
   ".text\n"                                \
   ".globl DroidheapCaptureRegisters\n"     \

@@ -20,7 +20,8 @@
 // and put fewer homes on each line that the threads' inserts write (4 threads: 2% faster).
 //
 //   Insert(a)  counts[home] += 1, then CAS an empty slot 0 -> a in the home bucket
-//              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill buckets
+//              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill
+//                    buckets
 //              else: both undone, and the set moves to its large table (below)
 //   Remove(a)  counts[home] == 0: not there
 //              home bucket holding a: slot -> 0, counts[home] -= 1

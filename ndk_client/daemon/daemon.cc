@@ -237,7 +237,8 @@ void Daemon::FinishHandshake(std::unique_ptr<PendingClient> pending, bool hello_
   client->pid = cred.pid;  // the kernel's word, not the client's
   int fds[4] = {-1, -1, -1, -1};
   size_t fd_count = 0;
-  int channel[2] = {-1, -1};  // the snapshot channel (--unreachable): the daemon's end, the client's
+  // The snapshot channel (--unreachable): the daemon's end, the client's.
+  int channel[2] = {-1, -1};
   if (reply.status == kReplyAccepted) {
     reply.sampling_interval = config_.sampling_interval;
     reply.max_stack_bytes = config_.max_stack_bytes;
@@ -437,7 +438,8 @@ int Daemon::Run() {
   SignalTargets();
 
   bool watch_stdin = config_.stop_when_stdin_closes;
-  uint64_t next_periodic_ms = config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
+  uint64_t next_periodic_ms =
+      config_.dump_interval_ms ? MonotonicUs() / 1000 + config_.dump_interval_ms : 0;
   while (!stopped_) {
     uint64_t wake_ms = NextHandshakeDeadlineMs();
     for (uint64_t due_ms : {next_periodic_ms, stopping_ ? 0 : descendants_.NextLookMs()}) {
@@ -446,7 +448,8 @@ int Daemon::Run() {
     int timeout_ms = -1;
     if (wake_ms) {
       const uint64_t now_ms = MonotonicUs() / 1000;
-      timeout_ms = now_ms >= wake_ms ? 0 : static_cast<int>(std::min<uint64_t>(wake_ms - now_ms, 60000));
+      timeout_ms =
+          now_ms >= wake_ms ? 0 : static_cast<int>(std::min<uint64_t>(wake_ms - now_ms, 60000));
     }
     std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0},
                                {inbox_pipe_[0], POLLIN, 0},

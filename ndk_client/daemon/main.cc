@@ -58,9 +58,10 @@ int Fail(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   enum {
-    kSocket = 1000, kOutput, kPid, kSpawned, kName, kAll, kInterval, kMaxStack, kShmemSize, kDumpInterval,
-    kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps, kBlockTimeout, kSeed,
-    kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize, kUnreachable, kHelp
+    kSocket = 1000, kOutput, kPid, kSpawned, kName, kAll, kInterval, kMaxStack, kShmemSize,
+    kDumpInterval, kDumpAtMax, kNoBlock, kNoTotals, kForkChildren, kHeaps, kAllHeaps,
+    kBlockTimeout, kSeed, kWorkers, kExitWhenGone, kStdinLifeline, kMaxMemory, kMaxTraceSize,
+    kUnreachable, kHelp
   };
   static const option kOptions[] = {
       {"socket", required_argument, nullptr, kSocket},
