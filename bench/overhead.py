@@ -27,6 +27,10 @@ installed:
 
 Figures:
   elapsed       per column, the workload's elapsed time as a multiple of glibc's
+  whole run     per column, each program's time from its fork to its exit (bench/programs/
+                whole_run.c, its parent), as a multiple of glibc's: start-up and exit included,
+                where the profiler's own costs hide from a program timing its own work (glibc's
+                mallinfo once walked perl's 1.6M freed blocks at its exit: 1.6x, unseen)
   fast path     ns per malloc+free that dh 1e9 adds to the layer alone, 1 thread, 32-byte blocks
                 (glibc's cheapest path), twice --runs runs each, alternating: the difference of
                 the medians and that of the fastest runs (the least disturbed by this machine)
@@ -63,12 +67,12 @@ Figures:
                 pair (alloc+free, malloc_churn -c: no allocator call) that dh 1e9 --heaps adds
                 to the same run unprofiled, 1 and 2 threads, medians of twice --runs runs; and,
                 under callgrind, the instructions it adds per pair
-  goals         issues 42's and 56's: malloc_churn's elapsed multiple at 1 and 4 threads, @4096 and @-i 1,
-                each free order (4 threads @-i 1 also below heaptrack), perl, python3 and
-                sqlite3 @4096, the client's CPU ns per sample (1 thread, random, @4096) and the
-                daemon's busy ns per sample at depth 10, the cost per sample at 128 KiB of stack
-                within 1.3x of that at 512 B, and at 110k live samples within 1.3x of 27k's;
-                each met, MISSED, or not measured
+  goals         issues 42's and 56's: malloc_churn's elapsed multiple at 1 and 4 threads,
+                @4096 and @-i 1, each free order (4 threads @-i 1 also below heaptrack); perl,
+                python3 and sqlite3 @4096, their own work and whole runs; the client's CPU ns
+                per sample (1 thread, random, @4096) and the daemon's busy ns per sample at
+                depth 10, the cost per sample at 128 KiB of stack within 1.3x of that at 512 B,
+                and at 110k live samples within 1.3x of 27k's; each met, MISSED, or not measured
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -94,6 +98,7 @@ from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, LIVE_CHURN, L
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
+WHOLE_RUN = ROOT / "bench" / "programs" / "whole_run.c"
 INCLUDE = ROOT / "ndk_client" / "include"  # droidheap/heaps.h
 JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
@@ -414,6 +419,8 @@ def main() -> int:
         for output, flags in ((program, []), (framed, ["-fno-omit-frame-pointer"])):
             subprocess.run(["cc", "-O2", *flags, "-pthread", f"-I{INCLUDE}", str(PROGRAM), "-o",
                             str(output)], check=True)
+        whole_run = work / "whole_run"
+        subprocess.run(["cc", "-O2", str(WHOLE_RUN), "-o", str(whole_run)], check=True)
         runner = Runner(work)
         churn: Dict[str, Dict[int, dict]] = {}
         for order in args.orders.split(","):
@@ -428,7 +435,8 @@ def main() -> int:
         if not args.no_programs:
             for name, argv, stdin in PROGRAMS:
                 if os.path.exists(argv[0]):
-                    programs.append((name, measure(runner, name, argv, args.runs, stdin)))
+                    programs.append((name, measure(runner, name, [str(whole_run), *argv],
+                                                   args.runs, stdin)))
         by_depth = {} if args.no_depths else measure_depths(runner, program, args.allocs,
                                                             args.runs)
         by_size = {} if args.no_stack_sizes else measure_stack_sizes(
@@ -457,6 +465,8 @@ def main() -> int:
     if programs:
         print()
         print_elapsed_table("program", programs)
+        print()
+        print_elapsed_table("whole run", programs, whole=True)
     print()
     print_daemon_table(churn_rows + programs)
     print()
