@@ -149,7 +149,10 @@ void EndChild(pid_t pid) {
 
 // 8 spinning threads, one in read(), one in nanosleep(), the marked one, and 3 that send
 // themselves SIGUSR2 over and over, which Stop at times finds with the signal dequeued (a
-// signal-delivery-stop): the handler must still run before tgkill() returns. The main one pauses.
+// signal-delivery-stop): the handler must still run before tgkill() returns. The main one pauses,
+// and takes the process's SIGUSR1: the others block it. Under TSan a signal that lands on a
+// spinning thread waits for that thread's next intercepted call, which a spinner never makes
+// (the test then timed out on a busy machine).
 void ChildThreads() {
   struct sigaction action = {};
   action.sa_handler = [](int) { ++g_shared->usr1; };
@@ -157,6 +160,10 @@ void ChildThreads() {
   sigaction(SIGUSR1, &action, nullptr);
   action.sa_handler = [](int) { ++t_handled; };
   sigaction(SIGUSR2, &action, nullptr);
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);  // the threads started below inherit it
   for (int i = 0; i < kSignallers; ++i) {
     std::thread([] {
       ++g_shared->started;
@@ -184,6 +191,7 @@ void ChildThreads() {
     for (timespec nap{0, 2000000};; ++g_shared->naps) nanosleep(&nap, nullptr);
   }).detach();
   std::thread([] { MarkedSpin(&g_shared->marked_spin); }).detach();
+  pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
   for (;;) pause();
 }
 
