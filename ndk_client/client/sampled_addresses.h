@@ -7,23 +7,27 @@
 // allocation, no syscall (but their sched_yield then).
 //
 // Layout (AddressTable): 2^13 buckets of one cache line each, 8 address slots (0 = empty); and
-// apart from them, 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3) of
-// counts about the addresses whose home it is: how many are in the table (low byte), how many of
-// those had to be placed in one of the kMaxSpill buckets after it (the next 7 bits), and whether
-// the answer may lie further (the top bit, see below). The counts are a dense 128 KiB
-// array, so that the look every free takes -- mostly finding its home's count at zero -- stays
-// in cache, where one line per bucket spread the frees over half a megabyte (a cache miss per free
-// in programs that free a lot). Only a free whose home count is not zero scans the home bucket,
-// and the ones after it only when some spilled. Eight homes per bucket keep the count a filter
-// when tens of thousands of sampled blocks are live (perl's 800k-key hash: with a home per bucket
-// nearly every count was non-zero and most frees scanned a cold bucket; measured 1.08x -> 1.06x),
-// and put fewer homes on each line that the threads' inserts write (4 threads: 2% faster).
+// apart from them, 2^16 homes (8 per bucket: a home's addresses live in its bucket, home >> 3),
+// a 16-bit word each about the addresses whose home it is: how many are in the table (4 bits),
+// how many of those had to be placed in one of the kMaxSpill buckets after it (4 bits), the
+// fingerprint of the one address when there is one (7 bits of its hash below the home's; 0: any,
+// once a second address came), and whether the answer may lie further (the top bit, see below).
+// The words are a dense 128 KiB array, so that the look every free takes stays in cache, where
+// one line per bucket spread the frees over half a megabyte (a cache miss per free in programs
+// that free a lot). Only a free whose home counts an address with its fingerprint (or any) scans
+// the home bucket, and the ones after it only when some spilled. Eight homes per bucket and the
+// fingerprint keep the look a filter when tens of thousands of sampled blocks are live: perl's
+// 800k-key hash, ~20k live samples, has a quarter of the homes counted; a free it let through
+// scanned a cold bucket (a cache miss), most often for a block never sampled, ~40 ns a free of its
+// exit's 1.6M. With the fingerprint 1 in 25 goes on (the homes with two addresses or more).
 //
-//   Insert(a)  counts[home] += 1, then CAS an empty slot 0 -> a in the home bucket
+//   Insert(a)  counts[home] += 1 (with a's fingerprint, or any), then CAS an empty slot 0 -> a
+//              in the home bucket
 //              else: counts[home] += spilled 1, then CAS an empty slot in the next kMaxSpill
 //                    buckets
-//              else: both undone, and the set moves to its large table (below)
-//   Remove(a)  counts[home] == 0: not there
+//              else (or the home counted kMaxCount): both undone, and the set moves to its
+//                    large table (below)
+//   Remove(a)  counts[home] == 0, or a fingerprint not a's: not there
 //              home bucket holding a: slot -> 0, counts[home] -= 1
 //              else, if any spilled: the next kMaxSpill buckets, slot -> 0, counts[home] -= 1 + 1
 //
@@ -72,14 +76,29 @@ class AddressTable {
   static constexpr size_t kSlotsPerBucket = 8;
   static constexpr size_t kMaxSpill = 15;
   static constexpr size_t kHomes = kBuckets << 3;
-  // A home's addresses fit the low byte: at most the slots of its bucket and the kMaxSpill after;
-  // those spilled fit the 7 bits below kLookFurther.
+  // A home's word: its count (at most kMaxCount addresses: a home's 16th Insert fails, as when
+  // its buckets are full, and with up to 4 addresses per home at worst it never happens by
+  // chance), how many of those spilled, the one address's fingerprint, and kLookFurther.
   static constexpr uint16_t kOne = 1;
-  static constexpr uint16_t kOneSpilled = uint16_t{1} << 8;
+  static constexpr uint16_t kMaxCount = 15;
+  static constexpr uint16_t kOneSpilled = uint16_t{1} << 4;
+  static constexpr unsigned kFingerprintShift = 8;
+  static constexpr uint16_t kFingerprints = uint16_t{0x7f} << kFingerprintShift;
   static constexpr uint16_t kLookFurther = uint16_t{1} << 15;
 
-  uint16_t counts(uint64_t address) const {
-    return counts_[Home(address)].load(std::memory_order_relaxed);
+  // Whether `address` may be in this table: its home counts an address of its fingerprint (or
+  // any), or looks further. One load of the dense array, and one test when the word is 0 (most).
+  bool MayHold(uint64_t address) const {
+    const uint16_t word = counts_[Home(address)].load(std::memory_order_relaxed);
+    return word != 0 && ((word & kLookFurther) != 0 || Candidate(word, address));
+  }
+  // The home of `address`: its bucket is the home >> 3.
+  static size_t Home(uint64_t address) {
+    return static_cast<size_t>(Hash(address) >> (61 - kBucketBits));
+  }
+  // Whether the home of `address` has its top bit.
+  bool LooksFurther(uint64_t address) const {
+    return (counts_[Home(address)].load(std::memory_order_relaxed) & kLookFurther) != 0;
   }
   void LookFurther(uint64_t address) {
     counts_[Home(address)].fetch_or(kLookFurther, std::memory_order_relaxed);
@@ -112,8 +131,16 @@ class AddressTable {
   bool Insert(uint64_t address, uint64_t slot) {
     const size_t home = Home(address);
     const size_t bucket = BucketOf(home);
-    // Counted first, so that a Remove of this address never misses it.
-    counts_[home].fetch_add(kOne, std::memory_order_relaxed);
+    // Counted first, so that a Remove of this address never misses it: the first address of a
+    // home leaves its fingerprint, a second makes it any (0) until the home is empty again.
+    uint16_t word = counts_[home].load(std::memory_order_relaxed);
+    uint16_t counted;
+    do {
+      if ((word & kMaxCount) == kMaxCount) return false;
+      counted = static_cast<uint16_t>(
+          ((word & kMaxCount) == 0 ? (word & ~kFingerprints) | Fingerprint(address)
+                                   : word & ~kFingerprints) + kOne);
+    } while (!counts_[home].compare_exchange_weak(word, counted, std::memory_order_relaxed));
     if (Claim(&buckets_[bucket], slot)) return true;
     counts_[home].fetch_add(kOneSpilled, std::memory_order_relaxed);
     for (size_t i = 1; i <= kMaxSpill; ++i) {
@@ -126,11 +153,11 @@ class AddressTable {
   // Whether `address` is in the table, its slot's `ring_bits` aside.
   bool Holds(uint64_t address, uint64_t ring_bits) const {
     const size_t home = Home(address);
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
-    if (counts == 0) return false;
+    const uint16_t counts = counts_[home].load(std::memory_order_relaxed);
+    if (!Candidate(counts, address)) return false;
     const size_t bucket = BucketOf(home);
     if (Find(&buckets_[bucket], address, ring_bits) != nullptr) return true;
-    if (counts >= kOneSpilled) {
+    if ((counts & kSpilled) != 0) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
         if (Find(&buckets_[(bucket + i) % kBuckets], address, ring_bits) != nullptr) return true;
       }
@@ -141,14 +168,14 @@ class AddressTable {
   // Takes `address` out; false when it is not in the table. `ring`: its slot's ring_bits.
   bool Remove(uint64_t address, uint64_t ring_bits, uint32_t* ring) {
     const size_t home = Home(address);
-    const uint32_t counts = counts_[home].load(std::memory_order_relaxed) & ~kLookFurther;
-    if (counts == 0) return false;
+    const uint16_t counts = counts_[home].load(std::memory_order_relaxed);
+    if (!Candidate(counts, address)) return false;
     const size_t bucket = BucketOf(home);
     if (Release(&buckets_[bucket], address, ring_bits, ring)) {
       counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
       return true;
     }
-    if (counts >= kOneSpilled) {
+    if ((counts & kSpilled) != 0) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
         if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits, ring)) {
           counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
@@ -163,16 +190,27 @@ class AddressTable {
   struct alignas(64) Bucket {
     std::atomic<uint64_t> slots[kSlotsPerBucket];
   };
-  static_assert((kMaxSpill + 1) * kSlotsPerBucket < kOneSpilled, "counts fit their byte");
-  static_assert(kMaxSpill * kSlotsPerBucket * kOneSpilled < kLookFurther, "spills fit their bits");
+  static constexpr uint16_t kSpilled = kMaxCount * kOneSpilled;  // spilled <= count: no carry
+  static_assert(kMaxCount < kOneSpilled && (kSpilled | kFingerprints | kLookFurther) == 0xfff0 &&
+                    (kSpilled & kFingerprints) == 0,
+                "a home's fields do not overlap");
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                     std::atomic<uint16_t>::is_always_lock_free,
                 "the hooks cannot take locks");
 
   // Blocks are at least 8-byte aligned: the hash takes the bits above that (Fibonacci hashing).
-  static size_t Home(uint64_t address) {
-    return static_cast<size_t>(((address >> 3) * 0x9e3779b97f4a7c15ull) >> (61 - kBucketBits));
+  // Its top bits are the home, the 7 below them the fingerprint (never 0, which means any).
+  static uint64_t Hash(uint64_t address) { return (address >> 3) * 0x9e3779b97f4a7c15ull; }
+  static uint16_t Fingerprint(uint64_t address) {
+    const uint16_t bits = static_cast<uint16_t>(Hash(address) >> (54 - kBucketBits)) & 0x7f;
+    return static_cast<uint16_t>((bits | (bits == 0)) << kFingerprintShift);
+  }
+  // Whether a home's `word` (its top bit aside) counts an address that may be `address`.
+  static bool Candidate(uint16_t word, uint64_t address) {
+    if ((word & kMaxCount) == 0) return false;
+    const uint16_t fingerprint = word & kFingerprints;
+    return fingerprint == 0 || fingerprint == Fingerprint(address);
   }
   static size_t BucketOf(size_t home) { return home >> 3; }
   static bool Claim(Bucket* bucket, uint64_t slot_value) {
@@ -259,12 +297,13 @@ class SampledAddresses {
   }
 
   // Inline in every free: false when the block at `address` cannot be in the set, from one load
-  // of its home's counts (zero: no address of that home is in the set, nor has it moved on).
-  bool MayHold(uint64_t address) const { return first_.counts(address) != 0; }
+  // of its home's word (no address of that home with its fingerprint is in the set, nor has the
+  // set moved on).
+  bool MayHold(uint64_t address) const { return first_.MayHold(address); }
 
   // Whether the block at `address` may be in the set: Remove's scan, changing nothing. A free its
-  // home's count let through is of a block never sampled more often than not (with perl's 20k
-  // live samples a quarter of the homes count something), and it then goes no further.
+  // home's word let through is of a block never sampled about half the time (perl's 20k live
+  // samples: a home with two addresses or more, one free in 25), and it then goes no further.
   bool Holds(uint64_t address) const {
     if (reports_every_free()) return true;
     if (!moved()) return first_.Holds(address, ring_bits_);
@@ -296,16 +335,12 @@ class SampledAddresses {
   }
   // A home of the large table without the top bit has no address in the first.
   __attribute__((noinline)) bool HoldsAfterMove(uint64_t address) const {
-    const uint16_t counts = large_->counts(address);
-    if (counts == 0) return false;
     if (large_->Holds(address, ring_bits_)) return true;
-    return (counts & LargeTable::kLookFurther) != 0 && first_.Holds(address, ring_bits_);
+    return large_->LooksFurther(address) && first_.Holds(address, ring_bits_);
   }
   __attribute__((noinline)) bool RemoveAfterMove(uint64_t address, uint32_t* ring) {
-    const uint16_t counts = large_->counts(address);
-    if (counts == 0) return false;
     if (large_->Remove(address, ring_bits_, ring)) return true;
-    return (counts & LargeTable::kLookFurther) != 0 && first_.Remove(address, ring_bits_, ring);
+    return large_->LooksFurther(address) && first_.Remove(address, ring_bits_, ring);
   }
 
   // Makes the large table the one new addresses go to, once (the first thread whose address found
