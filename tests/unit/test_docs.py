@@ -35,6 +35,7 @@ USAGE = DOCS / "usage.md"
 OTHER_PROGRAMS_FLAGS = {
     "--editable": "scripts/install",
     "--venv": "scripts/install",
+    "--abis": "scripts/install",
     "--access-times": "scripts/check_packages",
     "--variant": None,  # mmdebstrap's
     "--include": None,  # mmdebstrap's
