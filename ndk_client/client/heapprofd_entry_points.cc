@@ -153,9 +153,11 @@ class PendingFree {
 void ReportCustomHeap(droidheap_heap* heap, uint32_t event, uint64_t address, uint64_t size) {
   Client* client = ActiveClient();
   const uint32_t number = heap->number;
+  if (client == nullptr || number == 0 || number > kMaxCustomHeaps) return;
+  // After those: a report with no session to go to refreshes nothing (the refresh may allocate).
   // A custom heap's allocator called from our own hook path is not the program's doing.
   HookThread& self = CurrentThread();
-  if (client == nullptr || number == 0 || number > kMaxCustomHeaps || self.in_hook) return;
+  if (self.in_hook) return;
   HeapCounters* counters = self.totals.custom_counters(number);
   if (event == DROIDHEAP_EVENT_ALLOC) {
     if (counters != nullptr) self.totals.CountAlloc(counters, size);
