@@ -146,7 +146,7 @@ class AddressTable {
     for (size_t i = 1; i <= kMaxSpill; ++i) {
       if (Claim(&buckets_[(bucket + i) % kBuckets], slot)) return true;
     }
-    counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+    Uncount(home, kOne + kOneSpilled);
     return false;
   }
 
@@ -172,13 +172,13 @@ class AddressTable {
     if (!Candidate(counts, address)) return false;
     const size_t bucket = BucketOf(home);
     if (Release(&buckets_[bucket], address, ring_bits, ring)) {
-      counts_[home].fetch_sub(kOne, std::memory_order_relaxed);
+      Uncount(home, kOne);
       return true;
     }
     if ((counts & kSpilled) != 0) {
       for (size_t i = 1; i <= kMaxSpill; ++i) {
         if (Release(&buckets_[(bucket + i) % kBuckets], address, ring_bits, ring)) {
-          counts_[home].fetch_sub(kOne + kOneSpilled, std::memory_order_relaxed);
+          Uncount(home, kOne + kOneSpilled);
           return true;
         }
       }
@@ -213,6 +213,16 @@ class AddressTable {
     return fingerprint == 0 || fingerprint == Fingerprint(address);
   }
   static size_t BucketOf(size_t home) { return home >> 3; }
+  // Takes `amount` (an address, spilled or not) off a home's word. With its last address goes
+  // its fingerprint: the word is 0 again, which the free hook tests first.
+  void Uncount(size_t home, uint16_t amount) {
+    uint16_t word = counts_[home].load(std::memory_order_relaxed);
+    uint16_t uncounted;
+    do {
+      uncounted = static_cast<uint16_t>(word - amount);
+      if ((uncounted & kMaxCount) == 0) uncounted &= ~kFingerprints;
+    } while (!counts_[home].compare_exchange_weak(word, uncounted, std::memory_order_relaxed));
+  }
   static bool Claim(Bucket* bucket, uint64_t slot_value) {
     for (std::atomic<uint64_t>& slot : bucket->slots) {
       uint64_t empty = 0;
