@@ -168,11 +168,12 @@ def _run_at_niceness(item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _run_at_niceness(item)
-    start = time.time()
+    start, cpu = time.time(), timeline.cpu_seconds()
     yield
     path = os.environ.get(timeline.ENVIRONMENT)
     if path:
-        timeline.note(pathlib.Path(path), item.nodeid, start, time.time())
+        timeline.note(pathlib.Path(path), item.nodeid, start, time.time(),
+                      timeline.cpu_seconds() - cpu)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -182,7 +183,7 @@ def pytest_terminal_summary(terminalreporter, config):
     path = pathlib.Path(os.environ[timeline.ENVIRONMENT])
     started, cpu = config.stash[_STARTED]
     said = timeline.summary(path, started)
-    if len(said) > 2:  # two lines a worker
+    if len(said) > 3:  # two lines a worker, one of CPU time
         terminalreporter.write_line("where the time went (tests/timeline.py):")
         for line in [*said, timeline.cores_busy(cpu, timeline.cpu_times())]:
             if line:

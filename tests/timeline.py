@@ -8,28 +8,37 @@ import collections
 import json
 import os
 import pathlib
+import resource
 from typing import Dict, List, Optional, Tuple
 
 # The file the workers append to, named by the controller in the environment they inherit.
 ENVIRONMENT = "DROIDHEAP_TEST_TIMELINE"
 
 
-def note(path: pathlib.Path, nodeid: str, start: float, end: float) -> None:
+def cpu_seconds() -> float:
+    """User and system CPU time of this process and of every process it has waited for."""
+    return sum(sum(resource.getrusage(who)[:2])
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def note(path: pathlib.Path, nodeid: str, start: float, end: float, cpu: float = 0.0) -> None:
     line = json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": nodeid,
-                       "start": start, "end": end}) + "\n"
+                       "start": start, "end": end, "cpu": cpu}) + "\n"
     with open(path, "a") as timeline:  # one write of one line: the workers' lines do not mix
         timeline.write(line)
 
 
 def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
-            tests_shown: int = 10) -> List[str]:
-    """Two lines per worker, as the module says; none when no test was noted."""
+            tests_shown: int = 10, cpu_modules_shown: int = 15) -> List[str]:
+    """Two lines per worker and one of CPU time, as the module says; none when no test was
+    noted."""
     busy: Dict[str, float] = collections.defaultdict(float)
     finished: Dict[str, float] = {}
     by_module: Dict[str, Dict[str, float]] = collections.defaultdict(
         lambda: collections.defaultdict(float))
     by_test: Dict[str, Dict[str, float]] = collections.defaultdict(
         lambda: collections.defaultdict(float))
+    cpu_by_module: Dict[str, float] = collections.defaultdict(float)
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
@@ -42,6 +51,7 @@ def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
             finished[worker] = max(finished.get(worker, 0.0), t["end"] - started)
             by_module[worker][t["test"].split("::")[0]] += took
             by_test[worker][t["test"]] += took
+            cpu_by_module[t["test"].split("::")[0]] += float(t.get("cpu", 0.0))
         except (ValueError, KeyError, TypeError):
             continue  # a line cut short by a worker's crash
     said = []
@@ -53,6 +63,10 @@ def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
         slowest = sorted(by_test[worker].items(), key=lambda t: -t[1])[:tests_shown]
         said.append(f"{worker}'s slowest tests: "
                     + ", ".join(f"{test} {took:.0f} s" for test, took in slowest))
+    if said:
+        most = sorted(cpu_by_module.items(), key=lambda m: -m[1])
+        said.append(f"CPU time {sum(cpu_by_module.values()):.0f} s; the most: "
+                    + ", ".join(f"{module} {cpu:.0f} s" for module, cpu in most[:cpu_modules_shown]))
     return said
 
 
