@@ -26,7 +26,8 @@ installed:
   heaptrack  heaptrack, which records every allocation
 
 Figures:
-  elapsed       per column, the workload's elapsed time as a multiple of glibc's
+  elapsed       per column, the workload's elapsed time as a multiple of glibc's (the median
+                of each round's ratio to glibc's run of that round)
   whole run     per column, each program's time from its fork to its exit (bench/programs/
                 whole_run.c, its parent), as a multiple of glibc's: start-up and exit included,
                 where the profiler's own costs hide from a program timing its own work (glibc's

@@ -141,18 +141,39 @@ def median(runs: List[Run], figure: Callable[[Run], Optional[float]]) -> Optiona
 Rows = List[Tuple[str, Dict[str, List[Run]]]]  # (workload, {column: runs})
 
 
+def multiple(by_column: Dict[str, List[Run]], column: str,
+             whole: bool = False) -> Optional[float]:
+    """A column's elapsed time (`whole`: whole run) as a multiple of glibc's: the median of each
+    round's ratio to glibc's run of the same round (overhead.measure runs every column once a
+    round), so that a slow spell of the machine, which falls on a round's runs alike, cancels in
+    its ratio; the medians' ratio where the columns' runs do not pair up."""
+    if column not in by_column or "glibc" not in by_column:
+        return None
+
+    def figure(r: Run) -> Optional[float]:
+        return r.whole_ns if whole else r.elapsed_ns
+
+    runs, alone = by_column[column], by_column["glibc"]
+    if len(runs) == len(alone):
+        ratios = [figure(a) / figure(b) for a, b in zip(runs, alone)
+                  if figure(a) is not None and figure(b)]
+        return statistics.median(ratios) if ratios else None
+    run, base = median(runs, figure), median(alone, figure)
+    return None if run is None or not base else run / base
+
+
 def print_elapsed_table(title: str, rows: Rows, whole: bool = False) -> None:
-    """Each column's median elapsed time (`whole`: whole run) as a multiple of glibc's."""
+    """glibc's median elapsed time (`whole`: whole run), and each column's as a multiple of it
+    (multiple(): paired by round)."""
     columns = list(rows[0][1])
     print(f"{title:>14} {'glibc ms':>9} " + " ".join(f"{c:>10}" for c in columns[1:]))
     for label, by_column in rows:
-        ms = {c: median(runs, lambda r: r.whole_ns if whole else r.elapsed_ns)
-              for c, runs in by_column.items()}
-        if not ms["glibc"]:
+        alone = median(by_column["glibc"], lambda r: r.whole_ns if whole else r.elapsed_ns)
+        if not alone:
             continue
-        print(f"{label:>14} {ms['glibc'] / 1e6:>9.0f} "
-              + " ".join(f"{ms[c] / ms['glibc']:>9.2f}x" if ms[c] else f"{'-':>10}"
-                         for c in columns[1:]))
+        times = {c: multiple(by_column, c, whole) for c in columns[1:]}
+        print(f"{label:>14} {alone / 1e6:>9.0f} "
+              + " ".join(f"{times[c]:>9.2f}x" if times[c] else f"{'-':>10}" for c in columns[1:]))
 
 
 def print_daemon_table(rows: Rows) -> None:
@@ -292,14 +313,6 @@ class Goal:
     met: bool = False
 
 
-def multiple(by_column: Dict[str, List[Run]], column: str,
-             whole: bool = False) -> Optional[float]:
-    """A column's median elapsed time (`whole`: whole run) as a multiple of glibc's."""
-    if column not in by_column or "glibc" not in by_column:
-        return None
-    run, alone = (median(by_column[c], lambda r: r.whole_ns if whole else r.elapsed_ns)
-                  for c in (column, "glibc"))
-    return None if run is None or not alone else run / alone
 
 
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],

@@ -85,6 +85,16 @@ def test_a_programs_whole_run_is_judged_apart_from_its_own_work(figures, capsys)
     assert capsys.readouterr().out.splitlines()[1].split() == ["perl", "hash", "1000", "1.20x"]
 
 
+def test_a_multiple_pairs_each_round_with_glibcs_run_of_the_same_round(figures):
+    """The machine slowed down in the last two rounds for glibc's runs and in the last one for
+    droidheap's: the medians' ratio says 0.52x, each round said 1.04x."""
+    by_column = {"glibc": [churn_run(figures, ms) for ms in (100, 200, 200)],
+                 "dh 4096": [churn_run(figures, ms) for ms in (104, 208, 104)]}
+    assert figures.multiple(by_column, "dh 4096") == pytest.approx(1.04)
+    by_column["dh 4096"].pop()  # runs that do not pair up: the medians' ratio
+    assert figures.multiple(by_column, "dh 4096") == pytest.approx(156 / 200)
+
+
 def test_a_programs_instructions_meet_the_goal_within_1_05x(figures):
     found = {g.what: g for g in figures.goals({}, {}, {}, None,
                                               {"sqlite3 rows": 1.049, "perl hash": 1.0512})}
