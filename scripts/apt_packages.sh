@@ -5,6 +5,8 @@
 # - $DROIDHEAP_PACKAGES_LOG, when set, is a file the names are added to, one a line;
 # - DROIDHEAP_PACKAGES_INSTALL=no installs nothing: a package not installed is an error (the
 #   checks run where everything is installed; scripts/test runs the tests so).
+# An installer keeps what it named in a file of its own (log_packages_to), for the test suite's
+# check in CI (scripts/test).
 apt_updated=
 apt_options=
 install_missing() {
@@ -25,4 +27,13 @@ install_missing() {
   apt_updated=1
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq $apt_options \
     "${missing[@]}"
+}
+
+# log_packages_to FILE: what install_missing is asked for from now on is kept in FILE (emptied
+# first); at the script's exit it goes to the log of a check that runs the script too.
+log_packages_to() {
+  packages_outer_log=${DROIDHEAP_PACKAGES_LOG:-}
+  export DROIDHEAP_PACKAGES_LOG=$1
+  : > "$DROIDHEAP_PACKAGES_LOG"
+  [ -z "$packages_outer_log" ] || trap 'cat "$DROIDHEAP_PACKAGES_LOG" >> "$packages_outer_log"' EXIT
 }
