@@ -1,7 +1,8 @@
 """What profiling costs the profiled program, and what the daemon does meanwhile: the program's own
 elapsed time and peak RSS under droidheap (emulated device, this machine's ABI) and under the
 peers, beside the same run unprofiled on glibc, all measured side by side in one run (medians of
---runs runs, taken in rounds that run every configuration once).
+--runs runs, taken in rounds that run every configuration once; a multiple of glibc's is the
+median of the rounds' own ratios).
 
     .venv/bin/python bench/overhead.py [--threads 1,4] [--runs 3] [--allocs 2000000]
                                        [--stack 8192] [--no-programs] [--no-depths]
