@@ -313,8 +313,6 @@ class Goal:
     met: bool = False
 
 
-
-
 def goals(churn: Dict[str, Dict[int, Dict[str, List[Run]]]],
           programs: Dict[str, Dict[str, List[Run]]],
           by_depth: Dict[int, List[Run]], by_size: Optional[StackRuns] = None,

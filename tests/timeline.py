@@ -64,9 +64,9 @@ def summary(path: pathlib.Path, started: float, modules_shown: int = 4,
         said.append(f"{worker}'s slowest tests: "
                     + ", ".join(f"{test} {took:.0f} s" for test, took in slowest))
     if said:
-        most = sorted(cpu_by_module.items(), key=lambda m: -m[1])
+        most = sorted(cpu_by_module.items(), key=lambda m: -m[1])[:cpu_modules_shown]
         said.append(f"CPU time {sum(cpu_by_module.values()):.0f} s; the most: "
-                    + ", ".join(f"{module} {cpu:.0f} s" for module, cpu in most[:cpu_modules_shown]))
+                    + ", ".join(f"{module} {cpu:.0f} s" for module, cpu in most))
     return said
 
 
