@@ -3,9 +3,10 @@ input (a genuine hello, a real ELF file's call-frame information, well-formed re
 daemon's peers and files may send anything, and nothing may crash, hang, leak fds or trip ASan or
 UBSan.
 
-DROIDHEAP_FUZZ_SECONDS sets the time per target (default 20; the closing notes of issue 11 give
-longer runs). What a run finds is written to build/fuzz/findings/<target>/ to be replayed:
-`build/fuzz/fuzz/<target>_fuzzer <file>`."""
+DROIDHEAP_FUZZ_SECONDS sets the time per target (default 10; the closing notes of issue 11 give
+longer runs). They are built in the ASan+UBSan tree of the native tests (tests/conftest.py). What a
+run finds is written to build/native-address-undefined/findings/<target>/ to be replayed:
+`build/native-address-undefined/fuzz/<target>_fuzzer <file>`."""
 import os
 import pathlib
 import re
@@ -21,7 +22,7 @@ from tests.android import write_apk
 # Minutes of work: started before the short modules, so that the run ends on short ones
 # (tests/conftest.py, _start_order).
 RUNS_LONG = True
-SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "20"))
+SECONDS = int(os.environ.get("DROIDHEAP_FUZZ_SECONDS", "10"))
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
