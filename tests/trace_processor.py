@@ -9,10 +9,14 @@ import collections
 import dataclasses
 import os
 import pathlib
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+from perfetto.trace_processor import TraceProcessor
 
 from tests.requirements import require
 
@@ -45,6 +49,53 @@ def require_binary() -> pathlib.Path:
     return path
 
 
+class _Server:
+    """The trace processor's HTTP server (`-D`), on a free port of this machine. Started here, not by
+    the Python API, whose start asks whether it listens once a second: a second a trace, a hundred
+    in a run of the suite; here it is asked every 10 ms."""
+
+    START_TIMEOUT_S = 60
+
+    def __init__(self, binary: pathlib.Path):
+        # What it says goes to a file: a pipe nobody reads would stop it once full.
+        self._log = tempfile.TemporaryFile()
+        for _ in range(3):  # another process may take the free port before the server binds it
+            port = _free_port()
+            self._process = subprocess.Popen(
+                [str(binary), "-D", "--http-port", str(port), "--no-ftrace-raw"],
+                stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+            if self._listens(port):
+                self.address = f"127.0.0.1:{port}"
+                return
+            self._process.kill()
+            self._process.wait()
+        self._log.seek(0)
+        said = self._log.read().decode(errors="replace")[-2000:]
+        self._log.close()
+        raise AssertionError(f"{binary} did not start its HTTP server: {said}")
+
+    def _listens(self, port: int) -> bool:
+        deadline = time.monotonic() + self.START_TIMEOUT_S
+        while self._process.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                time.sleep(0.01)
+        return False
+
+    def stop(self) -> None:
+        self._process.kill()
+        self._process.wait()
+        self._log.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @dataclasses.dataclass
 class SiteTotals:
     """Bytes and objects a call site allocated and freed, cumulative as of one dump (in the trace
@@ -63,8 +114,12 @@ class LoadedTrace:
     """One trace loaded into the trace processor; close() (or `with`) ends its process."""
 
     def __init__(self, trace: pathlib.Path):
-        config = TraceProcessorConfig(bin_path=str(require_binary()), load_timeout=60)
-        self.tp = TraceProcessor(trace=str(trace), config=config)
+        self._server = _Server(require_binary())
+        try:
+            self.tp = TraceProcessor(trace=str(trace), addr=self._server.address)
+        except BaseException:
+            self._server.stop()
+            raise
 
     def __enter__(self):
         return self
@@ -73,7 +128,10 @@ class LoadedTrace:
         self.close()
 
     def close(self) -> None:
-        self.tp.close()
+        try:
+            self.tp.close()
+        finally:
+            self._server.stop()
 
     def rows(self, sql: str) -> List[dict]:
         return [dict(row.__dict__) for row in self.tp.query(sql)]
