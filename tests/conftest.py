@@ -103,6 +103,9 @@ def sanitized_build():
             name = "native-" + sanitizers.replace(",", "-")
             options, env = [f"-DDROIDHEAP_SANITIZE={sanitizers}"], None
             if sanitizers == _FUZZED_SANITIZERS and _clang_missing() is None:
+                # A tree of its own name: CMake cannot move a configured tree to another compiler
+                # (it forgets the tree's options when it does).
+                name += "-clang"
                 options.append("-DDROIDHEAP_BUILD_FUZZERS=ON")
                 env = {"CC": "clang", "CXX": "clang++"}
             built[sanitizers] = _build_native(ROOT / "build" / name, *options, env=env)

@@ -5,8 +5,8 @@ UBSan.
 
 DROIDHEAP_FUZZ_SECONDS sets the time per target (default 10; the closing notes of issue 11 give
 longer runs). They are built in the ASan+UBSan tree of the native tests (tests/conftest.py). What a
-run finds is written to build/native-address-undefined/findings/<target>/ to be replayed:
-`build/native-address-undefined/fuzz/<target>_fuzzer <file>`."""
+run finds is written to build/native-address-undefined-clang/findings/<target>/ to be replayed:
+`build/native-address-undefined-clang/fuzz/<target>_fuzzer <file>`."""
 import os
 import pathlib
 import re
