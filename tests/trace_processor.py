@@ -50,9 +50,9 @@ def require_binary() -> pathlib.Path:
 
 
 class _Server:
-    """The trace processor's HTTP server (`-D`), on a free port of this machine. Started here, not by
-    the Python API, whose start asks whether it listens once a second: a second a trace, a hundred
-    in a run of the suite; here it is asked every 10 ms."""
+    """The trace processor's HTTP server (`-D`), on a free port of this machine. Started here, not
+    by the Python API, whose start asks whether it listens once a second: a second a trace, a
+    hundred in a run of the suite; here it is asked every 10 ms."""
 
     START_TIMEOUT_S = 60
 
