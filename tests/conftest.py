@@ -37,12 +37,13 @@ _STARTED = pytest.StashKey()  # (time, timeline.cpu_times()) as the run started
 
 
 def _build_native(build: pathlib.Path, *cmake_args: str, env=None) -> pathlib.Path:
-    """Configures and builds ndk_client/ with the native tests into `build`."""
+    """Configures and builds ndk_client/ with the native tests into `build`, with line tables
+    for debug information (CMakeLists.txt: DROIDHEAP_DEBUG_INFO): nothing of it ships."""
     with build_lock(build):
         build.mkdir(parents=True, exist_ok=True)
         for command in (["cmake", "-S", str(ROOT / "ndk_client"), "-B", str(build),
                          "-DDROIDHEAP_BUILD_TESTS=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                         *cmake_args],
+                         "-DDROIDHEAP_DEBUG_INFO=lines", *cmake_args],
                         ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
             result = subprocess.run(command, capture_output=True, text=True,
                                     env=None if env is None else dict(os.environ, **env))
