@@ -14,11 +14,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "build_ndk.sh"
 
 # What the NDK's build/cmake/android.toolchain.cmake provides that ndk_client/ relies on: ANDROID,
-# ANDROID_ABI (given by the script), ANDROID_PLATFORM_LEVEL. Records what the script passed.
+# ANDROID_ABI (given by the script), ANDROID_PLATFORM_LEVEL. Records what the script passed. It
+# compiles unoptimized, with line tables: what is checked is the route, whose code the other
+# builds check (a third less CPU time: 59 -> 42 s).
 FAKE_TOOLCHAIN = """\
 set(ANDROID TRUE)
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR x86_64)
+set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O0 -DNDEBUG" CACHE STRING "")
+set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O0 -DNDEBUG" CACHE STRING "")
+set(DROIDHEAP_DEBUG_INFO lines CACHE STRING "")
 string(REGEX REPLACE "^android-" "" ANDROID_PLATFORM_LEVEL "${ANDROID_PLATFORM}")
 if(ANDROID_ABI)
   file(APPEND "${CMAKE_CURRENT_LIST_DIR}/calls.log"
