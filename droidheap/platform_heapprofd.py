@@ -45,6 +45,7 @@ from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.errors import DroidheapError
 from droidheap.session import ProfileOptions
 from droidheap.session_runs import cpu_ticks, malloc_only_reason
+from droidheap.stop_signals import sleep
 from droidheap.trace.heap_dumps import HEAPPROFD_DATA_SOURCE
 from droidheap.trace.reader import parse_trace
 
@@ -357,7 +358,7 @@ class PlatformSession:
                     if not self.running():
                         return
                     next_poll = now + _POLL_S
-                time.sleep(0.05)
+                sleep(0.05)
         except KeyboardInterrupt:
             return
 

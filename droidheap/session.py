@@ -11,6 +11,7 @@ from droidheap.device.base import (SIGKILL, SIGTERM, SIGUSR1, TRACE_PREFIX, TRAC
 from droidheap.errors import DroidheapError
 from droidheap.output_files import write_output
 from droidheap.results.model import ProgramExit
+from droidheap.stop_signals import sleep
 
 _STARTUP_TIMEOUT_S = 15.0
 _STOP_TIMEOUT_S = 120.0
@@ -120,7 +121,7 @@ class Session:
             if self.daemon.poll() is not None or time.monotonic() > deadline:
                 self.daemon.signal(SIGKILL)
                 raise DroidheapError(f"droidheapd did not start: {self._last_log_line()}")
-            time.sleep(0.02)
+            sleep(0.02)
 
     def _last_log_line(self) -> str:
         lines = [line for line in self.daemon.log().splitlines() if line.strip()]
@@ -168,7 +169,7 @@ class Session:
         while not condition():
             if time.monotonic() > deadline or self.daemon.poll() is not None:
                 return condition()
-            time.sleep(0.02)
+            sleep(0.02)
         return True
 
     def running(self) -> bool:

@@ -5,16 +5,18 @@ say goes to `note` (the command prints it)."""
 import contextlib
 import dataclasses
 import signal
-import subprocess
 import time
 from typing import List, Optional
 
 from droidheap.device.names import is_pattern, matching_pids, program_name
 from droidheap.errors import DroidheapError
 from droidheap.results.model import ProgramExit
+from droidheap.stop_signals import StopSignals, sleep
 
 _CONNECT_TIMEOUT_S = 5.0
 _EXIT_DUMP_TIMEOUT_S = 10.0
+# How often a program droidheap started is looked at: its end is seen this much later at most.
+_PROGRAM_POLL_S = 0.05
 
 
 @dataclasses.dataclass
@@ -73,43 +75,6 @@ def resolve_targets(device, targets, note):
             raise DroidheapError(f"no process with pid {pid} on {device.describe()}")
         resolved.append(pid)
     return sorted(set(resolved))
-
-
-class StopSignals:
-    """Ctrl-C (SIGINT) and SIGTERM while a session runs: each is raised as KeyboardInterrupt, so
-    that either stops the session as cleanly, and the first is remembered. A program droidheap
-    started and then stopped for it is said to be, and droidheap exits as a shell says a program
-    ended by that signal (130 after Ctrl-C), as `time` and strace do."""
-
-    _NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
-
-    def __init__(self):
-        self.received: Optional[int] = None
-        self._previous = {}
-
-    def __enter__(self) -> "StopSignals":
-        for signum in self._NAMES:
-            self._previous[signum] = signal.signal(signum, self._stop)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _stop(self, signum, frame):
-        if self.received is None:
-            self.received = signum
-        raise KeyboardInterrupt
-
-    @property
-    def name(self) -> str:
-        """What stopped the session ("Ctrl-C", "SIGTERM"); "" while nothing has."""
-        return self._NAMES.get(self.received, "")
-
-    @property
-    def exit_status(self) -> Optional[int]:
-        """droidheap's exit status once a signal stopped the session, else None."""
-        return None if self.received is None else 128 + self.received
 
 
 def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
@@ -182,19 +147,20 @@ def wait_for_program(process, duration_ms, stops: StopSignals) -> Optional[Progr
     or SIGTERM (`stops`) stops it with SIGTERM and waits on."""
     deadline = time.monotonic() + duration_ms / 1000 if duration_ms else None
     while True:
+        code = process.poll()
+        if code is not None:
+            return ProgramExit(128 - code if code < 0 else code, stops.name)
+        wait_s = _PROGRAM_POLL_S
+        if deadline is not None:
+            wait_s = min(wait_s, deadline - time.monotonic())
+            if wait_s <= 0:
+                return None
         try:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:  # a local program's; an adb one's wait returns None
-            code = None
+            stops.sleep(wait_s)
         except KeyboardInterrupt:
             # The terminal's Ctrl-C reached the program too; a SIGTERM to us is passed on.
             with contextlib.suppress(OSError):
                 process.send_signal(signal.SIGTERM)
-            continue
-        if code is None:
-            return None
-        return ProgramExit(128 - code if code < 0 else code, stops.name)
 
 
 def run_attached(device, session, pids, targets, duration_ms, note) -> Optional[str]:
@@ -250,7 +216,7 @@ def run_attached(device, session, pids, targets, duration_ms, note) -> Optional[
                 note(f"attached to pid {pid}" if pid in pids else
                      f"profiling pid {pid} from its start")
                 announced.add(pid)
-            time.sleep(0.05)
+            sleep(0.05)
     except KeyboardInterrupt:
         note("stopping")
     finally:

@@ -12,8 +12,9 @@ from droidheap.device.names import check_start_name, program_name
 from droidheap.errors import DroidheapError
 from droidheap.session import (DEFAULT_MAX_DAEMON_MEMORY, DEFAULT_MAX_TRACE_SIZE, ProfileOptions,
                                Session, target_args)
-from droidheap.session_runs import (StopSignals, Targets, resolve_targets, run_attached,
-                                    run_spawned, wait_for_program)
+from droidheap.session_runs import (Targets, resolve_targets, run_attached, run_spawned,
+                                    wait_for_program)
+from droidheap.stop_signals import StopSignals
 
 def _split_list(value, convert, what):
     if value is None:
