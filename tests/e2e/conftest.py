@@ -7,6 +7,7 @@ subject is the same code on any ABI (HOST_ABI_ONLY). An ABI is skipped, saying w
 machine lacks qemu or the cross compiler for it; missing droidheap binaries for it are an error
 (scripts/build_arm64.sh builds them).
 """
+import contextlib
 import os
 import pathlib
 import shutil
@@ -114,7 +115,9 @@ class Cli:
     """Runs `droidheap` on a fresh device root; `--local` gets `--abi` added for a non-host ABI."""
 
     def __init__(self, device_root: pathlib.Path, abi: str):
-        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(device_root))
+        # faulthandler: a session that hangs is asked for its Python stacks (finished()).
+        self.env = dict(os.environ, DROIDHEAP_DEVICE_ROOT=str(device_root),
+                        PYTHONFAULTHANDLER="1")
         self.abi = abi
 
     def command(self, *args):
@@ -146,27 +149,76 @@ def kill_all(*processes):
             process.wait()
 
 
-def _fail_not_ended(what: str, timeout_s: float, stdout, stderr):
+def _fail_not_ended(what: str, timeout_s: float, stdout, stderr, state: str = ""):
     def tail(text, size):
         text = text.decode(errors="replace") if isinstance(text, bytes) else (text or "")
         return text[-size:]
     pytest.fail(f"{what} had not ended after {timeout_s:g} s; it printed: "
-                f"{tail(stdout, 2000)!r}, and on stderr: {tail(stderr, 4000)!r}")
+                f"{tail(stdout, 2000)!r}, and on stderr: {tail(stderr, 6000)!r}{state}")
+
+
+def _session_members(leader: int):
+    """(pid, /proc/PID/stat's fields after the command) of the processes in `leader`'s session:
+    the CLI, its programs, its droidheapd (a process group of its own)."""
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if entry.name.isdigit() and int(fields[3]) == leader:
+            yield int(entry.name), stat[stat.find("(") + 1:stat.rfind(")")], fields
+
+
+def _stuck_state(leader: int) -> str:
+    """What the processes of a session that does not end are doing: each thread's state and
+    kernel wait, and droidheapd's log (a file without a name, read through its stdout)."""
+    lines = []
+    for pid, comm, fields in _session_members(leader):
+        threads = []
+        for task in sorted(pathlib.Path(f"/proc/{pid}/task").glob("*")):
+            try:
+                wchan = (task / "wchan").read_text() or "-"
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            threads.append(f"{task.name}:{state}:{wchan}")
+        lines.append(f"pid {pid} ({comm}) {fields[0]}: " + " ".join(threads))
+        if "droidheapd" in comm or any("droidheapd" in arg for arg in _cmdline(pid)):
+            try:
+                log = pathlib.Path(f"/proc/{pid}/fd/1").read_text(errors="replace")
+                lines.append(f"its log: {log[-3000:]!r}")
+            except OSError:
+                pass
+    return "\nthe session's processes: " + "\n".join(lines) if lines else ""
+
+
+def _cmdline(pid: int):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def finished(process, timeout_s: float, what: str = "the session"):
     """`process`'s (stdout, stderr) once it has ended, within `timeout_s`; past that it is killed
-    (with what it started, where it leads a process group) and the test fails naming `what` and
-    what it had printed, not with a bare timeout."""
+    (with what it started, where it leads a process group) and the test fails naming `what`, what
+    it had printed and, for a session of its own (Cli.start), what its processes were doing: its
+    droidheapd's log and threads, and its Python stacks (SIGABRT, to faulthandler)."""
     try:
         return process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         pass
+    state = _stuck_state(process.pid)
+    if state:
+        process.send_signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         process.kill()
-    _fail_not_ended(what, timeout_s, *process.communicate())
+    _fail_not_ended(what, timeout_s, *process.communicate(), state)
 
 
 def ran(command, timeout_s: float, **kwargs) -> subprocess.CompletedProcess:
