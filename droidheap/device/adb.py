@@ -49,6 +49,8 @@ _RANGE_MESSAGE_MAX_BYTES = 64 * 1024
 # its children too).
 _ZYGOTES = ("zygote", "zygote64", "webview_zygote")
 _PROPERTY_LINE = re.compile(r"^\[(.*?)\]: \[(.*)\]$")
+# What follows each command's output in the script that reads a device's facts, with its status.
+_FACTS = "droidheap-facts"
 MODES = ("auto", "root", "preload", "platform")
 _64_BIT_ABIS = ("arm64-v8a", "x86_64")
 
@@ -160,23 +162,12 @@ class AdbDevice(Device):
                 continue  # adb passes the Ctrl-C on; its exit code tells what the program did
 
     # Facts ------------------------------------------------------------------------------------
-    def properties(self) -> Dict[str, str]:
-        result = self.run(["getprop"], max_output=_PROPERTIES_MAX_BYTES)
-        if result.exit_code != 0:
-            raise DroidheapError(f"getprop failed on {self.serial}: {result.stderr.strip()}")
-        props = {}
-        for line in result.stdout.splitlines():
-            match = _PROPERTY_LINE.match(line)
-            if match:
-                props[match.group(1)] = match.group(2)
-        return props
-
     def getprop(self, key: str) -> str:
         return self.run(["getprop", key]).stdout.strip()
 
-    def _root_route(self) -> tuple:
-        """("adbd" | "su" | None, the su command line prefix)."""
-        if self.run(["id", "-u"]).stdout.strip() == "0":
+    def _root_route(self, uid: str) -> tuple:
+        """("adbd" | "su" | None, the su command line prefix), the adb shell's `uid` known."""
+        if uid == "0":
             return "adbd", ""
         # AOSP's su (userdebug) takes a uid, Magisk's and SuperSU's take -c. A su that waits for
         # a prompt on the phone counts as no su.
@@ -199,7 +190,20 @@ class AdbDevice(Device):
         return self.run_script(self.privileged_script(script), max_output=max_output)
 
     def _read_facts(self) -> DeviceFacts:
-        props = self.properties()
+        # One round trip: getprop, getenforce and the shell's uid, each status after a marker.
+        result = self.run_script(f"getprop; echo {_FACTS} $?; getenforce; echo {_FACTS} $?; id -u",
+                                 max_output=_PROPERTIES_MAX_BYTES)
+        answer = re.fullmatch(rf"(.*)^{_FACTS} (\d+)\n(.*)^{_FACTS} (\d+)\n(.*)", result.stdout,
+                              re.MULTILINE | re.DOTALL)
+        if answer is None or answer.group(2) != "0":
+            reason = (result.stderr.strip().splitlines() or ["no answer"])[0]
+            raise DroidheapError(f"getprop failed on {self.serial}: {reason}")
+        getprop, _, enforce, enforce_status, uid = answer.groups()
+        props = {}
+        for line in getprop.splitlines():
+            match = _PROPERTY_LINE.match(line)
+            if match:
+                props[match.group(1)] = match.group(2)
         abi = props.get("ro.product.cpu.abi", "")
         if not abi:
             raise DroidheapError(f"adb device {self.serial} reports no ro.product.cpu.abi")
@@ -209,9 +213,8 @@ class AdbDevice(Device):
         except ValueError:
             raise DroidheapError(f"adb device {self.serial} reports no SDK level "
                                  f"(ro.build.version.sdk)") from None
-        enforce = self.run(["getenforce"])
-        selinux = enforce.stdout.strip() if enforce.exit_code == 0 else "unknown"
-        root, su_command = self._root_route()
+        selinux = enforce.strip() if enforce_status == "0" else "unknown"
+        root, su_command = self._root_route(uid.strip())
         return DeviceFacts(serial=self.serial, model=props.get("ro.product.model", "?"), abi=abi,
                            abilist=abilist, sdk=sdk, build_type=props.get("ro.build.type", "?"),
                            root=root, su_command=su_command, selinux=selinux or "unknown")
@@ -290,10 +293,16 @@ class AdbDevice(Device):
             if self.run(["sh", "-c", 'command -v "$1"', "sh", program]).exit_code != 0:
                 raise DroidheapError(f"cannot start {program}: no such program on {self.serial}")
             return
-        if self.run(["test", "-f", program]).exit_code != 0:
+        # One round trip: 2 when not a file, 3 when not executable.
+        found = self.run_script(f"test -f {shlex.quote(program)} || exit 2; "
+                                f"test -x {shlex.quote(program)} || exit 3").exit_code
+        if found == 2:
             raise DroidheapError(f"cannot start {program}: no such file on {self.serial}")
-        if self.run(["test", "-x", program]).exit_code != 0:
+        if found == 3:
             raise DroidheapError(f"cannot start {program}: permission denied")
+        if found != 0:
+            raise DroidheapError(f"cannot start {program}: the shell of {self.serial} answered "
+                                 f"status {found}")
 
     # Files ------------------------------------------------------------------------------------
     def push(self, local: pathlib.Path, remote: str, mode: int = 0o755) -> None:
