@@ -22,7 +22,7 @@ import shlex
 from typing import List, Optional
 
 from droidheap import native
-from droidheap.device.adb_journal import PROFILER_DIR
+from droidheap.device.adb_journal import PROFILER_DIR, Change
 from droidheap.device.adb_root_dir import ROOT_DIR
 from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.device.names import START_PROPERTY, start_properties
@@ -162,10 +162,6 @@ class RootRoute(Route):
         super().__init__(device)
         self._disable_selinux = disable_selinux
 
-    def _change(self, command: str, undo: str, what: str) -> None:
-        self.device.journal.record(undo, privileged=True)
-        _check(self.device.run_privileged(command), what)
-
     def install(self, binaries: pathlib.Path, binaries32: Optional[pathlib.Path]) -> None:
         super().install(binaries, binaries32)
         device = self.device
@@ -173,48 +169,53 @@ class RootRoute(Route):
         copies = {name: device.root_dir.install(binaries / name, f"{PROFILER_DIR}/{name}", name,
                                                 _file_mode(name))
                   for name in self.files()}
+        changes = []
         if self._disable_selinux and device.facts.selinux == "Enforcing":
-            self._change("setenforce 0", "setenforce 1", "cannot set SELinux permissive")
-        if device.getprop("init.svc.heapprofd") == "running":
-            self._change("stop heapprofd", "start heapprofd",
-                         "cannot stop the platform's heapprofd")
+            changes.append(Change("setenforce 0", "setenforce 1", "cannot set SELinux permissive"))
         saved = f"{_PLATFORM_SOCKET}.droidheap-saved"
-        if device.run(["test", "-e", _PLATFORM_SOCKET]).exit_code == 0:
-            self._change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
-                         f"cannot move {_PLATFORM_SOCKET} aside")
-        self._replace_platform_client(copies[native.CLIENT], device.is_64_bit)
+        changes += [Change("stop heapprofd", "start heapprofd",
+                           "cannot stop the platform's heapprofd",
+                           only_if='[ "$(getprop init.svc.heapprofd)" = running ]'),
+                    Change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
+                           f"cannot move {_PLATFORM_SOCKET} aside",
+                           only_if=f"[ -e {_PLATFORM_SOCKET} ]"),
+                    *self._platform_client_changes(copies[native.CLIENT], device.is_64_bit)]
+        device.journal.make(changes)
         if binaries32 is not None:
             # 32-bit app processes load the 32-bit twin, from /system/lib; one daemon serves both.
             relative = f"lib32/{native.CLIENT}"
             staged = f"{PROFILER_DIR}/{relative}"
             device.push(binaries32 / native.CLIENT, staged, mode=0o644)
-            self._replace_platform_client(
+            device.journal.make(self._platform_client_changes(
                 device.root_dir.install(binaries32 / native.CLIENT, staged, relative, 0o644),
-                is_64_bit=False)
+                is_64_bit=False))
 
-    def _replace_platform_client(self, source: str, is_64_bit: bool) -> None:
-        """Makes `source`, root's copy of a client, the one bionic loads."""
+    @staticmethod
+    def _platform_client_changes(source: str, is_64_bit: bool) -> List[Change]:
+        """What makes `source`, root's copy of a client, the one bionic loads: mounted over the
+        platform's where there is one, copied in its place where there is none."""
         target = f"{_PLATFORM_CLIENT_DIRS[is_64_bit]}/{native.CLIENT}"
-        exists = self.device.run(["test", "-e", target]).exit_code == 0
         source, quoted = shlex.quote(source), shlex.quote(target)
-        self.device.run_privileged(f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null")
-        if exists:
-            # Lazily: a process that loaded the client keeps it mapped after the session, and a
-            # plain umount is then refused (EBUSY); its mapping outlives the mount either way.
-            self._change(f"mount -o bind {source} {quoted}", f"umount -l {quoted}",
-                         f"cannot mount droidheap's client over {target}")
-        else:
-            self._change(f"cp {source} {quoted} && chmod 644 {quoted}", f"rm -f {quoted}",
-                         f"cannot install droidheap's client as {target}")
+        label = f"chcon {_SYSTEM_LIB_LABEL} {source} 2>/dev/null;"  # droidheap's own file
+        # Lazily: a process that loaded the client keeps it mapped after the session, and a
+        # plain umount is then refused (EBUSY); its mapping outlives the mount either way.
+        return [Change(f"{label} mount -o bind {source} {quoted}", f"umount -l {quoted}",
+                       f"cannot mount droidheap's client over {target}",
+                       only_if=f"[ -e {quoted} ]"),
+                Change(f"{label} cp {source} {quoted} && chmod 644 {quoted}", f"rm -f {quoted}",
+                       f"cannot install droidheap's client as {target}",
+                       only_if=f"[ ! -e {quoted} ]")]
 
     def enable_at_start(self, name: str) -> None:
-        for key in map(shlex.quote, start_properties(name)):
-            self._change(f"setprop {key} 1", f"setprop {key} ''", f"cannot set {key}")
+        self.device.journal.make([Change(f"setprop {key} 1", f"setprop {key} ''",
+                                         f"cannot set {key}")
+                                  for key in map(shlex.quote, start_properties(name))])
         super().enable_at_start(name)
 
     def disable_at_start(self, name: str) -> None:
-        for key in map(shlex.quote, start_properties(name)):
-            _check(self.device.run_privileged(f"setprop {key} ''"), f"cannot clear {key}")
+        keys = list(map(shlex.quote, start_properties(name)))
+        _check(self.device.run_privileged(" && ".join(f"setprop {key} ''" for key in keys)),
+               f"cannot clear {' and '.join(keys)}")
         super().disable_at_start(name)
 
     def profileable_pids(self) -> List[int]:
@@ -226,8 +227,9 @@ class RootRoute(Route):
 
     def enable_all_at_start(self) -> None:
         # bionic loads the client into every program that starts while it reads "all".
-        self._change(f"setprop {START_PROPERTY} all", f"setprop {START_PROPERTY} ''",
-                     f"cannot set {START_PROPERTY}")
+        self.device.journal.make([Change(f"setprop {START_PROPERTY} all",
+                                         f"setprop {START_PROPERTY} ''",
+                                         f"cannot set {START_PROPERTY}")])
 
     def disable_all_at_start(self) -> None:
         _check(self.device.run_privileged(f"setprop {START_PROPERTY} ''"),
