@@ -84,7 +84,8 @@ class Route:
         return ""
 
     def check_attachable(self, pid: int) -> None:
-        pass
+        """Raises DroidheapError saying why the route cannot reach `pid`, a process found
+        running a moment ago."""
 
     def profileable_pids(self) -> List[int]:
         """Every running process the profiling signal would start profiling (--all)."""
@@ -146,7 +147,11 @@ class PreloadRoute(Route):
         return self._pids_handling_the_signal(f"/{PRELOAD_LIBRARY}$", privileged=False)
 
     def check_attachable(self, pid: int) -> None:
-        if self.device.run(["grep", "-q", PRELOAD_LIBRARY, f"/proc/{pid}/maps"]).exit_code != 0:
+        found = self.device.run_script(f"test -d /proc/{int(pid)} || exit 2; "
+                                       f"grep -q {PRELOAD_LIBRARY} /proc/{int(pid)}/maps").exit_code
+        if found == 2:
+            raise DroidheapError(f"no process with pid {pid} on {self.device.serial}")
+        if found != 0:
             raise DroidheapError(
                 f"pid {pid} was not started with droidheap's preload library, and without root "
                 f"nothing else can load the profiler into it: start it with `droidheap shell -- "
