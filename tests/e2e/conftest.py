@@ -195,7 +195,7 @@ def _stuck_state(leader: int) -> str:
 
 def _cmdline(pid: int):
     try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_text(errors="replace").split("\0")
     except OSError:
         return []
 
