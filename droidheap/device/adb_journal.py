@@ -130,8 +130,9 @@ class DeviceJournal:
     def make(self, changes: Sequence[Change]) -> None:
         """Makes root's `changes` in order, each noted before it is made, in one round trip:
         the first that fails (or cannot be noted) stops the rest and is raised, those before it
-        noted and made (a phone's adb answers in tens of milliseconds, Android 10 under
-        qemu-user in a quarter of a second: a root session's install took ten)."""
+        noted and made. (A change and its note took two round trips, and each condition one: a
+        root session's install made ten, each tens of milliseconds on a phone, a quarter of a
+        second on Android 10 under qemu-user.)"""
         self._device.root_dir.make()
         steps = []
         for i, change in enumerate(changes):
