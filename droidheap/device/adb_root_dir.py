@@ -40,14 +40,13 @@ _NOT_PUSHED = "droidheap-not-what-was-pushed"
 class RootDirectory:
     def __init__(self, device):
         self._device = device
-        self._made = False
+        self._checked = False  # found there and checked: only root can change it since
 
     def make(self) -> None:
-        """Makes the directory if it is not there, checked. Once a session: after the check, no
-        one but root can change it."""
-        if not self._made:
+        """Makes the directory if it is not there, checked. Once a session, and not after a
+        check found it there: after the check, no one but root can change it."""
+        if not self._checked:
             self.check(create=True)
-            self._made = True
 
     def check(self, create: bool) -> bool:
         """Whether the directory is there, after checking it and its parents (and making it, with
@@ -71,6 +70,7 @@ class RootDirectory:
                 raise DroidheapError(f"cannot make {ROOT_DIR} on {self._device.serial}: {reason}")
             return False  # nothing of droidheap's is there
         self._check_line(ROOT_DIR, lines[-1], "directory", (0,))
+        self._checked = True
         return True
 
     def _check_line(self, path: str, line: str, kind: str, owners) -> None:
