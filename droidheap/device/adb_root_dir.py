@@ -23,7 +23,7 @@ import hashlib
 import pathlib
 import posixpath
 import shlex
-from typing import List
+from typing import Dict, List, NamedTuple
 
 from droidheap.errors import DroidheapError
 
@@ -35,6 +35,16 @@ _STAT_FORMAT = "%u %g %a %F"  # toybox's stat has it as coreutils' does
 # file from another a shell-user program put in its place (that needs a second preimage).
 _HASHERS = (hashlib.sha256, hashlib.md5)
 _NOT_PUSHED = "droidheap-not-what-was-pushed"
+_COPY_MARKER = "droidheap-copy"  # then the copy's number: its answer follows
+
+
+class Copy(NamedTuple):
+    """A file for root's directory: `local` on the host, pushed by the shell user to `staged`,
+    copied to `relative` in the directory with `mode`."""
+    local: pathlib.Path
+    staged: str
+    relative: str
+    mode: int
 
 
 class RootDirectory:
@@ -89,39 +99,58 @@ class RootDirectory:
                 f"owner uid {uid}, gid {gid}, mode {mode:o}); droidheap will not use it: remove it "
                 f"as root if nothing else needs it")
 
-    def install(self, local: pathlib.Path, staged: str, relative: str, mode: int) -> str:
-        """Copies `staged` (`local`, pushed by the shell user) as root to `relative` in the
-        directory, checked; returns the copy's path.
+    def install(self, copies: List[Copy]) -> Dict[str, str]:
+        """Copies each `staged` file (its `local` one, pushed by the shell user) as root to
+        `relative` in the directory, checked, all in one round trip; returns {relative: the
+        copy's path}.
 
         The shell user may have put anything at `staged` by then (a link to a file only root can
         read, to /dev/zero, a FIFO): root reads no more than `local`'s size from it, into a
         file only root can read, compares that with `local` before anything else happens to it,
         and then replaces the last copy, never rewriting it in place (an app may still map the
-        last session's client)."""
-        data = local.read_bytes()
-        target = f"{ROOT_DIR}/{relative}"
-        parent = posixpath.dirname(target)
-        tmp = f"{parent}/.{posixpath.basename(target)}.new"
-        block = 4096
-        expected = " ".join(h(data).hexdigest() for h in _HASHERS)
+        last session's client). The first copy that fails ends the script, named."""
         q = shlex.quote
-        script = (f"mkdir -p -m 755 {q(parent)} && umask 077 && "
-                  f"dd if={q(staged)} of={q(tmp)} bs={block} count={len(data) // block + 1} "
-                  f"2>/dev/null && h=$(sha256sum {q(tmp)} 2>/dev/null || md5sum {q(tmp)}) && "
-                  f"case \" {expected} \" in *\" ${{h%% *}} \"*) ;; *) rm -f {q(tmp)}; "
-                  f"echo {_NOT_PUSHED}; exit 1;; esac && "
-                  f"chmod {mode:o} {q(tmp)} && mv -f {q(tmp)} {q(target)} && "
-                  f"stat -c {q(_STAT_FORMAT)} {q(parent)} {q(target)}")
-        result = self._device.run_privileged(script)
-        lines: List[str] = result.stdout.splitlines()
-        if lines == [_NOT_PUSHED]:
-            raise DroidheapError(
-                f"{staged} on {self._device.serial} is not the {relative} droidheap pushed there "
-                f"(a program of the shell user replaced it?): root will not run it")
-        if result.exit_code != 0 or len(lines) != 2:
-            reason = (result.stderr.strip().splitlines() or lines or ["failed"])[-1]
-            raise DroidheapError(f"cannot copy {relative} into {ROOT_DIR} on "
+        parts, targets = ["umask 077"], []
+        for number, copy in enumerate(copies):
+            data = copy.local.read_bytes()
+            target = f"{ROOT_DIR}/{copy.relative}"
+            parent = posixpath.dirname(target)
+            tmp = f"{parent}/.{posixpath.basename(target)}.new"
+            block = 4096
+            expected = " ".join(h(data).hexdigest() for h in _HASHERS)
+            # mkdir's -m sets the new directory's mode whatever the umask.
+            parts.append(
+                f"echo {_COPY_MARKER} {number}; mkdir -p -m 755 {q(parent)} && "
+                f"dd if={q(copy.staged)} of={q(tmp)} bs={block} count={len(data) // block + 1} "
+                f"2>/dev/null || {{ echo {q('cannot read ' + copy.staged)}; exit 1; }}; "
+                f"h=$(sha256sum {q(tmp)} 2>/dev/null || md5sum {q(tmp)}) && "
+                f"case \" {expected} \" in *\" ${{h%% *}} \"*) ;; *) rm -f {q(tmp)}; "
+                f"echo {_NOT_PUSHED}; exit 1;; esac && "
+                f"chmod {copy.mode:o} {q(tmp)} && mv -f {q(tmp)} {q(target)} && "
+                f"stat -c {q(_STAT_FORMAT)} {q(parent)} {q(target)} || exit 1")
+            targets.append((parent, target))
+        result = self._device.run_privileged("\n".join(parts))
+        answers: List[List[str]] = []  # each copy's lines, after its marker
+        for line in result.stdout.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] == _COPY_MARKER and words[1] == str(len(answers)):
+                answers.append([])
+            elif answers:
+                answers[-1].append(line)
+        for copy, (parent, target), lines in zip(copies, targets, answers):
+            if lines == [_NOT_PUSHED]:
+                raise DroidheapError(
+                    f"{copy.staged} on {self._device.serial} is not the {copy.relative} droidheap "
+                    f"pushed there (a program of the shell user replaced it?): root will not run "
+                    f"it")
+            if len(lines) != 2:
+                reason = (result.stderr.strip().splitlines() or lines or ["failed"])[-1]
+                raise DroidheapError(f"cannot copy {copy.relative} into {ROOT_DIR} on "
+                                     f"{self._device.serial}: {reason}")
+            self._check_line(parent, lines[0], "directory", (0,))
+            self._check_line(target, lines[1], "regular file", (0,))
+        if result.exit_code != 0 or len(answers) != len(copies):
+            reason = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+            raise DroidheapError(f"cannot copy droidheap's files into {ROOT_DIR} on "
                                  f"{self._device.serial}: {reason}")
-        self._check_line(parent, lines[0], "directory", (0,))
-        self._check_line(target, lines[1], "regular file", (0,))
-        return target
+        return {copy.relative: target for copy, (_, target) in zip(copies, targets)}

@@ -23,7 +23,7 @@ from typing import List, Optional
 
 from droidheap import native
 from droidheap.device.adb_journal import PROFILER_DIR, Change
-from droidheap.device.adb_root_dir import ROOT_DIR
+from droidheap.device.adb_root_dir import ROOT_DIR, Copy
 from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
@@ -170,10 +170,16 @@ class RootRoute(Route):
     def install(self, binaries: pathlib.Path, binaries32: Optional[pathlib.Path]) -> None:
         super().install(binaries, binaries32)
         device = self.device
+        copies = [Copy(binaries / name, f"{PROFILER_DIR}/{name}", name, _file_mode(name))
+                  for name in self.files()]
+        lib32 = f"lib32/{native.CLIENT}"
+        if binaries32 is not None:
+            # 32-bit app processes load the 32-bit twin, from /system/lib; one daemon serves both.
+            device.push(binaries32 / native.CLIENT, f"{PROFILER_DIR}/{lib32}", mode=0o644)
+            copies.append(Copy(binaries32 / native.CLIENT, f"{PROFILER_DIR}/{lib32}", lib32,
+                               0o644))
         device.root_dir.make()
-        copies = {name: device.root_dir.install(binaries / name, f"{PROFILER_DIR}/{name}", name,
-                                                _file_mode(name))
-                  for name in self.files()}
+        copied = device.root_dir.install(copies)
         changes = []
         if self._disable_selinux and device.facts.selinux == "Enforcing":
             changes.append(Change("setenforce 0", "setenforce 1", "cannot set SELinux permissive"))
@@ -184,16 +190,10 @@ class RootRoute(Route):
                     Change(f"mv {_PLATFORM_SOCKET} {saved}", f"mv {saved} {_PLATFORM_SOCKET}",
                            f"cannot move {_PLATFORM_SOCKET} aside",
                            only_if=f"[ -e {_PLATFORM_SOCKET} ]"),
-                    *self._platform_client_changes(copies[native.CLIENT], device.is_64_bit)]
-        device.journal.make(changes)
+                    *self._platform_client_changes(copied[native.CLIENT], device.is_64_bit)]
         if binaries32 is not None:
-            # 32-bit app processes load the 32-bit twin, from /system/lib; one daemon serves both.
-            relative = f"lib32/{native.CLIENT}"
-            staged = f"{PROFILER_DIR}/{relative}"
-            device.push(binaries32 / native.CLIENT, staged, mode=0o644)
-            device.journal.make(self._platform_client_changes(
-                device.root_dir.install(binaries32 / native.CLIENT, staged, relative, 0o644),
-                is_64_bit=False))
+            changes += self._platform_client_changes(copied[lib32], is_64_bit=False)
+        device.journal.make(changes)
 
     @staticmethod
     def _platform_client_changes(source: str, is_64_bit: bool) -> List[Change]:
