@@ -195,6 +195,8 @@ class SharedRingBuffer {
   // read up to here, so that reading a batch of records does not take that line from the writers
   // at every record (each of their reservations would then wait for it to come back).
   mutable uint64_t known_write_pos_ = 0;
+  // The writers': whether Reserve fetches the lines ahead of it for writing (ring_buffer.cc).
+  bool prefetch_for_write_;
 };
 
 }  // namespace droidheap
