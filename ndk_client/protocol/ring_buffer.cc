@@ -184,8 +184,8 @@ SharedRingBuffer::ReserveResult SharedRingBuffer::Reserve(uint32_t type, size_t 
   // The lines this record moves the writers' window over, kPrefetchAhead bytes on: taken for
   // writing now, they are this thread's by the time a record is written there. Else each is still
   // the reader's from the last lap, and a writer's next locked exchange waits for its stores to
-  // take them back: a round trip between cores a record (2.3x -> 1.9x of glibc's time at 4096 on
-  // this 2-core machine, 3.7x -> 2.2x at -i 1: issue 56's note).
+  // take them back: a round trip between cores a record (2.5x -> 1.9x of glibc's time at 4096 on
+  // a 2-core machine, 3.6x -> 2.2x at -i 1: docs/benchmarks.md, 2026-12-01).
   if (prefetch_for_write_) {
     const uint64_t end = write_pos + total + kPrefetchAhead;
     int lines = 0;
