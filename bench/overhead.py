@@ -27,6 +27,10 @@ installed:
   heaptrack  heaptrack, which records every allocation
 
 Figures:
+  cores         how long a cache line takes from one core to another and back
+                (bench/programs/line_round_trip.c), before the timed runs and after them: a
+                sample costs the client such trips, and virtual machines differ in them
+                from day to day
   elapsed       per column, the workload's elapsed time as a multiple of glibc's (the median
                 of each round's ratio to glibc's run of that round)
   whole run     per column, each program's time from its fork to its exit (bench/programs/
@@ -74,7 +78,8 @@ Figures:
                 python3 and sqlite3 @4096, their own work and whole runs; the client's CPU ns
                 per sample (1 thread, random, @4096) and the daemon's busy ns per sample at
                 depth 10, the cost per sample at 128 KiB of stack within 1.3x of that at 512 B,
-                and at 110k live samples within 1.3x of 27k's; each met, MISSED, or not measured
+                and at 110k live samples within 1.3x of 27k's; each met, MISSED, not measured,
+                or within the noise (a ratio over a cost the run measured at or below zero)
   samples lost  the dh runs whose trace flags a dump of the program (buffer overran or
                 corrupted, guardrail hit, rejected), or that booked fewer samples at dh 1 than
                 malloc_churn made allocations; then the runs with unwinding errors
@@ -101,6 +106,7 @@ from overhead_figures import (CUSTOM_HEAP, DEPTH_INTERVAL, DEPTHS, LIVE_CHURN, L
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "bench" / "programs" / "malloc_churn.c"
 WHOLE_RUN = ROOT / "bench" / "programs" / "whole_run.c"
+LINE_ROUND_TRIP = ROOT / "bench" / "programs" / "line_round_trip.c"
 INCLUDE = ROOT / "ndk_client" / "include"  # droidheap/heaps.h
 JEMALLOC = pathlib.Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 DROIDHEAP_INTERVALS = [("dh 1e9", 10**9), ("dh 32768", 32768), ("dh 4096", 4096), ("dh 1", 1)]
@@ -338,6 +344,19 @@ def callgrind_program(runner: Runner, name: str, argv, stdin) -> Tuple[float, fl
     return totals[1] / totals[0], totals[2] / totals[0], totals[3] / totals[0]
 
 
+def line_round_trip_ns(program: pathlib.Path) -> Optional[int]:
+    """The median of three runs of bench/programs/line_round_trip.c, in ns; None where it cannot
+    run (fewer than two CPUs)."""
+    found = []
+    for _ in range(3):
+        result = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
+        match = re.search(r"^round_trip_ns=(\d+)$", result.stdout, re.MULTILINE)
+        if result.returncode != 0 or match is None:
+            return None
+        found.append(int(match.group(1)))
+    return int(statistics.median(found))
+
+
 def callgrind_total(counts: pathlib.Path) -> int:
     found = re.search(r"^summary: (\d+)$", counts.read_text(), re.MULTILINE)
     if found is None:
@@ -423,6 +442,10 @@ def main() -> int:
                             str(output)], check=True)
         whole_run = work / "whole_run"
         subprocess.run(["cc", "-O2", str(WHOLE_RUN), "-o", str(whole_run)], check=True)
+        round_trip = work / "line_round_trip"
+        subprocess.run(["cc", "-O2", "-pthread", str(LINE_ROUND_TRIP), "-o", str(round_trip)],
+                       check=True)
+        round_trips = [line_round_trip_ns(round_trip)]
         runner = Runner(work)
         churn: Dict[str, Dict[int, dict]] = {}
         for order in args.orders.split(","):
@@ -447,6 +470,7 @@ def main() -> int:
         by_live = {} if args.no_live else measure_live_samples(runner, program, args.runs)
         fast_path = measure_fast_path(runner, program, args.runs)
         custom_heap = measure_custom_heap(runner, program, args.runs)
+        round_trips.append(line_round_trip_ns(round_trip))
         callgrind = custom_callgrind = None
         programs_callgrind = []
         if not args.no_callgrind and valgrind_launcher():
@@ -459,6 +483,9 @@ def main() -> int:
                                   if name in CALLGRIND_PROGRAMS and not args.no_programs
                                   and os.path.exists(argv[0])]
 
+    if None not in round_trips:
+        print("cores: a cache line from one core to another and back in {} ns at the start, {} ns "
+              "after the timed runs (line_round_trip.c)\n".format(*round_trips))
     churn_rows = [(f"{threads} threads {order}", runs) for order, by_threads in churn.items()
                   for threads, runs in by_threads.items()]
     print_elapsed_table("malloc_churn", churn_rows)
