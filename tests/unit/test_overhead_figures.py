@@ -140,6 +140,19 @@ def test_the_cost_per_sample_is_flat_when_110k_live_samples_cost_within_1_3x_27k
     assert found["flat, by live samples"].met  # 650 / 600 ns
 
 
+def test_a_flat_goal_whose_smaller_cost_is_within_the_noise_is_not_judged(figures, capsys):
+    """dh 4096 ran faster than dh 1e9 (a noisy machine): its cost per sample is negative, and no
+    ratio over it says whether the cost is flat."""
+    by_column = {"glibc": [churn_run(figures, 1000)], "dh 1e9": [churn_run(figures, 1400)],
+                 "dh 4096": [churn_run(figures, 1300, samples=500_000)],
+                 "dh 1024": [churn_run(figures, 2400, samples=1000_000)]}
+    goal = next(g for g in figures.goals({}, {}, {}, None, None, by_column)
+                if g.what == "flat, by live samples")
+    assert (goal.now, goal.met, goal.noise) == ("1000 / -200 ns", False, True)
+    figures.print_goals([goal])
+    assert capsys.readouterr().out.splitlines()[1].endswith("within the noise")
+
+
 def test_the_logs_sample_counts_say_how_each_sample_was_booked(figures, tmp_path, capsys):
     (tmp_path / "droidheapd.log").write_text(
         "droidheapd: samples pid=5: 100, 90 matched by the process, 3 unwound, the rest cached\n"
