@@ -234,12 +234,17 @@ class ProcessNamer:
     """The `stop_requested` of a session whose targets are named (-n): twice a second at most,
     notes the command line of each running process of those names, so that the outputs name
     them where the trace does not (Android 10's linux.process_stats names only the processes
-    running as the session starts, and heapprofd's dumps carry no name). Never asks to stop.
-    Called by the session's thread only."""
+    running as the session starts, and heapprofd's dumps carry no name). Never asks to stop, nor
+    ends the session when a poll fails (a device too busy to answer in time): that poll's names
+    are all it costs, said once through `note`; a device that is gone ends the session by
+    PlatformSession's own polls. Called by the session's thread only."""
 
-    def __init__(self, device: "AdbDevice", names: Sequence[str]):
+    def __init__(self, device: "AdbDevice", names: Sequence[str],
+                 note: Optional[Callable[[str], None]] = None):
         self.device = device
         self.argvs: Dict[int, List[str]] = {}
+        self._note = note or (lambda message: None)
+        self._failed = False
         # One record per process: "@PID", then its arguments, one per line.
         self._script = (f"for p in $(pidof {' '.join(shlex.quote(n) for n in names)}); do "
                         "echo @$p; tr '\\0' '\\n' < /proc/$p/cmdline; echo; done")
@@ -250,7 +255,14 @@ class ProcessNamer:
         if now >= self._next_poll:
             self._next_poll = now + _POLL_S
             pid = None
-            listing = self.device.run_script(self._script, max_output=LISTING_MAX_BYTES)
+            try:
+                listing = self.device.run_script(self._script, max_output=LISTING_MAX_BYTES)
+            except DroidheapError as e:
+                if not self._failed:
+                    self._failed = True
+                    self._note(f"warning: {e}; the outputs may not name every process of "
+                               "the session by its command line")
+                return False
             for line in listing.stdout.splitlines():
                 if line.startswith("@") and line[1:].isdigit():
                     pid = int(line[1:])

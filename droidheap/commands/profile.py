@@ -314,7 +314,7 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
         device.check_program(argv)
         starter = platform.ProgramStarter(device, argv, names[0])
     elif names:
-        namer = platform.ProcessNamer(device, names)
+        namer = platform.ProcessNamer(device, names, _note)
     for name in names:
         if not platform.check_profileable(device, name).verified:
             _note(f"warning: {name}'s profileable flag cannot be read on this Android version; "

@@ -405,6 +405,27 @@ def test_process_namer_notes_each_named_process_it_sees_run():
     assert namer.argvs[303] == []  # a kernel thread's or a zombie's: nothing to name it by
 
 
+def test_a_process_namer_poll_the_device_does_not_answer_is_skipped_and_said_once():
+    class SlowDevice(ProcessListing):
+        def run_script(self, script, timeout_s=30.0, max_output=None):
+            if len(self.scripts) < 2:
+                self.scripts.append(script)
+                raise DroidheapError("adb shell on sim failed (for p in ...): the device did not "
+                                     "answer in time (the command took more than 30 s)")
+            return super().run_script(script, timeout_s, max_output)
+
+    notes: List[str] = []
+    device = SlowDevice("@301\nprog\n\n")
+    namer = ProcessNamer(device, ["prog"], notes.append)
+    for _ in range(3):
+        namer._next_poll = 0
+        assert namer() is False  # the session goes on
+    assert len(device.scripts) == 3 and namer.argvs == {301: ["prog"]}
+    assert notes == ["warning: adb shell on sim failed (for p in ...): the device did not answer "
+                     "in time (the command took more than 30 s); the outputs may not name every "
+                     "process of the session by its command line"]
+
+
 # ---- the trace the platform writes ---------------------------------------------------------
 
 def _android10_trace() -> bytes:
