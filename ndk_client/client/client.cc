@@ -316,8 +316,17 @@ void Client::RecordAlloc(uint32_t heap, uint64_t address, uint64_t alloc_size,
           ReserveRecord(ring, heap, kRecordAllocMatched, sizeof(MatchedAllocRecord), &r);
       if (body == nullptr) return;
       sequence = SequenceOf(r);
-      const MatchedAllocRecord record{sequence, address, sample_size, alloc_size, match, t_tid, 0};
-      memcpy(body, &record, sizeof(record));
+      // Field by field, as below: a record built on the stack and copied was read back in 16-byte
+      // pieces just after its 8-byte stores, each read waiting for them (store forwarding fails
+      // across stores; the program's time at -i 1 about 3% less without).
+      auto* record = reinterpret_cast<MatchedAllocRecord*>(body);
+      record->sequence = sequence;
+      record->address = address;
+      record->sample_size = sample_size;
+      record->alloc_size = alloc_size;
+      record->match = match;
+      record->tid = t_tid;
+      record->reserved = 0;
     } else {
       uint8_t* body = ReserveRecord(ring, heap, kRecordAlloc,
                                     sizeof(AllocRecord) + sizeof(regs) + stack_size, &r);
@@ -357,8 +366,9 @@ bool Client::BeginFree(uint32_t heap, uint64_t address, SharedRingBuffer::Reserv
   // Behind its allocation, in the same ring.
   uint8_t* body = ReserveRecord(ring, heap, kRecordFree, sizeof(FreeRecord), r);
   if (body == nullptr) return false;
-  FreeRecord record{SequenceOf(*r), address};
-  memcpy(body, &record, sizeof(record));
+  auto* record = reinterpret_cast<FreeRecord*>(body);  // field by field: RecordAlloc says why
+  record->sequence = SequenceOf(*r);
+  record->address = address;
   return true;
 }
 
