@@ -48,7 +48,8 @@ def copies(tmp_path, monkeypatch):
         local = tmp_path / f"local {number}"
         local.write_bytes(data)
         (staged / local.name).write_bytes(data)
-        made.append(Copy(local, str(staged / local.name), relative, 0o755 if number == 0 else 0o644))
+        mode = 0o755 if number == 0 else 0o644
+        made.append(Copy(local, str(staged / local.name), relative, mode))
     return made
 
 
@@ -77,5 +78,6 @@ def test_a_swapped_file_is_refused_by_name_and_nothing_after_it_is_copied(copies
 
 def test_a_copy_that_fails_is_named(copies):
     os.unlink(copies[2].staged)
-    with pytest.raises(DroidheapError, match="^cannot copy lib32/heapprofd_client.so into .* on sh: cannot read "):
+    with pytest.raises(DroidheapError, match="^cannot copy lib32/heapprofd_client.so into .* "
+                                             "on sh: cannot read "):
         RootDirectory(RootShell()).install(copies)
