@@ -52,13 +52,17 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
                                                  Optional[pathlib.Path]]] = None,
                   process_argvs: Optional[Dict[int, Sequence[str]]] = None,
                   program_exits: Optional[Dict[int, ProgramExit]] = None,
-                  made_locally: bool = False) -> ConversionResult:
+                  made_locally: bool = False,
+                  profiled_as: Optional[Sequence[str]] = None) -> ConversionResult:
     """Reads `raw_trace`, symbolizes it with the host's ELF files (and `search_dirs`), and writes
     the outputs into `out_dir` (created if needed). `fetch_files([(device path, build id)],
     warnings)`, when given, is asked for the files found nowhere here (the device's, pulled),
     adds to `warnings` what it could not fetch and returns a directory that mirrors the device's
     paths. `process_argvs` ({pid: argv}) names processes
-    the trace leaves unnamed, in the outputs and the symbolized trace; `program_exits`
+    the trace leaves unnamed, in the outputs and the symbolized trace; `profiled_as`, the argv of
+    every process with dumps that neither the trace nor `process_argvs` names (a session that
+    asked the platform's heapprofd for one exact name profiles only processes of that name, some
+    too short-lived for the caller to have seen them run); `program_exits`
     ({pid: ProgramExit}) says how the programs the caller started ended. `made_locally`: the local
     device made the trace just now; its paths, and those of a trace made_here remembers, are this
     machine's files, and the trace and its symbolized one are remembered so. Raises DroidheapError
@@ -67,14 +71,14 @@ def convert_trace(raw_trace: pathlib.Path, out_dir: pathlib.Path,
     machine's memory is one error too (the trace itself is kept)."""
     try:
         return _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs or {},
-                        program_exits, made_locally)
+                        program_exits, made_locally, profiled_as)
     except MemoryError:
         raise DroidheapError(f"not enough memory to convert {raw_trace}: it is kept; convert it "
                              "where there is more with droidheap symbolize") from None
 
 
 def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, program_exits,
-             made_locally):
+             made_locally, profiled_as):
     try:
         data = pathlib.Path(raw_trace).read_bytes()
     except OSError as e:
@@ -92,6 +96,8 @@ def _convert(raw_trace, out_dir, search_dirs, fetch_files, process_argvs, progra
     contents.packets.clear()  # several times the trace's size; all that is needed is read
     warnings = list(trace_warnings)
     # What the caller knows of processes the trace leaves unnamed (a program it started).
+    if profiled_as:
+        process_argvs = {**{pid: profiled_as for pid in dumps.dumps}, **process_argvs}
     unnamed = {pid: argv for pid, argv in process_argvs.items()
                if pid not in dumps.cmdlines}
     dumps.cmdlines.update({pid: " ".join(argv) for pid, argv in unnamed.items()})

@@ -57,7 +57,7 @@ def echo_conversion(result, out: pathlib.Path) -> None:
 
 
 def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
-                   process_argvs=None, program_exits=None) -> None:
+                   process_argvs=None, program_exits=None, profiled_as=None) -> None:
     """Symbolizes and converts a trace pulled from `device` into `out` (see convert_trace)."""
     from droidheap.convert import convert_trace  # protobuf and pyelftools load only when needed
     from droidheap.device_files import fetch_device_files
@@ -67,5 +67,5 @@ def convert_pulled(raw: pathlib.Path, out: pathlib.Path, device, symbol_dirs,
                            fetch_files=lambda modules, warnings: fetch_device_files(
                                device, modules, out / "device-files", warnings=warnings),
                            process_argvs=process_argvs, program_exits=program_exits,
-                           made_locally=device.files_are_this_machines)
+                           made_locally=device.files_are_this_machines, profiled_as=profiled_as)
     echo_conversion(result, out)

@@ -347,7 +347,10 @@ def _run_platform(device, options, argv, targets, duration_ms, output, symbol_di
     if program:
         argvs[program.pid] = argv
         exits[program.pid] = program_exit
-    convert_pulled(raw, out, device, symbol_dirs, argvs, exits)
+    # The platform's heapprofd profiled only processes of that one name: those the namer did not
+    # see run (gone between two of its polls) are named by it.
+    only_name = [names[0]] if len(names) == 1 and not pids and not targets.every_process else None
+    convert_pulled(raw, out, device, symbol_dirs, argvs, exits, only_name)
     return _exit_status(program_exit, stops)
 
 

@@ -97,6 +97,21 @@ def test_a_process_the_trace_leaves_unnamed_is_named_by_the_caller(program, tmp_
         [(321, ["/data/local/tmp/prog", "-x"])]
 
 
+def test_a_process_nothing_names_is_named_as_profiled(program, tmp_path):
+    """A session for one exact name (the platform's heapprofd profiles only processes of that
+    name): a process the caller never saw run is named by it; what the trace or the caller says
+    wins."""
+    builder = TraceBuilder()
+    stack = builder.callstack([(LIBC, 0x2a000)])
+    builder.dump({321: [(stack, 4096, 0, 1, 0)], 322: [(stack, 64, 0, 1, 0)],
+                  400: [(stack, 64, 0, 1, 0)]})
+    builder.process(400, "named", "by-the-trace")
+    result = _convert(tmp_path, builder.to_bytes(), process_argvs={321: ["/data/prog", "-x"]},
+                      profiled_as=["prog"])
+    assert {p.pid: p.cmdline for p in result.processes} == {
+        321: "/data/prog -x", 322: "prog", 400: "named by-the-trace"}
+
+
 def test_module_symbols_build_id_round_trips_as_raw_bytes():
     build_id = "ff00fe80" + "c3" * 16  # not UTF-8
     module = ModuleSymbols("/system/lib64/libfoo.so", build_id,
