@@ -36,6 +36,7 @@ _STAT_FORMAT = "%u %g %a %F"  # toybox's stat has it as coreutils' does
 _HASHERS = (hashlib.sha256, hashlib.md5)
 _NOT_PUSHED = "droidheap-not-what-was-pushed"
 _COPY_MARKER = "droidheap-copy"  # then the copy's number: its answer follows
+_DD_BLOCK = 4096  # dd's block: root reads a staged file's size rounded up to it, no more
 
 
 class Copy(NamedTuple):
@@ -116,12 +117,12 @@ class RootDirectory:
             target = f"{ROOT_DIR}/{copy.relative}"
             parent = posixpath.dirname(target)
             tmp = f"{parent}/.{posixpath.basename(target)}.new"
-            block = 4096
             expected = " ".join(h(data).hexdigest() for h in _HASHERS)
             # mkdir's -m sets the new directory's mode whatever the umask.
             parts.append(
                 f"echo {_COPY_MARKER} {number}; mkdir -p -m 755 {q(parent)} && "
-                f"dd if={q(copy.staged)} of={q(tmp)} bs={block} count={len(data) // block + 1} "
+                f"dd if={q(copy.staged)} of={q(tmp)} bs={_DD_BLOCK} "
+                f"count={len(data) // _DD_BLOCK + 1} "
                 f"2>/dev/null || {{ echo {q('cannot read ' + copy.staged)}; exit 1; }}; "
                 f"h=$(sha256sum {q(tmp)} 2>/dev/null || md5sum {q(tmp)}) && "
                 f"case \" {expected} \" in *\" ${{h%% *}} \"*) ;; *) rm -f {q(tmp)}; "
