@@ -151,10 +151,13 @@ def command(obj, names, pids, every_process, interval, duration_ms, dump_interva
         return
 
     device = open_device(obj)
-    if not device.platform_profiler and device.can_profile_at_start():
-        # Before the device is touched: a name that cannot become bionic's start property.
-        for name in [program_name(argv)] if argv else targets.startup_names():
-            check_start_name(name)
+    # Before the device is touched: a name that cannot become bionic's start property.
+    if not device.platform_profiler:
+        if argv and device.spawn_names_start_property():
+            check_start_name(program_name(argv), "--mode preload starts it")
+        elif not argv and device.can_profile_at_start():
+            for name in targets.startup_names():
+                check_start_name(name)
     # Root, and programs droidheap starts, need droidheap's own binaries: said before anything is
     # asked of the device (without root, a running app goes to the platform's heapprofd).
     binaries_checked = not device.platform_profiler and bool(argv or

@@ -432,6 +432,9 @@ class AdbDevice(Device):
     def can_profile_at_start(self) -> bool:
         return self.route.name == "root"  # preload reaches only what droidheap starts
 
+    def spawn_names_start_property(self) -> bool:
+        return self.route.name == "root"  # preload's is an environment variable's value
+
     def unprofiled_descendants(self, name: str) -> Optional[str]:
         # Root's route is bionic's: a starting program loads the client when a property names
         # it, and heapprofd.enable=all would load it into every program the phone starts. The

@@ -108,6 +108,11 @@ class Device(abc.ABC):
     def disable_spawned_at_start(self, name: str) -> None:
         self.disable_at_start(name)
 
+    def spawn_names_start_property(self) -> bool:
+        """Whether enable_spawned_at_start names the program in bionic's start property, which
+        its name must then be (names.check_start_name)."""
+        return True
+
     def unprofiled_descendants(self, name: str) -> Optional[str]:
         """What to tell a user whose spawned program `name` runs others that the session cannot
         take at their start, and how to take them; None when it takes them all."""

@@ -313,6 +313,9 @@ class LocalDevice(Device):
     def disable_spawned_at_start(self, name: str) -> None:
         self.disable_all_at_start()
 
+    def spawn_names_start_property(self) -> bool:
+        return False  # every program started on it: g++ and c++ too
+
     def disable_all_at_start(self) -> None:
         self.set_properties({START_PROPERTY: ""})
 

@@ -44,13 +44,13 @@ def check_property_name(key: str) -> str:
     return key
 
 
-def check_start_name(name: str) -> None:
+def check_start_name(name: str, instead: str = "") -> None:
     """Raises DroidheapError, naming `name`, when no program named so can be profiled from its
-    start: heapprofd.enable.<name> is not a property name."""
+    start: heapprofd.enable.<name> is not a property name. `instead`: what would profile it."""
     if not _PROPERTY_WORDS.fullmatch(name):
         raise DroidheapError(f"{name!r} cannot be profiled from its start: {START_PROPERTY}."
                              f"<name> takes letters, digits and . _ - @ : only (no '..', no '.' "
-                             f"at either end)")
+                             f"at either end)" + (f"; {instead}" if instead else ""))
 
 
 def start_properties(name: str) -> List[str]:

@@ -54,6 +54,18 @@ def test_spawned_profile_is_exact_with_interval_1(cli, alloc_program, tmp_path):
     assert_trace_processor_agrees(out, alloc_program)
 
 
+def test_a_program_whose_name_is_no_property_name_is_profiled(cli, alloc_program, tmp_path):
+    """g++, c++: the emulator device loads the client into every program it starts, so a name
+    that cannot be bionic's heapprofd.enable.<name> (a root device's way) is profiled all the
+    same."""
+    program = tmp_path / "alloc++"
+    program.symlink_to(alloc_program)
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", program)
+    assert result.returncode == 0, result.stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+
+
 def test_a_failed_realloc_leaves_its_block_live(cli, programs, tmp_path):
     """The free of a realloc takes its place among the records before the call: when the call
     fails, that record is cancelled and the block stays in use, its later free still seen."""

@@ -26,6 +26,13 @@ def test_refuses_what_init_would_refuse_naming_it(name):
         start_properties(name)
 
 
+def test_a_refusal_says_what_would_profile_the_program_instead():
+    with pytest.raises(DroidheapError) as raised:
+        check_start_name("g++", "--mode preload starts it")
+    assert str(raised.value).startswith("'g++' cannot be profiled from its start: ")
+    assert str(raised.value).endswith("; --mode preload starts it")
+
+
 def test_a_program_is_named_by_its_basename():
     check_start_name(program_name(["/data/local/tmp/prog", "arg"]))
     with pytest.raises(DroidheapError):
