@@ -3,9 +3,10 @@
 // exactly as bionic's do. The table is swapped with a release store by the client loader
 // (client_loader.cc), never freed.
 //
-// Each library defines, in its own file, where the real allocator is: glibc's __libc_* entry
-// points (emulation/libc_dispatch.cc) or the next library's malloc family, found with
-// dlsym(RTLD_NEXT) (preload/next_dispatch.cc).
+// The real allocator is the next library's malloc family in the search order, found with
+// dlsym(RTLD_NEXT) (interposer/next_dispatch.cc): bionic's on a phone, glibc's on Linux, or an
+// allocator the user preloaded after droidheap's library (jemalloc, tcmalloc), whose blocks then
+// never meet another allocator's functions.
 #pragma once
 
 #include <atomic>

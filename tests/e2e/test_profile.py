@@ -11,7 +11,7 @@ import time
 import pytest
 
 from droidheap.native import host_abi
-from tests.e2e.conftest import daemon_pids, finished, kill_all
+from tests.e2e.conftest import PROGRAMS, compiler, daemon_pids, finished, kill_all
 from tests.e2e.expected_sites import sampling_bound, sites
 from tests.e2e.trace_check import assert_trace_processor_agrees, totals_by_leaf_function
 from tests.trace_processor import SiteTotals
@@ -63,6 +63,26 @@ def test_a_program_whose_name_is_no_property_name_is_profiled(cli, alloc_program
     out = tmp_path / "out"
     result = cli.run("--local", "-o", out, "-i", "1", "--", program)
     assert result.returncode == 0, result.stderr
+    assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
+
+
+def test_an_allocator_preloaded_after_droidheap_s_is_the_one_profiled(cli, abi, alloc_program,
+                                                                     tmp_path):
+    """LD_PRELOAD=libjemalloc.so droidheap --local -- prog: the emulated libc forwards to the
+    next allocator in the search order, the user's, whose blocks then meet none of glibc's
+    functions (the client's malloc_usable_size went to the preloaded allocator's while the
+    blocks were glibc's: the program crashed), and whose allocations are the ones profiled."""
+    if abi != host_abi():
+        pytest.skip("the emulator device keeps a user's LD_PRELOAD on this machine's ABI only")
+    allocator = tmp_path / "libown_allocator.so"
+    subprocess.run([compiler(abi), "-shared", "-fPIC", "-O1", "-o", str(allocator),
+                    str(PROGRAMS / "own_allocator.c")], check=True)
+    cli.env["LD_PRELOAD"] = str(allocator)
+    out = tmp_path / "out"
+    result = cli.run("--local", "-o", out, "-i", "1", "--", alloc_program)
+    assert result.returncode == 0, result.stderr
+    served = [line for line in result.stderr.splitlines() if line.startswith("own_allocator")]
+    assert served and int(served[-1].split()[-1]) > 1000, result.stderr
     assert_sites(single_process(totals_by_leaf_function(out / "raw-trace", alloc_program)), 1)
 
 

@@ -1,5 +1,8 @@
-// The preload library's real allocator: the malloc family of the next library in the search order
-// (bionic's libc on a phone), found with dlsym(RTLD_NEXT).
+// An interposing library's real allocator: the malloc family of the next library in the search
+// order, found with dlsym(RTLD_NEXT): bionic's libc under the preload library on a phone; glibc's,
+// or an allocator preloaded after ours, under the emulation layer. Not glibc's __libc_* entry
+// points, which no interposer can shadow: with jemalloc preloaded, blocks glibc handed out met
+// jemalloc's malloc_usable_size (which nothing of ours interposes) and the program crashed.
 //
 // Resolved on first use, not in the constructor: the loader and other libraries' constructors
 // allocate before ours runs. One thread resolves; others wait for it. dlsym may itself allocate
@@ -101,6 +104,9 @@ void Find(const char* name, Fn* out, Fn fallback) {
   *out = symbol != nullptr ? reinterpret_cast<Fn>(symbol) : fallback;
 }
 
+// The table in force until the first call resolves the real one (below, constant-initialised).
+extern const MallocDispatch kFirstUseDispatch;
+
 enum State : int { kUnresolved, kResolving, kResolved };
 std::atomic<int> g_state{kUnresolved};
 DROIDHEAP_TLS bool t_resolving = false;
@@ -149,6 +155,9 @@ const MallocDispatch* Next() {
     g_next = d;
     t_resolving = false;
     g_state.store(kResolved, std::memory_order_release);
+    // From now on every call goes straight to the real allocator (unless a client took over).
+    const MallocDispatch* first = &kFirstUseDispatch;
+    g_dispatch.compare_exchange_strong(first, &g_next, std::memory_order_acq_rel);
     return &g_next;
   }
   while (g_state.load(std::memory_order_acquire) != kResolved) sched_yield();
@@ -246,14 +255,6 @@ const MallocDispatch kFirstUseDispatch = {
 
 std::atomic<const MallocDispatch*> g_dispatch{&kFirstUseDispatch};
 
-const MallocDispatch* RealDispatch() {
-  const MallocDispatch* next = Next();
-  if (next != nullptr) {
-    // From now on every call goes straight to the real allocator (unless a client took over).
-    const MallocDispatch* expected = &kFirstUseDispatch;
-    g_dispatch.compare_exchange_strong(expected, next, std::memory_order_acq_rel);
-  }
-  return next;
-}
+const MallocDispatch* RealDispatch() { return Next(); }
 
 }  // namespace droidheap
