@@ -132,9 +132,17 @@ const MallocDispatch* Next() {
     Find("valloc", &d.valloc, NextValloc);
 #endif
     Find("realloc", &g_next_realloc, static_cast<MallocRealloc>(nullptr));
-    Find("malloc_iterate", &d.malloc_iterate, UnsupportedIterate);
-    Find("malloc_disable", &d.malloc_disable, NoOp);
-    Find("malloc_enable", &d.malloc_enable, NoOp);
+    // bionic's alone. Asked of glibc, dlsym fails, and the error it allocates (from the arena)
+    // would send every later free through the arena's check: 1 ns more a malloc+free pair.
+    if (kAllocatorListsBlocks) {
+      Find("malloc_iterate", &d.malloc_iterate, UnsupportedIterate);
+      Find("malloc_disable", &d.malloc_disable, NoOp);
+      Find("malloc_enable", &d.malloc_enable, NoOp);
+    } else {
+      d.malloc_iterate = UnsupportedIterate;
+      d.malloc_disable = NoOp;
+      d.malloc_enable = NoOp;
+    }
     Find("mallopt", &d.mallopt, UnsupportedMallopt);
     Find("aligned_alloc", &d.aligned_alloc, NextAlignedAlloc);
     Find("malloc_info", &d.malloc_info, UnsupportedMallocInfo);
