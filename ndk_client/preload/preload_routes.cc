@@ -1,7 +1,7 @@
 // The preload library (libdroidheap_preload.so): where bionic will not load a profiling client
 // (a phone without root), `LD_PRELOAD` puts this library in front of libc. It exports the malloc
-// family (interposer/malloc_entry_points.cc) over the next library's (interposer/next_dispatch.cc) and
-// loads the client the two ways bionic would:
+// family (interposer/malloc_entry_points.cc) over the next library's
+// (interposer/next_dispatch.cc) and loads the client the two ways bionic would:
 //  - at start-up, when $DROIDHEAP_PROFILE names this program (or is "all"): droidheap sets it for
 //    the program it starts, as it sets heapprofd.enable.<name> where it may;
 //  - at run time, through the profiling signal, for a program started earlier with it preloaded.

@@ -93,7 +93,8 @@ EXPORT void* realloc(void* p, size_t size) {
 }
 
 EXPORT size_t malloc_usable_size(void* p) {
-  return p == NULL ? 0 : live_header(p, "own_allocator: usable size of a block not its own\n")->size;
+  if (p == NULL) return 0;
+  return live_header(p, "own_allocator: usable size of a block not its own\n")->size;
 }
 
 static void* take_aligned(size_t alignment, size_t size) {
