@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from droidheap.device.names import is_pattern, matching_pids, program_name
 from droidheap.errors import DroidheapError
+from droidheap.program_allocator import why_never_connected
 from droidheap.results.model import ProgramExit
 from droidheap.stop_signals import StopSignals, sleep
 
@@ -114,7 +115,7 @@ def run_spawned(device, session, argv, duration_ms, note, stops) -> ProgramExit:
         raise DroidheapError(f"{argv[0]} ran without profiling")
     if process.pid not in session.connected_pids():
         note(f"warning: {argv[0]} (pid {process.pid}) never connected to droidheapd "
-              "(statically linked, or no allocation at all?)")
+             f"({why_never_connected(device, argv[0])})")
     else:
         session.wait_until(lambda: process.pid in session.exited_pids(), _EXIT_DUMP_TIMEOUT_S)
     session.stop()

@@ -304,6 +304,13 @@ class AdbDevice(Device):
             raise DroidheapError(f"cannot start {program}: the shell of {self.serial} answered "
                                  f"status {found}")
 
+    def program_path(self, program: str) -> Optional[str]:
+        if "/" in program:
+            return program
+        result = self.run(["sh", "-c", 'command -v "$1"', "sh", program])
+        found = result.stdout.strip()
+        return found if result.exit_code == 0 and found.startswith("/") else None
+
     # Files ------------------------------------------------------------------------------------
     def push(self, local: pathlib.Path, remote: str, mode: int = 0o755) -> None:
         self._sync.push(local, remote, mode)
@@ -448,7 +455,8 @@ class AdbDevice(Device):
         if self.route.name == "root":
             return (f"root mode loads droidheap only into programs named {name}: --mode preload "
                     f"profiles them all")
-        return "statically linked, no allocation, or started without droidheap's LD_PRELOAD"
+        return ("statically linked, a malloc of their own, no allocation, or started without "
+                "droidheap's LD_PRELOAD")
 
     def enable_at_start(self, name: str) -> None:
         self.route.enable_at_start(name)

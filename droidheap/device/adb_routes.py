@@ -27,6 +27,7 @@ from droidheap.device.adb_root_dir import ROOT_DIR, Copy
 from droidheap.device.adb_shell import LISTING_MAX_BYTES
 from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
+from droidheap.program_allocator import ASAN_AFTER_PRELOAD
 
 PRELOAD_LIBRARY = "libdroidheap_preload.so"
 _PLATFORM_SOCKET = "/dev/socket/heapprofd"
@@ -136,7 +137,8 @@ class PreloadRoute(Route):
 
     def program_assignments(self, start_name: Optional[str] = None) -> str:
         # In front of any LD_PRELOAD the user set (bionic splits the list on spaces and colons).
-        words = [f'LD_PRELOAD="{PROFILER_DIR}/{PRELOAD_LIBRARY}${{LD_PRELOAD:+ $LD_PRELOAD}}"']
+        words = [f'LD_PRELOAD="{PROFILER_DIR}/{PRELOAD_LIBRARY}${{LD_PRELOAD:+ $LD_PRELOAD}}"',
+                 f'ASAN_OPTIONS="{ASAN_AFTER_PRELOAD}${{ASAN_OPTIONS:+:$ASAN_OPTIONS}}"']
         start_name = start_name or self._start_name
         if start_name:
             words.append(f"DROIDHEAP_PROFILE={shlex.quote(start_name)}")

@@ -121,7 +121,7 @@ class Device(abc.ABC):
     def why_descendants_did_not_connect(self, name: str) -> str:
         """Why programs that the spawned program `name` ran never connected to droidheapd, and
         how to take them, for the session's end."""
-        return "statically linked, or no allocation"
+        return "statically linked, a malloc of their own, or no allocation"
 
     def profileable_pids(self) -> List[int]:
         """Every running process the profiling signal may reach (--all)."""
@@ -169,6 +169,11 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def check_program(self, argv: Sequence[str]) -> None:
         """Raises DroidheapError when argv[0] cannot be started on the device."""
+
+    @abc.abstractmethod
+    def program_path(self, program: str) -> Optional[str]:
+        """The file the device runs for `program` (a path, or a name its PATH finds); None when
+        there is none."""
 
     @abc.abstractmethod
     def start_daemon(self, args: Sequence[str]) -> DaemonProcess:

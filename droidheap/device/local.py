@@ -32,6 +32,7 @@ from droidheap.device.local_processes import host_pids, host_program_names, runn
 from droidheap.device.names import START_PROPERTY, start_properties
 from droidheap.errors import DroidheapError
 from droidheap.output_files import copy_output
+from droidheap.program_allocator import asan_options
 
 ROOT_ENV = "DROIDHEAP_DEVICE_ROOT"
 _OWN_ROOT_PREFIX = "droidheap-device-"  # a session's root of its own (LocalDevice.lock)
@@ -375,10 +376,14 @@ class LocalDevice(Device):
     def check_program(self, argv: Sequence[str]) -> None:
         self._program_command(argv)
 
+    def program_path(self, program: str) -> Optional[str]:
+        resolved = program if "/" in program else shutil.which(program)
+        return resolved if resolved is not None and os.path.isfile(resolved) else None
+
     def _program_command(self, argv: Sequence[str]) -> List[str]:
         program = argv[0]
-        resolved = program if "/" in program else shutil.which(program)
-        if resolved is None or not os.path.isfile(resolved):
+        resolved = self.program_path(program)
+        if resolved is None:
             raise DroidheapError(f"cannot start {program}: no such program")
         if not os.access(resolved, os.X_OK):
             raise DroidheapError(f"cannot start {program}: permission denied")
@@ -390,6 +395,7 @@ class LocalDevice(Device):
     def _program_env(self) -> Dict[str, str]:
         env = dict(os.environ)
         env[ROOT_ENV] = str(self.root)
+        env["ASAN_OPTIONS"] = asan_options(env.get("ASAN_OPTIONS"))
         if not self._runner:
             preload = env.get("LD_PRELOAD", "")
             env["LD_PRELOAD"] = f"{self.emulated_libc} {preload}".strip()

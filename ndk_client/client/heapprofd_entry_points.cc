@@ -18,6 +18,7 @@
 #include "client/client.h"
 #include "client/custom_heaps.h"
 #include "client/hook_path.h"
+#include "client/profileable_process.h"
 #include "client/snapshot_thread.h"
 
 namespace droidheap {
@@ -269,6 +270,8 @@ EXPORT bool heapprofd_initialize(const MallocDispatch* previous, bool* /*zygote_
                                  const char* options) {
   Client* current = g_client.load(std::memory_order_acquire);
   if (current != nullptr && current->enabled()) return true;  // already profiling
+  // The front calls this function from its own code (bionic's libc, the interposing library).
+  if (!ProfileableProcess(__builtin_return_address(0))) return false;
   g_previous = previous;
   SetSocketPath(options);
   Client* client = Client::Connect(g_socket_path, previous, 0);

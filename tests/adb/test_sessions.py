@@ -90,6 +90,24 @@ def test_the_stress_program_built_32_bit_is_unaffected(adb_server, root_device, 
 
 
 @ONE_ADB_SERVER
+def test_a_program_with_a_malloc_of_its_own_is_named_with_why(cli, adb_server, device, tmp_path):
+    """The client stays out of a program whose malloc is its own, and the reason is read off the
+    device (its ELF file, a few blocks through adb) rather than guessed."""
+    program = tmp_path / "own_malloc"
+    subprocess.run(["cc", "-O1", "-pthread", str(ROOT / "tests" / "programs" / "own_allocator.c"),
+                    str(ROOT / "tests" / "programs" / "alloc_sites.c"), "-o", str(program)],
+                   check=True)
+    on_device = "/data/local/tmp/own_malloc"
+    adb_server.adb("-s", device[0], "push", str(program), on_device)
+    result = cli.run("-o", tmp_path / "out", "--", on_device)
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout
+    assert (f"warning: {on_device} (pid " in result.stderr and "never connected to droidheapd "
+            "(its malloc is its own, an allocator linked into it" in result.stderr), result.stderr
+    cli.assert_left_as_it_was()
+
+
+@ONE_ADB_SERVER
 def test_duration_ends_a_spawned_session_and_the_program_goes_on(cli, device, local_program,
                                                                  tmp_path):
     out = tmp_path / "out"
